@@ -1,0 +1,57 @@
+//! Blob metadata: images uploaded for messages. The bytes live in the log's blob table, keyed
+//! by SHA-256; the fold keeps only what `getBlob` needs to find them.
+
+use serde::Serialize;
+
+use crate::event::{BlobUploaded, EventBody, NewEvent};
+use crate::{DecideCtx, State};
+
+/// A stored image (spec `Blob`, plus where its bytes are).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Blob {
+    /// Id.
+    pub id: String,
+    /// Content type sniffed from the bytes.
+    pub content_type: String,
+    /// Uploader's login.
+    pub created_by: String,
+    /// Microseconds since the epoch.
+    pub created_at_us: i64,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Lowercase hex SHA-256: the key of the bytes.
+    pub sha256: String,
+}
+
+/// Decides `UploadBlob`.
+pub(crate) fn upload(
+    ctx: &DecideCtx,
+    actor: &str,
+    content_type: &str,
+    size_bytes: u64,
+    sha256: &str,
+) -> Vec<NewEvent> {
+    vec![NewEvent::new(
+        actor,
+        EventBody::BlobUploaded(BlobUploaded {
+            id: ctx.id(0),
+            content_type: content_type.to_owned(),
+            size_bytes,
+            sha256: sha256.to_owned(),
+        }),
+    )]
+}
+
+/// Folds `blob.uploaded`.
+pub(crate) fn apply(state: &mut State, created_at_us: i64, actor: &str, body: &EventBody) {
+    if let EventBody::BlobUploaded(p) = body {
+        state.blobs.entry(p.id.clone()).or_insert_with(|| Blob {
+            id: p.id.clone(),
+            content_type: p.content_type.clone(),
+            created_by: actor.to_owned(),
+            created_at_us,
+            size_bytes: p.size_bytes,
+            sha256: p.sha256.clone(),
+        });
+    }
+}

@@ -1,0 +1,178 @@
+//! Commands (imperative: what a caller asks for) and the writer's decision context.
+//!
+//! A command is decided on the single writer against the latest state ([`crate::decide`]), so
+//! two racing commands cannot both pass a rule. Facts from outside the log (is this a git
+//! repository, what is its default branch) are gathered by the caller first and carried here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::users::NotificationPrefs;
+use crate::workflows::WorkflowDefinition;
+
+/// Why the writer refused a command. `src/http/error.rs` maps each variant to a status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// The entity named by the command does not exist (HTTP 404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The command conflicts with the entity's current state (HTTP 409).
+    #[error("{0}")]
+    Conflict(String),
+    /// The command's input is invalid (HTTP 400).
+    #[error("{0}")]
+    Invalid(String),
+    /// The caller may not do this (HTTP 403).
+    #[error("{0}")]
+    Forbidden(String),
+}
+
+/// What the writer hands `decide` besides the state: the time and fresh ids, so that `decide`
+/// itself stays deterministic and replayable.
+#[derive(Debug, Clone, Copy)]
+pub struct DecideCtx {
+    /// Now, in microseconds since the Unix epoch (UTC); becomes the events' `created_at`.
+    pub now_us: i64,
+    /// A fresh random 128-bit value chosen by the writer for this command; ids derive from it.
+    pub seed: u128,
+}
+
+impl DecideCtx {
+    /// The `n`th fresh id of this command, formatted as a lowercase hyphenated UUID.
+    pub fn id(&self, n: u32) -> String {
+        let v = self.seed.wrapping_add(u128::from(n));
+        let h = format!("{v:032x}");
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
+    }
+}
+
+/// Every command the writer decides. One command becomes one batch of events in one
+/// transaction (together with other commands of the same group commit).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    /// Record a login seen for the first time (no events when the user exists).
+    EnsureUser {
+        /// The login.
+        login: String,
+        /// The display name to start with (the login when none is known).
+        display_name: String,
+        /// The server's default model, which the new user starts with.
+        default_model: String,
+    },
+    /// `updateMe`: set the caller's git identity.
+    UpdateMe {
+        /// The caller.
+        login: String,
+        /// `user.name` for commits; may be empty.
+        git_name: String,
+        /// `user.email` for commits; may be empty.
+        git_email: String,
+    },
+    /// `updateNotificationPrefs`.
+    UpdateNotificationPrefs {
+        /// The caller.
+        login: String,
+        /// The new preferences.
+        prefs: NotificationPrefs,
+    },
+    /// `updateDefaultModel`.
+    UpdateDefaultModel {
+        /// The caller.
+        login: String,
+        /// The model name.
+        model: String,
+    },
+    /// `createProject`, with the repository facts gathered by the caller.
+    CreateProject {
+        /// The caller.
+        actor: String,
+        /// The project's name.
+        name: String,
+        /// The repository's canonical absolute path.
+        repo_path: String,
+        /// The detected default branch.
+        default_branch: String,
+        /// The detected remote URL (origin's), or empty.
+        remote: String,
+        /// The data directory's worktree root; task worktrees go under it.
+        worktrees_root: String,
+    },
+    /// `createTask` without prompt or workflow, with the default branch's commit as base.
+    CreateTask {
+        /// The caller.
+        actor: String,
+        /// The project.
+        project_id: String,
+        /// The task's title.
+        title: String,
+        /// The commit the task branches from (the default branch's head when asked).
+        base_ref: String,
+    },
+    /// The worktree reactor's outcome for a task: its worktree exists at `head`, or failed.
+    RecordWorktree {
+        /// The task.
+        task_id: String,
+        /// `Ok(head commit)` or `Err(reason)`.
+        outcome: Result<String, String>,
+    },
+    /// `uploadBlob`: the bytes travel beside the command and are stored by the log under
+    /// their SHA-256 in the same transaction.
+    UploadBlob {
+        /// The caller.
+        actor: String,
+        /// The sniffed content type.
+        content_type: String,
+        /// Size in bytes.
+        size_bytes: u64,
+        /// Lowercase hex SHA-256 of the bytes.
+        sha256: String,
+    },
+    /// `putWorkflow`.
+    PutWorkflow {
+        /// The caller.
+        actor: String,
+        /// The workflow's name.
+        name: String,
+        /// The parsed definition.
+        definition: WorkflowDefinition,
+    },
+    /// `deleteWorkflow`.
+    DeleteWorkflow {
+        /// The caller.
+        actor: String,
+        /// The workflow's name.
+        name: String,
+    },
+    /// `setFocus`.
+    SetFocus {
+        /// The caller.
+        login: String,
+        /// The new focus.
+        focus: crate::focus::Focus,
+    },
+    /// `markSummaryRead`.
+    MarkSummaryRead {
+        /// The caller.
+        login: String,
+        /// The task.
+        task_id: String,
+        /// The seq read up to.
+        seq: u64,
+    },
+    /// `setPaneFocus`.
+    SetPaneFocus {
+        /// The caller.
+        login: String,
+        /// Whether the human works in the right pane.
+        focused: bool,
+        /// Whether the pane holds unsent text.
+        drafting: bool,
+    },
+}

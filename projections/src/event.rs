@@ -1,0 +1,339 @@
+//! The event envelope and every event kind. `schema/events.md` is the human catalogue of the
+//! kinds below; the two must agree (a test checks that every kind is documented there).
+//!
+//! Kinds are past tense (`task.created`) and never renamed once in a log: an old payload shape
+//! is upcast on load ([`crate::upcast`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::focus::TaskTab;
+use crate::users::NotificationPrefs;
+use crate::workflows::WorkflowDefinition;
+
+/// One committed event as the folds see it: the envelope plus its typed payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Global, gapless position in the log, from 1 (DESIGN.md invariant 1).
+    pub seq: u64,
+    /// When the writer decided it, in microseconds since the Unix epoch (UTC).
+    pub created_at_us: i64,
+    /// The project it concerns, if any.
+    pub project_id: Option<String>,
+    /// The task it concerns, if any.
+    pub task_id: Option<String>,
+    /// The agent session it concerns, if any.
+    pub agent_session_id: Option<String>,
+    /// The login the event belongs to; such events reach only that user (invariant 4).
+    pub owner: Option<String>,
+    /// Who caused it: a login, or `byre` for the server itself.
+    pub actor: String,
+    /// The kind and its payload.
+    pub body: EventBody,
+}
+
+/// An event `decide` produced, before the writer gave it a seq and a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// See [`Event::project_id`].
+    pub project_id: Option<String>,
+    /// See [`Event::task_id`].
+    pub task_id: Option<String>,
+    /// See [`Event::agent_session_id`].
+    pub agent_session_id: Option<String>,
+    /// See [`Event::owner`].
+    pub owner: Option<String>,
+    /// See [`Event::actor`].
+    pub actor: String,
+    /// The kind and payload.
+    pub body: EventBody,
+}
+
+impl NewEvent {
+    /// An event with only an actor and a body; set the ids with the builder methods.
+    pub fn new(actor: impl Into<String>, body: EventBody) -> Self {
+        NewEvent {
+            project_id: None,
+            task_id: None,
+            agent_session_id: None,
+            owner: None,
+            actor: actor.into(),
+            body,
+        }
+    }
+    /// Sets `project_id`.
+    pub fn project(mut self, id: impl Into<String>) -> Self {
+        self.project_id = Some(id.into());
+        self
+    }
+    /// Sets `task_id`.
+    pub fn task(mut self, id: impl Into<String>) -> Self {
+        self.task_id = Some(id.into());
+        self
+    }
+    /// Sets `owner`: the event then reaches only that user.
+    pub fn owned_by(mut self, login: impl Into<String>) -> Self {
+        self.owner = Some(login.into());
+        self
+    }
+    /// Gives the event its seq and time.
+    pub fn commit(self, seq: u64, created_at_us: i64) -> Event {
+        Event {
+            seq,
+            created_at_us,
+            project_id: self.project_id,
+            task_id: self.task_id,
+            agent_session_id: self.agent_session_id,
+            owner: self.owner,
+            actor: self.actor,
+            body: self.body,
+        }
+    }
+}
+
+/// Why a stored payload could not be turned into an [`EventBody`].
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// No such kind in this build.
+    #[error("unknown event kind `{0}`")]
+    UnknownKind(String),
+    /// The payload does not match its kind's shape.
+    #[error("payload of `{kind}` does not decode: {source}")]
+    Payload {
+        /// The kind.
+        kind: String,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+}
+
+macro_rules! event_kinds {
+    ($( $(#[$doc:meta])* $variant:ident = $kind:literal ($payload:ty), )*) => {
+        /// Every event kind with its payload. The string after each variant is its `kind`.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum EventBody {
+            $( $(#[$doc])* $variant($payload), )*
+        }
+
+        impl EventBody {
+            /// Every kind this build knows, in catalogue order.
+            pub const KINDS: &'static [&'static str] = &[$($kind,)*];
+
+            /// The event's kind, e.g. `task.created`.
+            pub fn kind(&self) -> &'static str {
+                match self { $(Self::$variant(_) => $kind,)* }
+            }
+
+            /// The payload as a JSON object (compact).
+            pub fn payload_json(&self) -> String {
+                // Payloads are plain structs of strings, numbers and bools: serializing cannot fail.
+                match self { $(Self::$variant(p) => serde_json::to_string(p).expect("payload serializes"),)* }
+            }
+
+            /// Decodes a current-format payload of `kind`.
+            /// # Errors
+            /// [`DecodeError`] for an unknown kind or a payload of the wrong shape.
+            pub fn from_parts(kind: &str, payload: &str) -> Result<Self, DecodeError> {
+                match kind {
+                    $($kind => serde_json::from_str(payload).map(Self::$variant).map_err(|source| {
+                        DecodeError::Payload { kind: kind.to_owned(), source }
+                    }),)*
+                    other => Err(DecodeError::UnknownKind(other.to_owned())),
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    /// A login was seen for the first time.
+    UserCreated = "user.created" (UserCreated),
+    /// A user set their git identity (`updateMe`).
+    UserUpdated = "user.updated" (UserUpdated),
+    /// A user changed their notification preferences (owned by them).
+    NotificationPrefsUpdated = "user.notification_prefs_updated" (NotificationPrefsUpdated),
+    /// A user changed their default model (owned by them).
+    DefaultModelUpdated = "user.default_model_updated" (DefaultModelUpdated),
+    /// A project was created from a repository.
+    ProjectCreated = "project.created" (ProjectCreated),
+    /// A task was created: its branch and worktree are to be made (intent).
+    TaskCreated = "task.created" (TaskCreated),
+    /// The task's branch and worktree exist on disk (outcome).
+    TaskWorktreeCreated = "task.worktree_created" (TaskWorktreeCreated),
+    /// The task's worktree could not be made; the task is closed as discarded (outcome).
+    TaskWorktreeFailed = "task.worktree_failed" (TaskWorktreeFailed),
+    /// Derived: the task's state changed; written in the same transaction as its cause.
+    TaskState = "task.state" (TaskStateChanged),
+    /// An image was stored.
+    BlobUploaded = "blob.uploaded" (BlobUploaded),
+    /// A workflow was created or replaced.
+    WorkflowSaved = "workflow.saved" (WorkflowSaved),
+    /// A workflow was deleted.
+    WorkflowDeleted = "workflow.deleted" (WorkflowDeleted),
+    /// A user's right pane moved (owned by them).
+    FocusUpdated = "focus.updated" (FocusUpdated),
+    /// A user read a task's turn summaries up to a seq (owned by them).
+    SummaryRead = "summary.read" (SummaryRead),
+    /// A user started or stopped working in the right pane (owned by them).
+    PaneFocusUpdated = "pane_focus.updated" (PaneFocusUpdated),
+}
+
+/// `user.created` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserCreated {
+    /// The login.
+    pub login: String,
+    /// Display name (the login, or the `Tailscale-User-Name` header).
+    pub display_name: String,
+    /// The model the user's new tasks start on.
+    pub default_model: String,
+}
+
+/// `user.updated` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserUpdated {
+    /// The login.
+    pub login: String,
+    /// Git `user.name`; empty for none.
+    pub git_name: String,
+    /// Git `user.email`; empty for none.
+    pub git_email: String,
+}
+
+/// `user.notification_prefs_updated` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotificationPrefsUpdated {
+    /// The login.
+    pub login: String,
+    /// The new preferences.
+    pub notification_prefs: NotificationPrefs,
+}
+
+/// `user.default_model_updated` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DefaultModelUpdated {
+    /// The login.
+    pub login: String,
+    /// The model.
+    pub model: String,
+}
+
+/// `project.created` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProjectCreated {
+    /// The project's id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// The repository's canonical absolute path.
+    pub repo_path: String,
+    /// The default branch (short name, e.g. `main`).
+    pub default_branch: String,
+    /// origin's URL, or empty.
+    pub remote: String,
+    /// Where this project's task worktrees go: `{worktrees_root}/{task_id}`.
+    pub worktrees_root: String,
+}
+
+/// `task.created` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskCreated {
+    /// The task's id.
+    pub id: String,
+    /// Its project.
+    pub project_id: String,
+    /// Its title (also the first merge title).
+    pub title: String,
+    /// The branch, `byre/{slug}-{id prefix}`.
+    pub branch: String,
+    /// The worktree, `{project.worktrees_root}/{id}`: a function of the ids (invariant 5).
+    pub worktree_path: String,
+    /// The commit the branch starts at.
+    pub base_ref: String,
+    /// First of the task's 10 ports.
+    pub port_base: u32,
+    /// Palette index.
+    pub color: u32,
+}
+
+/// `task.worktree_created` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskWorktreeCreated {
+    /// The worktree's HEAD commit.
+    pub head: String,
+}
+
+/// `task.worktree_failed` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskWorktreeFailed {
+    /// Why, for the user.
+    pub reason: String,
+}
+
+/// `task.state` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStateChanged {
+    /// The new state.
+    pub state: crate::tasks::TaskState,
+}
+
+/// `blob.uploaded` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlobUploaded {
+    /// The blob's id.
+    pub id: String,
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub content_type: String,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Lowercase hex SHA-256 of the bytes: the key of the bytes in the log's blob table.
+    pub sha256: String,
+}
+
+/// `workflow.saved` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowSaved {
+    /// The workflow's name.
+    pub name: String,
+    /// Its definition.
+    pub definition: WorkflowDefinition,
+}
+
+/// `workflow.deleted` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowDeleted {
+    /// The workflow's name.
+    pub name: String,
+}
+
+/// `focus.updated` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FocusUpdated {
+    /// The project shown, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    /// The task shown, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The tabs put first.
+    pub tabs: Vec<TaskTab>,
+    /// The tab shown.
+    pub tab: TaskTab,
+}
+
+/// `summary.read` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRead {
+    /// The reader.
+    pub login: String,
+    /// The highest seq read.
+    pub seq: u64,
+}
+
+/// `pane_focus.updated` payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PaneFocusUpdated {
+    /// Whether the human works in the right pane.
+    pub focused: bool,
+    /// Whether a text box there holds unsent text.
+    pub drafting: bool,
+}

@@ -1,0 +1,32 @@
+//! byre's projections: the event types, the entity models and the pure folds over them.
+//!
+//! Layout:
+//! - [`event`]: the event envelope ([`Event`]) and every event kind ([`EventBody`]), with
+//!   [`upcast`] turning stored payloads of older formats into current ones.
+//! - [`command`]: what callers ask of the writer ([`Command`]), and [`Rejection`].
+//! - [`State`]: every projection, with [`State::apply`] (fold one event, total, infallible) and
+//!   [`decide`] (a command and the state in, events or a rejection out).
+//! - one module per family ([`users`], [`projects`], [`tasks`], [`blobs`], [`workflows`],
+//!   [`focus`]) holding its models, its part of `decide` and its part of `apply`.
+//! - [`digest`]: a stable digest of the whole state, so `fold(log) == live` can be checked.
+//!
+//! Architecture invariant: no I/O, no clock, no randomness, no async. Every time and id comes
+//! from the event (or, in `decide`, from [`DecideCtx`]).
+#![warn(missing_docs)]
+
+pub mod blobs;
+pub mod command;
+pub mod digest;
+pub mod event;
+pub mod focus;
+pub mod projects;
+pub mod tasks;
+pub mod upcast;
+pub mod users;
+pub mod workflows;
+
+mod state;
+
+pub use command::{Command, DecideCtx, Rejection};
+pub use event::{Event, EventBody, NewEvent};
+pub use state::{decide, derived_events, State};

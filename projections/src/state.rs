@@ -1,0 +1,295 @@
+//! The whole projected state, the fold (`State::apply`) and the decision (`decide`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::blobs::Blob;
+use crate::focus::UserUi;
+use crate::projects::Project;
+use crate::tasks::Task;
+use crate::users::User;
+use crate::workflows::Workflow;
+use crate::{Command, DecideCtx, Event, NewEvent, Rejection};
+
+/// Every projection, folded from the log. Maps are ordered so that serializing the state (and
+/// so [`crate::digest::digest`]) is deterministic.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct State {
+    /// Seq of the last event folded; 0 for none.
+    pub last_seq: u64,
+    /// How many events were folded.
+    pub n_events: u64,
+    /// Users by login.
+    pub users: BTreeMap<String, User>,
+    /// Projects by id.
+    pub projects: BTreeMap<String, Project>,
+    /// Tasks by id.
+    pub tasks: BTreeMap<String, Task>,
+    /// Blob metadata by id.
+    pub blobs: BTreeMap<String, Blob>,
+    /// Workflows by name.
+    pub workflows: BTreeMap<String, Workflow>,
+    /// Per-user UI state by login.
+    pub ui: BTreeMap<String, UserUi>,
+    /// Per palette colour, the seq of the `task.created` that last took it.
+    pub color_given_seq: BTreeMap<u32, u64>,
+}
+
+impl State {
+    /// Folds one event. Total and infallible: an event naming an entity that does not exist
+    /// changes nothing. Holds no business rule and reads no clock.
+    pub fn apply(&mut self, e: &Event) {
+        self.last_seq = e.seq;
+        self.n_events += 1;
+        let task_id = e.task_id.as_deref();
+        crate::users::apply(self, e.seq, &e.body);
+        crate::projects::apply(self, e.seq, e.created_at_us, &e.actor, &e.body);
+        crate::tasks::apply(self, e.seq, e.created_at_us, &e.actor, &e.body, task_id);
+        crate::blobs::apply(self, e.created_at_us, &e.actor, &e.body);
+        crate::workflows::apply(self, e.seq, &e.body);
+        crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
+    }
+
+    /// Tasks of a project, newest first (`listTasks`).
+    pub fn project_tasks(&self, project_id: &str) -> Vec<&Task> {
+        let mut tasks: Vec<&Task> = self
+            .tasks
+            .values()
+            .filter(|t| t.project_id == project_id)
+            .collect();
+        tasks.sort_by(|a, b| b.created_seq.cmp(&a.created_seq));
+        tasks
+    }
+
+    /// Projects in creation order (`listProjects`).
+    pub fn projects_in_order(&self) -> Vec<&Project> {
+        let mut projects: Vec<&Project> = self.projects.values().collect();
+        projects.sort_by_key(|p| p.created_seq);
+        projects
+    }
+}
+
+/// Decides a command against the state: the events it causes, or why it is refused. Pure:
+/// time and ids come from `ctx`.
+/// # Errors
+/// A [`Rejection`] naming what is missing, conflicting or invalid.
+pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEvent>, Rejection> {
+    use crate::{blobs, focus, projects, tasks, users, workflows};
+    match cmd {
+        Command::EnsureUser {
+            login,
+            display_name,
+            default_model,
+        } => Ok(users::ensure(state, login, display_name, default_model)),
+        Command::UpdateMe {
+            login,
+            git_name,
+            git_email,
+        } => users::update_me(state, login, git_name, git_email),
+        Command::UpdateNotificationPrefs { login, prefs } => {
+            users::update_prefs(state, login, *prefs)
+        }
+        Command::UpdateDefaultModel { login, model } => {
+            users::update_default_model(state, login, model)
+        }
+        Command::CreateProject {
+            actor,
+            name,
+            repo_path,
+            default_branch,
+            remote,
+            worktrees_root,
+        } => projects::create(
+            state,
+            ctx,
+            actor,
+            name,
+            repo_path,
+            default_branch,
+            remote,
+            worktrees_root,
+        ),
+        Command::CreateTask {
+            actor,
+            project_id,
+            title,
+            base_ref,
+        } => tasks::create(state, ctx, actor, project_id, title, base_ref),
+        Command::RecordWorktree { task_id, outcome } => {
+            tasks::record_worktree(state, task_id, outcome)
+        }
+        Command::UploadBlob {
+            actor,
+            content_type,
+            size_bytes,
+            sha256,
+        } => Ok(blobs::upload(ctx, actor, content_type, *size_bytes, sha256)),
+        Command::PutWorkflow {
+            actor,
+            name,
+            definition,
+        } => workflows::put(actor, name, definition),
+        Command::DeleteWorkflow { actor, name } => workflows::delete(state, actor, name),
+        Command::SetFocus { login, focus } => focus::set_focus(state, login, focus),
+        Command::MarkSummaryRead {
+            login,
+            task_id,
+            seq,
+        } => focus::mark_summary_read(state, login, task_id, *seq),
+        Command::SetPaneFocus {
+            login,
+            focused,
+            drafting,
+        } => Ok(focus::set_pane_focus(state, login, *focused, *drafting)),
+    }
+}
+
+/// Derived events for a batch just folded into `state`: a `task.state` for every task the
+/// batch touched whose state changed. The writer folds and appends these in the same
+/// transaction as the batch.
+pub fn derived_events(state: &State, batch: &[Event]) -> Vec<NewEvent> {
+    crate::tasks::derived_states(state, batch.iter().filter_map(|e| e.task_id.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Given / when / then over the whole decide + apply cycle.
+    use super::*;
+    use crate::event::EventBody;
+    use crate::tasks::TaskState;
+
+    /// Folds `given` commands (each must pass), then decides `when`.
+    fn given_when(given: &[Command], when: &Command) -> (State, Result<Vec<NewEvent>, Rejection>) {
+        let mut state = State::default();
+        for (i, cmd) in given.iter().enumerate() {
+            let ctx = DecideCtx {
+                now_us: 1_000 + i as i64,
+                seed: 0x1000_0000_0000_0000_0000_0000_0000_0000 * (i as u128 + 1),
+            };
+            let events = decide(&state, cmd, &ctx).expect("given command passes");
+            apply_all(&mut state, events, ctx.now_us);
+        }
+        let ctx = DecideCtx {
+            now_us: 99_000,
+            seed: 0xabcdef00_0000_0000_0000_0000_0000_00,
+        };
+        let result = decide(&state, when, &ctx);
+        (state, result)
+    }
+
+    fn apply_all(state: &mut State, events: Vec<NewEvent>, now_us: i64) {
+        let mut committed = Vec::new();
+        for ev in events {
+            let e = ev.commit(state.last_seq + 1, now_us);
+            state.apply(&e);
+            committed.push(e);
+        }
+        for ev in derived_events(state, &committed) {
+            let e = ev.commit(state.last_seq + 1, now_us);
+            state.apply(&e);
+        }
+    }
+
+    fn user(login: &str) -> Command {
+        Command::EnsureUser {
+            login: login.into(),
+            display_name: login.into(),
+            default_model: "sonnet".into(),
+        }
+    }
+
+    fn project() -> Command {
+        Command::CreateProject {
+            actor: "ada".into(),
+            name: "demo".into(),
+            repo_path: "/repos/demo".into(),
+            default_branch: "main".into(),
+            remote: String::new(),
+            worktrees_root: "/data/worktrees".into(),
+        }
+    }
+
+    fn task(state_project: &str, title: &str) -> Command {
+        Command::CreateTask {
+            actor: "ada".into(),
+            project_id: state_project.into(),
+            title: title.into(),
+            base_ref: "abc".into(),
+        }
+    }
+
+    #[test]
+    fn ensure_user_is_idempotent() {
+        let (_, r) = given_when(&[user("ada")], &user("ada"));
+        assert_eq!(r.unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_task_needs_its_project() {
+        let (_, r) = given_when(&[user("ada")], &task("nope", "x"));
+        assert!(matches!(r, Err(Rejection::NotFound(_))));
+    }
+
+    #[test]
+    fn tasks_get_distinct_ports_and_colours_and_paths_from_their_ids() {
+        let (state, _) = given_when(&[user("ada"), project()], &user("ada"));
+        let pid = state.projects.keys().next().unwrap().clone();
+        let (state, r) = given_when(
+            &[user("ada"), project(), task(&pid, "one"), task(&pid, "two")],
+            &task(&pid, "three"),
+        );
+        let events = r.unwrap();
+        let EventBody::TaskCreated(t3) = &events[0].body else {
+            panic!("task.created expected")
+        };
+        let ports: Vec<u32> = state.tasks.values().map(|t| t.port_base).collect();
+        assert!(!ports.contains(&t3.port_base));
+        assert!(state.tasks.values().all(|t| t.color != t3.color));
+        assert_eq!(t3.worktree_path, format!("/data/worktrees/{pid}/{}", t3.id));
+        assert!(state.tasks.values().all(|t| t.state == TaskState::NoAgent));
+    }
+
+    #[test]
+    fn a_failed_worktree_closes_the_task_with_a_derived_state() {
+        let (state, _) = given_when(&[user("ada"), project()], &user("ada"));
+        let pid = state.projects.keys().next().unwrap().clone();
+        let (mut state, _) = given_when(&[user("ada"), project(), task(&pid, "one")], &user("ada"));
+        let tid = state.tasks.keys().next().unwrap().clone();
+        let cmd = Command::RecordWorktree {
+            task_id: tid.clone(),
+            outcome: Err("disk full".into()),
+        };
+        let events = decide(&state, &cmd, &DecideCtx { now_us: 5, seed: 1 }).unwrap();
+        apply_all(&mut state, events, 5);
+        assert_eq!(state.tasks[&tid].state, TaskState::Discarded);
+        let again = decide(&state, &cmd, &DecideCtx { now_us: 6, seed: 2 }).unwrap();
+        assert!(again.is_empty(), "recording twice changes nothing");
+    }
+
+    #[test]
+    fn summary_reads_only_move_forward() {
+        let (state, _) = given_when(&[user("ada"), project()], &user("ada"));
+        let pid = state.projects.keys().next().unwrap().clone();
+        let (state, _) = given_when(&[user("ada"), project(), task(&pid, "one")], &user("ada"));
+        let tid = state.tasks.keys().next().unwrap().clone();
+        let read = |seq| Command::MarkSummaryRead {
+            login: "ada".into(),
+            task_id: tid.clone(),
+            seq,
+        };
+        let (_, r) = given_when(
+            &[user("ada"), project(), task(&pid, "one"), read(2)],
+            &read(1),
+        );
+        assert_eq!(r.unwrap(), vec![]);
+        let (_, r) = given_when(
+            &[user("ada"), project(), task(&pid, "one"), read(2)],
+            &read(3),
+        );
+        let events = r.unwrap();
+        assert_eq!(events[0].owner.as_deref(), Some("ada"));
+        let (_, r) = given_when(&[user("ada"), project(), task(&pid, "one")], &read(1_000));
+        assert!(matches!(r, Err(Rejection::Invalid(_))));
+    }
+}

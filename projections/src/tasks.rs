@@ -1,0 +1,353 @@
+//! Tasks: a branch with its own worktree (and, in later issues, agent sessions).
+//! Operations: `listTasks`, `createTask`, `getTask`; the worktree reactor's outcome events.
+//!
+//! Ports: each active task holds a block of 10 ports from [`PORT_BASE_FIRST`], the lowest free
+//! block. Colours: an index into a palette of [`PALETTE_SIZE`]; a new task gets a colour no
+//! active task holds, the one given out longest ago (never given counts as oldest, lowest index
+//! first); when every colour is held, the one given out longest ago.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{EventBody, NewEvent, TaskCreated, TaskStateChanged};
+use crate::{DecideCtx, Rejection, State};
+
+/// The first port of the first task's block.
+pub const PORT_BASE_FIRST: u32 = 20_000;
+/// Ports per task (`port_base` to `port_base + 9`).
+pub const PORTS_PER_TASK: u32 = 10;
+/// How many colours the UI's task palette has.
+pub const PALETTE_SIZE: u32 = 12;
+/// The highest block start: blocks stay below 65,536.
+const PORT_BASE_LAST: u32 = 65_530;
+
+/// Whether the task is open or closed (spec `Task.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Open.
+    Active,
+    /// Squash-merged.
+    Merged,
+    /// Closed without merging.
+    Discarded,
+}
+
+/// What the task is doing (spec `Task.state`), kept by the writer in the same transaction as
+/// every change to it; a `task.state` event carries each change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Its agent is mid-turn.
+    Running,
+    /// Its agent waits for a message.
+    Idle,
+    /// A turn ended and its review has not started.
+    ReviewPending,
+    /// A review runs.
+    Reviewing,
+    /// A merge runs.
+    Merging,
+    /// A discard runs.
+    Discarding,
+    /// Closed by a merge.
+    Merged,
+    /// Closed by a discard.
+    Discarded,
+    /// No agent session.
+    NoAgent,
+}
+
+/// A task (spec `Task`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Task {
+    /// Id.
+    pub id: String,
+    /// Project.
+    pub project_id: String,
+    /// Title.
+    pub title: String,
+    /// Squash commit title.
+    pub merge_title: String,
+    /// Branch name.
+    pub branch: String,
+    /// Worktree path.
+    pub worktree_path: String,
+    /// The commit it branched from.
+    pub base_ref: String,
+    /// First port of its block.
+    pub port_base: u32,
+    /// Palette index.
+    pub color: u32,
+    /// Open or closed.
+    pub status: TaskStatus,
+    /// Creator's login.
+    pub created_by: String,
+    /// Microseconds since the epoch.
+    pub created_at_us: i64,
+    /// When merged or discarded, microseconds since the epoch.
+    pub closed_at_us: Option<i64>,
+    /// The squash commit when merged.
+    pub merge_commit: Option<String>,
+    /// What it is doing.
+    pub state: TaskState,
+    /// A merge runs.
+    pub merging: bool,
+    /// A discard runs.
+    pub discarding: bool,
+    /// A merge into the parent is pending.
+    pub merging_into_parent: bool,
+    /// A merge waits for a review.
+    pub merge_after_review: bool,
+    /// Seq of the latest `turn.ended` with a summary; 0 for none.
+    pub summary_seq: u64,
+    /// Whether the worktree reactor recorded the worktree as made.
+    pub worktree_ready: bool,
+    /// Seq of `task.created`.
+    pub created_seq: u64,
+}
+
+impl Task {
+    /// The state the task's facts imply; `task.state` is emitted whenever it differs from
+    /// [`Task::state`].
+    pub fn computed_state(&self) -> TaskState {
+        match self.status {
+            TaskStatus::Merged => TaskState::Merged,
+            TaskStatus::Discarded => TaskState::Discarded,
+            TaskStatus::Active if self.discarding => TaskState::Discarding,
+            TaskStatus::Active if self.merging => TaskState::Merging,
+            TaskStatus::Active => TaskState::NoAgent,
+        }
+    }
+}
+
+/// Turns a title into a branch-name slug: lowercase ASCII letters, digits and single dashes,
+/// at most 40 characters; `task` when nothing is left.
+pub fn slug(title: &str) -> String {
+    let mut out = String::new();
+    for c in title.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+        if out.len() >= 40 {
+            break;
+        }
+    }
+    let out = out.trim_end_matches('-').to_owned();
+    if out.is_empty() {
+        "task".to_owned()
+    } else {
+        out
+    }
+}
+
+/// Checks a task title: one line of 1 to 200 characters.
+fn check_title(title: &str) -> Result<(), Rejection> {
+    if title.trim().is_empty() || title.chars().count() > 200 || title.chars().any(char::is_control)
+    {
+        return Err(Rejection::Invalid(
+            "title must be one line of 1 to 200 characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn next_port_base(state: &State) -> Result<u32, Rejection> {
+    let held: std::collections::BTreeSet<u32> = state
+        .tasks
+        .values()
+        .filter(|t| t.status == TaskStatus::Active)
+        .map(|t| t.port_base)
+        .collect();
+    (PORT_BASE_FIRST..=PORT_BASE_LAST)
+        .step_by(PORTS_PER_TASK as usize)
+        .find(|p| !held.contains(p))
+        .ok_or_else(|| Rejection::Conflict("every port block is held by an active task".into()))
+}
+
+fn next_color(state: &State) -> u32 {
+    let held: std::collections::BTreeSet<u32> = state
+        .tasks
+        .values()
+        .filter(|t| t.status == TaskStatus::Active)
+        .map(|t| t.color)
+        .collect();
+    let last_given = |c: u32| state.color_given_seq.get(&c).copied().unwrap_or(0);
+    let free = (0..PALETTE_SIZE)
+        .filter(|c| !held.contains(c))
+        .min_by_key(|&c| (last_given(c), c));
+    free.unwrap_or_else(|| {
+        (0..PALETTE_SIZE)
+            .min_by_key(|&c| (last_given(c), c))
+            .unwrap_or(0)
+    })
+}
+
+/// Decides `CreateTask` (no prompt, no workflow).
+pub(crate) fn create(
+    state: &State,
+    ctx: &DecideCtx,
+    actor: &str,
+    project_id: &str,
+    title: &str,
+    base_ref: &str,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let project = state
+        .projects
+        .get(project_id)
+        .ok_or_else(|| Rejection::NotFound(format!("no project `{project_id}`")))?;
+    check_title(title)?;
+    let id = ctx.id(0);
+    let branch = format!("byre/{}-{}", slug(title), &id[..8]);
+    if state
+        .tasks
+        .values()
+        .any(|t| t.project_id == project_id && t.branch == branch)
+    {
+        return Err(Rejection::Conflict(format!(
+            "branch `{branch}` already exists"
+        )));
+    }
+    Ok(vec![NewEvent::new(
+        actor,
+        EventBody::TaskCreated(TaskCreated {
+            worktree_path: format!("{}/{id}", project.worktrees_root),
+            id: id.clone(),
+            project_id: project_id.to_owned(),
+            title: title.to_owned(),
+            branch,
+            base_ref: base_ref.to_owned(),
+            port_base: next_port_base(state)?,
+            color: next_color(state),
+        }),
+    )
+    .project(project_id)
+    .task(id)])
+}
+
+/// Decides `RecordWorktree`: the reactor's outcome. Nothing when already recorded (the reactor
+/// is idempotent and may run twice after a restart).
+pub(crate) fn record_worktree(
+    state: &State,
+    task_id: &str,
+    outcome: &Result<String, String>,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let task = state
+        .tasks
+        .get(task_id)
+        .ok_or_else(|| Rejection::NotFound(format!("no task `{task_id}`")))?;
+    if task.worktree_ready || task.status != TaskStatus::Active {
+        return Ok(Vec::new());
+    }
+    let body = match outcome {
+        Ok(head) => {
+            EventBody::TaskWorktreeCreated(crate::event::TaskWorktreeCreated { head: head.clone() })
+        }
+        Err(reason) => EventBody::TaskWorktreeFailed(crate::event::TaskWorktreeFailed {
+            reason: reason.clone(),
+        }),
+    };
+    Ok(vec![NewEvent::new("byre", body)
+        .project(&task.project_id)
+        .task(task_id)])
+}
+
+/// Derived events: a `task.state` for each task in `task_ids` whose computed state differs
+/// from its recorded one.
+pub(crate) fn derived_states<'a>(
+    state: &State,
+    task_ids: impl Iterator<Item = &'a str>,
+) -> Vec<NewEvent> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for id in task_ids {
+        if !seen.insert(id) {
+            continue;
+        }
+        if let Some(t) = state.tasks.get(id) {
+            let computed = t.computed_state();
+            if computed != t.state {
+                out.push(
+                    NewEvent::new(
+                        "byre",
+                        EventBody::TaskState(TaskStateChanged { state: computed }),
+                    )
+                    .project(&t.project_id)
+                    .task(id),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Folds the task events.
+pub(crate) fn apply(
+    state: &mut State,
+    seq: u64,
+    created_at_us: i64,
+    actor: &str,
+    body: &EventBody,
+    task_id: Option<&str>,
+) {
+    match body {
+        EventBody::TaskCreated(p) => {
+            state.color_given_seq.insert(p.color, seq);
+            state.tasks.entry(p.id.clone()).or_insert_with(|| Task {
+                id: p.id.clone(),
+                project_id: p.project_id.clone(),
+                title: p.title.clone(),
+                merge_title: p.title.clone(),
+                branch: p.branch.clone(),
+                worktree_path: p.worktree_path.clone(),
+                base_ref: p.base_ref.clone(),
+                port_base: p.port_base,
+                color: p.color,
+                status: TaskStatus::Active,
+                created_by: actor.to_owned(),
+                created_at_us,
+                closed_at_us: None,
+                merge_commit: None,
+                state: TaskState::NoAgent,
+                merging: false,
+                discarding: false,
+                merging_into_parent: false,
+                merge_after_review: false,
+                summary_seq: 0,
+                worktree_ready: false,
+                created_seq: seq,
+            });
+        }
+        EventBody::TaskWorktreeCreated(_) => {
+            if let Some(t) = task_id.and_then(|id| state.tasks.get_mut(id)) {
+                t.worktree_ready = true;
+            }
+        }
+        EventBody::TaskWorktreeFailed(_) => {
+            if let Some(t) = task_id.and_then(|id| state.tasks.get_mut(id)) {
+                t.status = TaskStatus::Discarded;
+                t.closed_at_us = Some(created_at_us);
+            }
+        }
+        EventBody::TaskState(p) => {
+            if let Some(t) = task_id.and_then(|id| state.tasks.get_mut(id)) {
+                t.state = p.state;
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_branch_safe() {
+        assert_eq!(slug("Fix the login page!"), "fix-the-login-page");
+        assert_eq!(slug("  ..//  "), "task");
+        assert_eq!(slug("Ünïcode café"), "n-code-caf");
+        assert!(slug(&"a".repeat(100)).len() <= 40);
+    }
+}
