@@ -1,1 +1,23 @@
-//! byre
+//! byre: a server that runs AI coding agents on a team's git repositories, event-sourced on one
+//! append-only redb log. See ARCHITECTURE.md for the map.
+//!
+//! Layout:
+//! - [`log`]: the redb log, the single writer (group commit), subscriptions.
+//! - [`startup`]: builds the running server from a bound listener and a data dir.
+//! - [`http`]: the REST, SSE and WebSocket handlers of `schema/byre.openapi.yaml`.
+//! - [`identity`]: who is calling (local, Tailscale headers, bearer tokens).
+//! - [`git`]: repository facts and worktrees, through git2.
+//! - [`reactors`]: effects that follow committed events (worktrees).
+//! - [`api`]: the contract's JSON types, converted from the projections.
+//! - [`cli`]: `byre serve | log | rebuild | replay`.
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod git;
+pub mod http;
+pub mod identity;
+pub mod log;
+pub mod reactors;
+pub mod startup;

@@ -1,0 +1,192 @@
+//! The contract's JSON types (schema/byre.openapi.yaml `components/schemas`), converted from
+//! projection models. Projection models are never returned as they are.
+
+use byre_projections as p;
+use serde::Serialize;
+
+/// Formats microseconds since the Unix epoch as RFC 3339 UTC with microseconds, e.g.
+/// `2026-11-29T21:55:07.123456Z`.
+pub fn rfc3339(us: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(us)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Spec `User`.
+#[derive(Debug, Serialize)]
+pub struct User {
+    /// Login.
+    pub login: String,
+    /// Display name.
+    pub display_name: String,
+    /// Git name.
+    pub git_name: String,
+    /// Git email.
+    pub git_email: String,
+    /// Notification preferences.
+    pub notification_prefs: p::users::NotificationPrefs,
+    /// Default model.
+    pub default_model: String,
+}
+
+impl From<&p::users::User> for User {
+    fn from(u: &p::users::User) -> Self {
+        User {
+            login: u.login.clone(),
+            display_name: u.display_name.clone(),
+            git_name: u.git_name.clone(),
+            git_email: u.git_email.clone(),
+            notification_prefs: u.notification_prefs,
+            default_model: u.default_model.clone(),
+        }
+    }
+}
+
+/// Spec `Project`.
+#[derive(Debug, Serialize)]
+pub struct Project {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Repository path.
+    pub repo_path: String,
+    /// Default branch.
+    pub default_branch: String,
+    /// Remote URL or empty.
+    pub remote: String,
+    /// Creator.
+    pub created_by: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+impl From<&p::projects::Project> for Project {
+    fn from(x: &p::projects::Project) -> Self {
+        Project {
+            id: x.id.clone(),
+            name: x.name.clone(),
+            repo_path: x.repo_path.clone(),
+            default_branch: x.default_branch.clone(),
+            remote: x.remote.clone(),
+            created_by: x.created_by.clone(),
+            created_at: rfc3339(x.created_at_us),
+        }
+    }
+}
+
+/// Spec `Task`.
+#[derive(Debug, Serialize)]
+pub struct Task {
+    /// Id.
+    pub id: String,
+    /// Project.
+    pub project_id: String,
+    /// Title.
+    pub title: String,
+    /// Squash commit title.
+    pub merge_title: String,
+    /// Branch.
+    pub branch: String,
+    /// Worktree path.
+    pub worktree_path: String,
+    /// Base commit.
+    pub base_ref: String,
+    /// First port of its block.
+    pub port_base: u32,
+    /// Palette index.
+    pub color: u32,
+    /// active, merged or discarded.
+    pub status: p::tasks::TaskStatus,
+    /// Creator.
+    pub created_by: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339, once closed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_at: Option<String>,
+    /// Squash commit, once merged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_commit: Option<String>,
+    /// State.
+    pub state: p::tasks::TaskState,
+    /// A merge runs.
+    pub merging: bool,
+    /// A discard runs.
+    pub discarding: bool,
+    /// A merge into the parent is pending.
+    pub merging_into_parent: bool,
+    /// A merge waits for a review.
+    pub merge_after_review: bool,
+    /// Latest summary seq.
+    pub summary_seq: u64,
+}
+
+impl From<&p::tasks::Task> for Task {
+    fn from(t: &p::tasks::Task) -> Self {
+        Task {
+            id: t.id.clone(),
+            project_id: t.project_id.clone(),
+            title: t.title.clone(),
+            merge_title: t.merge_title.clone(),
+            branch: t.branch.clone(),
+            worktree_path: t.worktree_path.clone(),
+            base_ref: t.base_ref.clone(),
+            port_base: t.port_base,
+            color: t.color,
+            status: t.status,
+            created_by: t.created_by.clone(),
+            created_at: rfc3339(t.created_at_us),
+            closed_at: t.closed_at_us.map(rfc3339),
+            merge_commit: t.merge_commit.clone(),
+            state: t.state,
+            merging: t.merging,
+            discarding: t.discarding,
+            merging_into_parent: t.merging_into_parent,
+            merge_after_review: t.merge_after_review,
+            summary_seq: t.summary_seq,
+        }
+    }
+}
+
+/// Spec `Blob`.
+#[derive(Debug, Serialize)]
+pub struct Blob {
+    /// Id.
+    pub id: String,
+    /// Content type.
+    pub content_type: String,
+    /// Uploader.
+    pub created_by: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+impl From<&p::blobs::Blob> for Blob {
+    fn from(b: &p::blobs::Blob) -> Self {
+        Blob {
+            id: b.id.clone(),
+            content_type: b.content_type.clone(),
+            created_by: b.created_by.clone(),
+            created_at: rfc3339(b.created_at_us),
+        }
+    }
+}
+
+/// Spec `WorkflowSummary`.
+#[derive(Debug, Serialize)]
+pub struct WorkflowSummary {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+}
+
+impl From<&p::workflows::Workflow> for WorkflowSummary {
+    fn from(w: &p::workflows::Workflow) -> Self {
+        WorkflowSummary {
+            name: w.name.clone(),
+            description: w.definition.description.clone(),
+        }
+    }
+}

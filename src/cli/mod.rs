@@ -1,0 +1,185 @@
+//! The `byre` command line: `serve`, `log`, `rebuild`, `replay`. `log`, `rebuild` and
+//! `replay` open the log read-only, so they work while a server runs on the same data dir.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{self, AuthMode, Config};
+
+mod inspect;
+
+/// byre: runs AI coding agents on a team's git repositories.
+#[derive(Debug, Parser)]
+#[command(name = "byre", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// How `serve` identifies callers.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Auth {
+    /// One local user; loopback only.
+    Local,
+    /// `Tailscale-User-Login` headers from `tailscale serve` on this host.
+    Tailscale,
+    /// Bearer tokens from a token file.
+    Token,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Start the server.
+    Serve {
+        /// Address to listen on; only loopback without --auth tailscale or token.
+        #[arg(long, default_value = "127.0.0.1:7777")]
+        listen: SocketAddr,
+        /// Data directory (the log `byre.redb`, task worktrees). Default: ~/.local/share/byre.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// How callers are identified.
+        #[arg(long, value_enum, default_value = "local")]
+        auth: Auth,
+        /// With --auth token: a TOML file with a `[tokens]` table of "<token>" = "<login>".
+        /// Default: DATA/tokens.toml.
+        #[arg(long)]
+        tokens: Option<PathBuf>,
+        /// With --auth local: the login of the one user. Default: $USER, else `local`.
+        #[arg(long)]
+        login: Option<String>,
+        /// The model new users start with.
+        #[arg(long, default_value = "sonnet")]
+        default_model: String,
+    },
+    /// Print events of the log.
+    Log {
+        /// Data directory.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Only this task's events.
+        #[arg(long)]
+        task: Option<String>,
+        /// Only events of this kind (e.g. `task.created`).
+        #[arg(long)]
+        kind: Option<String>,
+        /// First seq.
+        #[arg(long, default_value_t = 1)]
+        from: u64,
+        /// Last seq.
+        #[arg(long, default_value_t = u64::MAX)]
+        to: u64,
+        /// One spec `Event` JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fold the whole log from scratch; print counts and the digest.
+    Rebuild {
+        /// Data directory.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Exit 1 when the fold differs from the server's last checkpoint.
+        #[arg(long)]
+        verify: bool,
+    },
+    /// Print a task as it stood at a seq.
+    Replay {
+        /// Data directory.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// The task.
+        #[arg(long)]
+        task: String,
+        /// The last seq to fold.
+        #[arg(long)]
+        until: u64,
+    },
+}
+
+/// Runs the command line; returns the process exit code.
+/// # Errors
+/// Anything that stops the command, with context for the user.
+pub async fn main(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Cmd::Serve {
+            listen,
+            data,
+            auth,
+            tokens,
+            login,
+            default_model,
+        } => {
+            let data_dir = data.unwrap_or_else(config::default_data_dir);
+            let auth = match auth {
+                Auth::Local => AuthMode::Local {
+                    login: login
+                        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+                        .unwrap_or_else(|| "local".into()),
+                },
+                Auth::Tailscale => AuthMode::Tailscale,
+                Auth::Token => {
+                    let path = tokens.unwrap_or_else(|| data_dir.join("tokens.toml"));
+                    AuthMode::Token {
+                        tokens: config::read_tokens(&path).map_err(anyhow::Error::msg)?,
+                    }
+                }
+            };
+            if !listen.ip().is_loopback() && !auth.authenticates() {
+                anyhow::bail!("refusing to listen on {listen} without authentication: use --auth tailscale or --auth token, or a loopback address");
+            }
+            let listener =
+                TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
+            let mut config = Config::new(data_dir.clone(), auth);
+            config.default_model = default_model;
+            let running = crate::startup::run(listener, config).await?;
+            println!(
+                "byre listening on {} (data: {})",
+                running.url(),
+                data_dir.display()
+            );
+            wait_for_signal().await;
+            running.stop().await;
+            Ok(0)
+        }
+        Cmd::Log {
+            data,
+            task,
+            kind,
+            from,
+            to,
+            json,
+        } => inspect::log(
+            &data.unwrap_or_else(config::default_data_dir),
+            task,
+            kind,
+            from,
+            to,
+            json,
+        ),
+        Cmd::Rebuild { data, verify } => {
+            inspect::rebuild(&data.unwrap_or_else(config::default_data_dir), verify)
+        }
+        Cmd::Replay { data, task, until } => {
+            inspect::replay(&data.unwrap_or_else(config::default_data_dir), &task, until)
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

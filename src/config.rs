@@ -1,0 +1,112 @@
+//! Server configuration: where the data lives, who may call, and defaults.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How callers are identified (DESIGN.md "Identity").
+#[derive(Debug, Clone)]
+pub enum AuthMode {
+    /// One local user; the listener must be loopback.
+    Local {
+        /// The one login every request runs as.
+        login: String,
+    },
+    /// `tailscale serve` in front: the `Tailscale-User-Login` (and `-Name`) headers, trusted
+    /// only from a loopback peer.
+    Tailscale,
+    /// `Authorization: Bearer <token>`, each token mapped to a login.
+    Token {
+        /// Token → login.
+        tokens: HashMap<String, String>,
+    },
+}
+
+impl AuthMode {
+    /// Whether this mode authenticates callers, so byre may listen beyond loopback.
+    pub fn authenticates(&self) -> bool {
+        !matches!(self, AuthMode::Local { .. })
+    }
+}
+
+/// Everything `startup::run` needs besides the listener.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The data directory: `byre.redb`, `byre.lock`, `worktrees/`.
+    pub data_dir: PathBuf,
+    /// How callers are identified.
+    pub auth: AuthMode,
+    /// The model new users start with.
+    pub default_model: String,
+    /// How often an idle event stream gets a heartbeat comment.
+    pub heartbeat: Duration,
+    /// How long a running turn may go without a stream event before it counts as stuck.
+    pub stuck_after_seconds: u64,
+}
+
+impl Config {
+    /// A config with defaults for `data_dir` and `auth`.
+    pub fn new(data_dir: PathBuf, auth: AuthMode) -> Config {
+        Config {
+            data_dir,
+            auth,
+            default_model: "sonnet".into(),
+            heartbeat: Duration::from_secs(15),
+            stuck_after_seconds: 300,
+        }
+    }
+
+    /// The log file.
+    pub fn log_path(&self) -> PathBuf {
+        log_path(&self.data_dir)
+    }
+
+    /// Where task worktrees go: `{data_dir}/worktrees/{project_id}/{task_id}`.
+    pub fn worktrees_root(&self) -> PathBuf {
+        self.data_dir.join("worktrees")
+    }
+}
+
+/// The log file of a data directory.
+pub fn log_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("byre.redb")
+}
+
+/// The default data directory: `$XDG_DATA_HOME/byre`, else `~/.local/share/byre`, else
+/// `./byre-data`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("byre");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(h).join(".local/share/byre");
+    }
+    PathBuf::from("byre-data")
+}
+
+/// Reads a token file: TOML with a `[tokens]` table of `"<token>" = "<login>"`.
+/// # Errors
+/// A message naming the file when it cannot be read or parsed, or holds no token.
+pub fn read_tokens(path: &Path) -> Result<HashMap<String, String>, String> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        tokens: HashMap<String, String>,
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file: File = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if file.tokens.is_empty() {
+        return Err(format!("{} maps no tokens", path.display()));
+    }
+    if let Some((_, login)) = file
+        .tokens
+        .iter()
+        .find(|(t, l)| t.len() < 16 || l.trim().is_empty())
+    {
+        return Err(format!(
+            "{}: every token must be at least 16 characters and map to a login (see `{login}`)",
+            path.display()
+        ));
+    }
+    Ok(file.tokens)
+}

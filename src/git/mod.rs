@@ -1,0 +1,784 @@
+//! Git operations on the user's repositories, all through libgit2 (the `git2` crate).
+//!
+//! Every function here blocks (filesystem and libgit2 I/O); call them from
+//! `tokio::task::spawn_blocking`. None of them touches the user's own checkout
+//! (its HEAD, index or working files): agents work in linked worktrees.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use git2::build::CheckoutBuilder;
+use git2::{
+    BranchType, ErrorCode, Oid, Reference, Repository, RepositoryOpenFlags, WorktreeAddOptions,
+    WorktreePruneOptions,
+};
+
+/// Why a git operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// The path is not a git repository (message for the user: include the path).
+    #[error("{0} is not a git repository")]
+    NotARepository(String),
+    /// The repository has no commit on its default branch / cannot determine one (user message).
+    #[error("{0}")]
+    NoDefaultBranch(String),
+    /// A branch exists already and does not point where we need (user message).
+    #[error("{0}")]
+    Conflict(String),
+    /// Anything else from libgit2 or the filesystem.
+    #[error("git: {0}")]
+    Other(String),
+}
+
+impl From<git2::Error> for GitError {
+    fn from(e: git2::Error) -> Self {
+        GitError::Other(e.message().to_owned())
+    }
+}
+
+/// Facts about a repository gathered before createProject is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFacts {
+    /// Canonical absolute path of the working directory (non-bare) or of the git dir (bare).
+    pub repo_path: String,
+    /// Short name of the default branch, e.g. "main".
+    pub default_branch: String,
+    /// URL of the remote "origin", else of the first remote in libgit2's (alphabetical)
+    /// listing, else "". Returned verbatim: it may carry credentials (`https://user:token@…`).
+    pub remote: String,
+    /// 40-hex sha of the default branch's tip commit.
+    pub head_commit: String,
+}
+
+/// Inspects `path`, which must be absolute, an existing directory, and the top of a git
+/// repository: the working directory of a non-bare repository (a linked worktree's top counts)
+/// or the git dir of a bare one.
+///
+/// Default branch: the branch HEAD points at (symbolic ref `refs/heads/X`) if that branch has
+/// a commit; else (HEAD detached or unborn) origin/HEAD's target branch if it exists locally,
+/// else "main", else "master".
+///
+/// # Errors
+/// - [`GitError::NotARepository`] if `path` is relative, missing, not a directory, not a
+///   repository, or a subdirectory (or the `.git` dir) of a repository — so two projects can't
+///   point into one repository.
+/// - [`GitError::NoDefaultBranch`] if the repository has no commits, or no default branch can
+///   be determined.
+/// - [`GitError::Other`] for libgit2 / filesystem failures (e.g. the repository is owned by
+///   another user, or the path is not UTF-8).
+pub fn inspect_repo(path: &Path) -> Result<RepoFacts, GitError> {
+    let (repo, top) = open_top(path)?;
+    let shown = top.display().to_string();
+    let repo_path = top
+        .to_str()
+        .ok_or_else(|| GitError::Other(format!("{shown} is not a UTF-8 path")))?
+        .to_owned();
+    let default_branch = default_branch(&repo, &shown)?;
+    let head_commit = local_tip(&repo, &default_branch)
+        .ok_or_else(|| {
+            GitError::NoDefaultBranch(format!(
+                "{shown} has no commits yet; commit something first"
+            ))
+        })?
+        .to_string();
+    Ok(RepoFacts {
+        repo_path,
+        default_branch,
+        remote: remote_url(&repo),
+        head_commit,
+    })
+}
+
+/// The 40-hex sha of the tip commit of local branch `branch` in the repository whose top is
+/// `repo_path` (same rules for `repo_path` as [`inspect_repo`]).
+///
+/// # Errors
+/// [`GitError::NotARepository`] as for [`inspect_repo`]; [`GitError::Other`] if the name is
+/// invalid, the branch does not exist, or libgit2 fails.
+pub fn branch_tip(repo_path: &Path, branch: &str) -> Result<String, GitError> {
+    if !is_valid_branch_name(branch) {
+        return Err(GitError::Other(format!("invalid branch name {branch:?}")));
+    }
+    let (repo, top) = open_top(repo_path)?;
+    let b = match repo.find_branch(branch, BranchType::Local) {
+        Ok(b) => b,
+        Err(e) if e.code() == ErrorCode::NotFound => {
+            return Err(GitError::Other(format!(
+                "branch {branch} does not exist in {}",
+                top.display()
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let tip = b.get().peel_to_commit()?.id();
+    Ok(tip.to_string())
+}
+
+/// Makes sure local branch `branch` exists (created at `base_commit`, a 40-hex sha, if absent;
+/// if present it is left where it is — it may have advanced) and that a linked worktree named
+/// `worktree_name` exists at `worktree_path` with that branch checked out (a relative
+/// `worktree_path` is resolved against the current directory; pass an absolute one).
+/// Creates the parent directories of `worktree_path`. Returns the worktree's HEAD sha.
+///
+/// Idempotent: calling it again after success changes nothing. It also recovers from a crash
+/// halfway (branch created but no worktree; checkout interrupted before the worktree's index
+/// was written — the checkout is redone) and from a worktree directory removed by hand while
+/// still registered in `.git/worktrees` (the stale entry is pruned and the worktree re-added).
+/// Never touches the user's own checkout. Not safe to run concurrently with another call on
+/// the same repository: callers should serialize per repository.
+///
+/// # Errors
+/// - [`GitError::NotARepository`] as for [`inspect_repo`].
+/// - [`GitError::Conflict`] if the branch is checked out in another worktree (including the
+///   main checkout), if worktree `worktree_name` exists elsewhere or has another branch checked
+///   out, or if `worktree_path` exists and is not that worktree (an empty directory is reused).
+/// - [`GitError::Other`] for an invalid branch / worktree name (a worktree name must be a valid
+///   branch name without '/'), an unknown `base_commit`, a locked stale worktree, or libgit2 /
+///   filesystem failures.
+pub fn ensure_worktree(
+    repo_path: &Path,
+    branch: &str,
+    base_commit: &str,
+    worktree_path: &Path,
+    worktree_name: &str,
+) -> Result<String, GitError> {
+    if !is_valid_branch_name(branch) {
+        return Err(GitError::Other(format!("invalid branch name {branch:?}")));
+    }
+    if worktree_name.contains('/') || !is_valid_branch_name(worktree_name) {
+        return Err(GitError::Other(format!(
+            "invalid worktree name {worktree_name:?}"
+        )));
+    }
+    // A relative path is taken from the current directory, as libgit2 would.
+    let worktree_path = &std::path::absolute(worktree_path)
+        .map_err(|e| GitError::Other(format!("{}: {e}", worktree_path.display())))?;
+    let (repo, top) = open_top(repo_path)?;
+    let branch_ref = ensure_branch(&repo, &top, branch, base_commit)?;
+    let refname = format!("refs/heads/{branch}");
+    let wt_shown = worktree_path.display();
+
+    match repo.find_worktree(worktree_name) {
+        Ok(wt) if wt.validate().is_ok() => {
+            if !same_path(wt.path(), worktree_path) {
+                return Err(GitError::Conflict(format!(
+                    "worktree {worktree_name} already exists at {}, not at {wt_shown}",
+                    display_path(wt.path())
+                )));
+            }
+            let wrepo = Repository::open_from_worktree(&wt)?;
+            if head_branch(&wrepo).as_deref() != Some(refname.as_str()) {
+                return Err(GitError::Conflict(format!(
+                    "worktree {wt_shown} has something other than branch {branch} checked out"
+                )));
+            }
+            finish_checkout(&wrepo)?;
+            return head_sha(&wrepo);
+        }
+        Ok(wt) => {
+            // Registered, but its directory is gone (or damaged): forget it, then re-add.
+            let mut opts = WorktreePruneOptions::new();
+            opts.valid(false).working_tree(false);
+            wt.prune(Some(&mut opts))
+                .map_err(|e| other(format!("cannot prune stale worktree {worktree_name}"), &e))?;
+        }
+        Err(e) if e.code() == ErrorCode::NotFound => {}
+        Err(e) => return Err(other(format!("worktree {worktree_name} is damaged"), &e)),
+    }
+
+    if let Some(place) = checked_out_at(&repo, &refname, worktree_name)? {
+        return Err(GitError::Conflict(format!(
+            "branch {branch} is already checked out at {place}"
+        )));
+    }
+    prepare_dir(worktree_path)?;
+    let mut opts = WorktreeAddOptions::new();
+    opts.reference(Some(&branch_ref));
+    let wt = repo
+        .worktree(worktree_name, worktree_path, Some(&opts))
+        .map_err(|e| other(format!("cannot add worktree at {wt_shown}"), &e))?;
+    let wrepo = Repository::open_from_worktree(&wt)?;
+    head_sha(&wrepo)
+}
+
+/// Whether `branch` is a valid git branch name: `refs/heads/<branch>` passes git's
+/// check-ref-format rules (via libgit2) and the name does not start with '-' and is not
+/// "HEAD" or "@".
+pub fn is_valid_branch_name(branch: &str) -> bool {
+    !branch.starts_with('-')
+        && branch != "HEAD"
+        && branch != "@"
+        && Reference::is_valid_name(&format!("refs/heads/{branch}"))
+}
+
+/// Opens the repository whose top is exactly `path`; returns it with the canonical top path.
+fn open_top(path: &Path) -> Result<(Repository, PathBuf), GitError> {
+    let shown = path.display().to_string();
+    if !path.is_absolute() {
+        return Err(GitError::NotARepository(format!(
+            "{shown} (not an absolute path)"
+        )));
+    }
+    let canon = match fs::canonicalize(path) {
+        Ok(p) if p.is_dir() => p,
+        _ => return Err(GitError::NotARepository(shown)),
+    };
+    let repo = match open_exact(&canon, RepositoryOpenFlags::empty()) {
+        Ok(r) => r,
+        Err(e) if e.code() == ErrorCode::NotFound => return Err(GitError::NotARepository(shown)),
+        Err(e) => return Err(other(format!("cannot open {shown}"), &e)),
+    };
+    let top = if repo.is_bare() {
+        Some(repo.path())
+    } else {
+        repo.workdir()
+    };
+    match top.map(fs::canonicalize) {
+        Some(Ok(t)) if t == canon => Ok((repo, canon)),
+        _ => Err(GitError::NotARepository(shown)),
+    }
+}
+
+/// Picks the default branch (see [`inspect_repo`]).
+fn default_branch(repo: &Repository, shown: &str) -> Result<String, GitError> {
+    let head = repo.find_reference("HEAD")?;
+    if let Some(name) = head
+        .symbolic_target()
+        .ok()
+        .flatten()
+        .and_then(|t| t.strip_prefix("refs/heads/"))
+    {
+        if local_tip(repo, name).is_some() {
+            return Ok(name.to_owned());
+        }
+    }
+    let origin_head = repo.find_reference("refs/remotes/origin/HEAD").ok();
+    let from_origin = origin_head
+        .as_ref()
+        .and_then(|r| r.symbolic_target().ok().flatten())
+        .and_then(|t| t.strip_prefix("refs/remotes/origin/"));
+    for name in from_origin.into_iter().chain(["main", "master"]) {
+        if local_tip(repo, name).is_some() {
+            return Ok(name.to_owned());
+        }
+    }
+    let has_branches = repo.branches(Some(BranchType::Local))?.next().is_some();
+    Err(GitError::NoDefaultBranch(if has_branches {
+        format!("cannot determine the default branch of {shown}: HEAD is not on a branch and there is no origin/HEAD, main or master branch")
+    } else {
+        format!("{shown} has no commits yet; commit something first")
+    }))
+}
+
+/// The tip commit of local branch `name`, if it exists and points at a commit.
+fn local_tip(repo: &Repository, name: &str) -> Option<Oid> {
+    let b = repo.find_branch(name, BranchType::Local).ok()?;
+    let commit = b.get().peel_to_commit().ok()?;
+    Some(commit.id())
+}
+
+/// URL of "origin", else of the first remote with a URL, else "".
+fn remote_url(repo: &Repository) -> String {
+    let url_of = |name: &str| {
+        repo.find_remote(name)
+            .ok()
+            .and_then(|r| r.url().ok().map(str::to_owned))
+    };
+    if let Some(u) = url_of("origin") {
+        return u;
+    }
+    let Ok(names) = repo.remotes() else {
+        return String::new();
+    };
+    names
+        .iter()
+        .flatten()
+        .flatten()
+        .find_map(url_of)
+        .unwrap_or_default()
+}
+
+/// Finds local branch `branch`, creating it at `base_commit` if absent.
+fn ensure_branch<'r>(
+    repo: &'r Repository,
+    top: &Path,
+    branch: &str,
+    base_commit: &str,
+) -> Result<Reference<'r>, GitError> {
+    match repo.find_branch(branch, BranchType::Local) {
+        Ok(b) => return Ok(b.into_reference()),
+        Err(e) if e.code() == ErrorCode::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    let unknown = || {
+        GitError::Other(format!(
+            "commit {base_commit} not found in {}",
+            top.display()
+        ))
+    };
+    let oid = Oid::from_str(base_commit).map_err(|_| unknown())?;
+    let commit = repo.find_commit(oid).map_err(|_| unknown())?;
+    match repo.branch(branch, &commit, false) {
+        Ok(b) => Ok(b.into_reference()),
+        // Created concurrently: use it as it is.
+        Err(e) if e.code() == ErrorCode::Exists => Ok(repo
+            .find_branch(branch, BranchType::Local)?
+            .into_reference()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where `refname` is checked out, ignoring worktree `skip`: the main checkout (unless bare)
+/// or any registered worktree, including one whose directory has gone missing.
+fn checked_out_at(
+    repo: &Repository,
+    refname: &str,
+    skip: &str,
+) -> Result<Option<String>, GitError> {
+    let main = open_exact(repo.commondir(), RepositoryOpenFlags::empty())?;
+    if !main.is_bare() && head_branch(&main).as_deref() == Some(refname) {
+        return Ok(Some(display_path(main.workdir().unwrap_or(main.path()))));
+    }
+    for name in main.worktrees()?.iter().flatten().flatten() {
+        if name == skip {
+            continue;
+        }
+        let Ok(wt) = main.find_worktree(name) else {
+            continue;
+        };
+        // Open the worktree's git dir, not its working directory: that one may be gone.
+        let gitdir = main.commondir().join("worktrees").join(name);
+        let Ok(wrepo) = open_exact(&gitdir, RepositoryOpenFlags::BARE) else {
+            continue;
+        };
+        if head_branch(&wrepo).as_deref() == Some(refname) {
+            let stale = if wt.validate().is_err() {
+                " (missing; `git worktree prune` forgets it)"
+            } else {
+                ""
+            };
+            return Ok(Some(format!("{}{stale}", display_path(wt.path()))));
+        }
+    }
+    Ok(None)
+}
+
+/// A path for messages, without a trailing slash.
+fn display_path(p: &Path) -> String {
+    p.components().collect::<PathBuf>().display().to_string()
+}
+
+/// The full ref name HEAD points at symbolically, if any.
+fn head_branch(repo: &Repository) -> Option<String> {
+    let head = repo.find_reference("HEAD").ok()?;
+    head.symbolic_target().ok().flatten().map(str::to_owned)
+}
+
+/// The sha HEAD resolves to.
+fn head_sha(repo: &Repository) -> Result<String, GitError> {
+    Ok(repo.head()?.peel_to_commit()?.id().to_string())
+}
+
+/// Redoes the checkout of a worktree whose index was never written (creation interrupted).
+fn finish_checkout(wrepo: &Repository) -> Result<(), GitError> {
+    if wrepo.path().join("index").exists() {
+        return Ok(());
+    }
+    wrepo.checkout_head(Some(CheckoutBuilder::new().force()))?;
+    Ok(())
+}
+
+/// Creates the parents of `path`; an existing empty directory at `path` is removed so that
+/// libgit2 can create it, anything else there is a conflict.
+fn prepare_dir(path: &Path) -> Result<(), GitError> {
+    let io = |e: std::io::Error| GitError::Other(format!("{}: {e}", path.display()));
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(io)?;
+    }
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(e)),
+        Ok(m) if m.is_dir() && fs::read_dir(path).map_err(io)?.next().is_none() => {
+            fs::remove_dir(path).map_err(io)
+        }
+        Ok(_) => Err(GitError::Conflict(format!(
+            "{} already exists and is not a worktree of this repository",
+            path.display()
+        ))),
+    }
+}
+
+/// Opens the repository at exactly `path` (no search upwards, no environment).
+fn open_exact(path: &Path, flags: RepositoryOpenFlags) -> Result<Repository, git2::Error> {
+    let flags = flags | RepositoryOpenFlags::NO_SEARCH;
+    Repository::open_ext(path, flags, std::iter::empty::<&OsStr>())
+}
+
+/// [`GitError::Other`] with context.
+fn other(context: String, e: &git2::Error) -> GitError {
+    GitError::Other(format!("{context}: {}", e.message()))
+}
+
+/// Whether two paths name the same place (canonically when both exist).
+fn same_path(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use git2::{IndexAddOption, RepositoryInitOptions, Signature, Status, StatusOptions, Time};
+    use tempfile::TempDir;
+
+    fn sig() -> Signature<'static> {
+        Signature::new("Test", "test@example.com", &Time::new(1_700_000_000, 0)).unwrap()
+    }
+
+    fn init(dir: &Path, head: &str) -> Repository {
+        Repository::init_opts(dir, RepositoryInitOptions::new().initial_head(head)).unwrap()
+    }
+
+    /// Writes `name` in the work tree and commits everything on HEAD.
+    fn commit(repo: &Repository, name: &str, content: &str) -> Oid {
+        fs::write(repo.workdir().unwrap().join(name), content).unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_all(["*"], IndexAddOption::DEFAULT, None).unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        let s = sig();
+        repo.commit(Some("HEAD"), &s, &s, name, &tree, &parents)
+            .unwrap()
+    }
+
+    fn repo_with_commit(head: &str) -> (TempDir, Repository, String) {
+        let dir = TempDir::new().unwrap();
+        let repo = init(dir.path(), head);
+        let oid = commit(&repo, "README.md", "hello\n");
+        (dir, repo, oid.to_string())
+    }
+
+    fn statuses(repo: &Repository) -> Vec<(String, Status)> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true);
+        let st = repo.statuses(Some(&mut opts)).unwrap();
+        st.iter()
+            .map(|e| (e.path().unwrap().to_owned(), e.status()))
+            .collect()
+    }
+
+    /// "ok" or the error variant's name, with its message.
+    fn kind<T>(r: Result<T, GitError>) -> (&'static str, String) {
+        match r {
+            Ok(_) => ("ok", String::new()),
+            Err(e @ GitError::NotARepository(_)) => ("NotARepository", e.to_string()),
+            Err(e @ GitError::NoDefaultBranch(_)) => ("NoDefaultBranch", e.to_string()),
+            Err(e @ GitError::Conflict(_)) => ("Conflict", e.to_string()),
+            Err(e @ GitError::Other(_)) => ("Other", e.to_string()),
+        }
+    }
+
+    fn read(p: &Path) -> String {
+        fs::read_to_string(p).unwrap()
+    }
+
+    #[test]
+    fn inspect_normal_repo_with_origin() {
+        let (dir, repo, oid) = repo_with_commit("main");
+        repo.remote("aaa", "https://example.com/aaa.git").unwrap();
+        repo.remote("origin", "https://example.com/o.git").unwrap();
+        let facts = inspect_repo(dir.path()).unwrap();
+        let canon = fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(facts.repo_path, canon.to_str().unwrap());
+        assert_eq!(facts.default_branch, "main");
+        assert_eq!(facts.remote, "https://example.com/o.git");
+        assert_eq!(facts.head_commit, oid);
+        assert_eq!(facts.head_commit.len(), 40);
+    }
+
+    #[test]
+    fn inspect_trunk_and_remote_fallbacks() {
+        let (dir, repo, oid) = repo_with_commit("trunk");
+        let facts = inspect_repo(dir.path()).unwrap();
+        assert_eq!((&*facts.default_branch, &*facts.remote), ("trunk", ""));
+        assert_eq!(facts.head_commit, oid);
+        repo.remote("upstream", "git@example.com:up.git").unwrap();
+        assert_eq!(
+            inspect_repo(dir.path()).unwrap().remote,
+            "git@example.com:up.git"
+        );
+    }
+
+    #[test]
+    fn inspect_detached_head() {
+        let (dir, repo, first) = repo_with_commit("main");
+        let second = commit(&repo, "b.txt", "b\n").to_string();
+        let first = Oid::from_str(&first).unwrap();
+        repo.set_head_detached(first).unwrap();
+        let facts = inspect_repo(dir.path()).unwrap();
+        assert_eq!(
+            (&*facts.default_branch, facts.head_commit),
+            ("main", second)
+        );
+        // origin/HEAD names a branch that exists locally: it wins over "main".
+        repo.branch("dev", &repo.find_commit(first).unwrap(), false)
+            .unwrap();
+        repo.reference("refs/remotes/origin/dev", first, false, "t")
+            .unwrap();
+        let (origin_head, origin_dev) = ("refs/remotes/origin/HEAD", "refs/remotes/origin/dev");
+        repo.reference_symbolic(origin_head, origin_dev, false, "t")
+            .unwrap();
+        assert_eq!(inspect_repo(dir.path()).unwrap().default_branch, "dev");
+        // No origin/HEAD, no main: master; none of them: NoDefaultBranch.
+        repo.find_reference(origin_head).unwrap().delete().unwrap();
+        let rename = |from: &str, to: &str| {
+            let mut b = repo.find_branch(from, BranchType::Local).unwrap();
+            b.rename(to, false).unwrap();
+        };
+        rename("main", "master");
+        assert_eq!(inspect_repo(dir.path()).unwrap().default_branch, "master");
+        rename("master", "other");
+        assert_eq!(kind(inspect_repo(dir.path())).0, "NoDefaultBranch");
+    }
+
+    #[test]
+    fn inspect_empty_repo() {
+        let dir = TempDir::new().unwrap();
+        init(dir.path(), "main");
+        let (k, m) = kind(inspect_repo(dir.path()));
+        assert_eq!(k, "NoDefaultBranch");
+        assert!(m.contains("no commits yet"), "{m}");
+    }
+
+    #[test]
+    fn inspect_refuses_non_repositories() {
+        let plain = TempDir::new().unwrap();
+        let (dir, _repo, _) = repo_with_commit("main");
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).unwrap();
+        let top = dir.path();
+        let (git, file, missing) = (top.join(".git"), top.join("README.md"), top.join("nope"));
+        for p in [plain.path(), &sub, &git, &file, &missing, Path::new("rel")] {
+            let (k, m) = kind(inspect_repo(p));
+            assert_eq!(k, "NotARepository", "{}", p.display());
+            assert!(m.contains(&p.display().to_string()), "{m}");
+        }
+    }
+
+    #[test]
+    fn inspect_bare_repo() {
+        let dir = TempDir::new().unwrap();
+        let mut opts = RepositoryInitOptions::new();
+        opts.bare(true).initial_head("main");
+        let repo = Repository::init_opts(dir.path(), &opts).unwrap();
+        let mut tb = repo.treebuilder(None).unwrap();
+        tb.insert("f.txt", repo.blob(b"bare\n").unwrap(), 0o100_644)
+            .unwrap();
+        let tree = repo.find_tree(tb.write().unwrap()).unwrap();
+        let s = sig();
+        let oid = repo
+            .commit(Some("HEAD"), &s, &s, "m", &tree, &[])
+            .unwrap()
+            .to_string();
+        let facts = inspect_repo(dir.path()).unwrap();
+        let canon = fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(facts.repo_path, canon.to_str().unwrap());
+        assert_eq!(
+            (&*facts.default_branch, &*facts.head_commit),
+            ("main", &*oid)
+        );
+        // A worktree can be made from a bare repository too.
+        let wt = TempDir::new().unwrap();
+        let wt_path = wt.path().join("w");
+        assert_eq!(
+            ensure_worktree(dir.path(), "agent", &oid, &wt_path, "w").unwrap(),
+            oid
+        );
+        assert_eq!(read(&wt_path.join("f.txt")), "bare\n");
+    }
+
+    #[test]
+    fn branch_tip_reads_local_branches() {
+        let (dir, repo, oid) = repo_with_commit("main");
+        assert_eq!(branch_tip(dir.path(), "main").unwrap(), oid);
+        let second = commit(&repo, "x", "x").to_string();
+        assert_eq!(branch_tip(dir.path(), "main").unwrap(), second);
+        assert_eq!(kind(branch_tip(dir.path(), "nope")).0, "Other");
+        assert_eq!(kind(branch_tip(dir.path(), "a..b")).0, "Other");
+        assert_eq!(
+            kind(branch_tip(&dir.path().join(".git"), "main")).0,
+            "NotARepository"
+        );
+    }
+
+    #[test]
+    fn ensure_worktree_creates_and_is_idempotent() {
+        let (dir, repo, base) = repo_with_commit("main");
+        let place = TempDir::new().unwrap();
+        let wt_path = place.path().join("deep/nested/w1");
+        let ensure = |b: &str| ensure_worktree(dir.path(), "byre/s1", b, &wt_path, "w1").unwrap();
+        assert_eq!(ensure(&base), base);
+        assert_eq!(read(&wt_path.join("README.md")), "hello\n");
+        assert_eq!(branch_tip(dir.path(), "byre/s1").unwrap(), base);
+        let wrepo = Repository::open(&wt_path).unwrap();
+        assert_eq!(head_branch(&wrepo).as_deref(), Some("refs/heads/byre/s1"));
+        assert!(statuses(&wrepo).is_empty());
+        // Again: same answer, nothing changes.
+        assert_eq!(ensure(&base), base);
+        // The branch advanced in the worktree: it stays there, even with a new base.
+        let advanced = commit(&wrepo, "agent.txt", "work\n").to_string();
+        let new_main = commit(&repo, "main.txt", "m\n").to_string();
+        assert_eq!(ensure(&new_main), advanced);
+        assert_eq!(branch_tip(dir.path(), "byre/s1").unwrap(), advanced);
+        assert_eq!(read(&wt_path.join("agent.txt")), "work\n");
+        assert_eq!(repo.worktrees().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn ensure_worktree_recovers_from_partial_states() {
+        let (dir, repo, base) = repo_with_commit("main");
+        let place = TempDir::new().unwrap();
+        let wt_path = place.path().join("w2");
+        let ensure = || ensure_worktree(dir.path(), "s2", &base, &wt_path, "w2").unwrap();
+        // Crash after the branch was created, before the worktree; an empty directory is left.
+        let c = repo.find_commit(Oid::from_str(&base).unwrap()).unwrap();
+        repo.branch("s2", &c, false).unwrap();
+        fs::create_dir(&wt_path).unwrap();
+        assert_eq!(ensure(), base);
+        // Worktree directory removed by hand while still registered.
+        fs::remove_dir_all(&wt_path).unwrap();
+        assert_eq!(ensure(), base);
+        assert_eq!(read(&wt_path.join("README.md")), "hello\n");
+        // Checkout interrupted before the index was written.
+        let wrepo = Repository::open(&wt_path).unwrap();
+        fs::remove_file(wrepo.path().join("index")).unwrap();
+        fs::remove_file(wt_path.join("README.md")).unwrap();
+        assert_eq!(ensure(), base);
+        assert_eq!(read(&wt_path.join("README.md")), "hello\n");
+        assert!(statuses(&Repository::open(&wt_path).unwrap()).is_empty());
+        assert_eq!(repo.worktrees().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn ensure_worktree_leaves_main_checkout_alone() {
+        let (dir, repo, base) = repo_with_commit("main");
+        commit(&repo, "staged.txt", "s\n");
+        let top = dir.path();
+        fs::write(top.join("README.md"), "uncommitted edit\n").unwrap();
+        fs::write(top.join("staged.txt"), "staged edit\n").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("staged.txt")).unwrap();
+        index.write().unwrap();
+        fs::write(top.join("untracked.txt"), "u\n").unwrap();
+        let snapshot = |repo: &Repository| {
+            let head = repo.head().unwrap().target().unwrap();
+            let files = ["HEAD", "index"].map(|f| fs::read(repo.path().join(f)).unwrap());
+            (head, files, read(&top.join("README.md")), statuses(repo))
+        };
+        let before = snapshot(&repo);
+        assert_eq!(before.3.len(), 3);
+
+        let place = TempDir::new().unwrap();
+        let wt_path = place.path().join("w");
+        ensure_worktree(top, "agent", &base, &wt_path, "w").unwrap();
+        fs::remove_dir_all(&wt_path).unwrap();
+        ensure_worktree(top, "agent", &base, &wt_path, "w").unwrap();
+        assert_eq!(read(&wt_path.join("README.md")), "hello\n");
+        assert!(before == snapshot(&Repository::open(top).unwrap()));
+        assert_eq!(before.2, "uncommitted edit\n");
+    }
+
+    #[test]
+    fn two_worktrees_side_by_side() {
+        let (dir, repo, base) = repo_with_commit("main");
+        let place = TempDir::new().unwrap();
+        let (a, b) = (place.path().join("a"), place.path().join("b"));
+        ensure_worktree(dir.path(), "byre/a", &base, &a, "a").unwrap();
+        ensure_worktree(dir.path(), "byre/b", &base, &b, "b").unwrap();
+        fs::write(a.join("README.md"), "changed in a\n").unwrap();
+        assert_eq!(read(&b.join("README.md")), "hello\n");
+        let names = repo.worktrees().unwrap();
+        let mut names: Vec<&str> = names.iter().flatten().flatten().collect();
+        names.sort_unstable();
+        assert_eq!(names, ["a", "b"]);
+        let head = head_branch(&Repository::open(&b).unwrap());
+        assert_eq!(head.as_deref(), Some("refs/heads/byre/b"));
+    }
+
+    #[test]
+    fn ensure_worktree_conflicts_and_bad_input() {
+        let (dir, _repo, base) = repo_with_commit("main");
+        let place = TempDir::new().unwrap();
+        let p = |n: &str| place.path().join(n);
+        let ens = |branch: &str, base: &str, path: &Path, name: &str| {
+            kind(ensure_worktree(dir.path(), branch, base, path, name))
+        };
+        ensure_worktree(dir.path(), "x", &base, &p("x"), "x").unwrap();
+        ensure_worktree(dir.path(), "s", &base, &p("s"), "s").unwrap();
+        fs::remove_dir_all(p("s")).unwrap();
+        fs::create_dir(p("junk")).unwrap();
+        fs::write(p("junk").join("f"), "f").unwrap();
+        let zeros = "0".repeat(40);
+        let cases: [(&str, &str, &Path, &str, &str, &str); 10] = [
+            // Checked out in the main checkout / in another worktree / in a missing one.
+            (
+                "main",
+                &base,
+                &p("m"),
+                "m",
+                "Conflict",
+                "already checked out",
+            ),
+            ("x", &base, &p("y"), "y", "Conflict", "already checked out"),
+            ("s", &base, &p("s2"), "s2", "Conflict", "git worktree prune"),
+            // Same worktree name at another path; same worktree with another branch.
+            ("x", &base, &p("x2"), "x", "Conflict", "already exists at"),
+            ("z", &base, &p("x"), "x", "Conflict", "other than branch z"),
+            ("j", &base, &p("junk"), "junk", "Conflict", "already exists"),
+            ("ok", &zeros, &p("o1"), "o1", "Other", "not found"),
+            ("ok", "nonsense", &p("o2"), "o2", "Other", "not found"),
+            ("ok", &base, &p("o3"), "a/b", "Other", "worktree name"),
+            ("bad name", &base, &p("o4"), "o4", "Other", "branch name"),
+        ];
+        for (branch, base, path, name, want, msg) in cases {
+            let (k, m) = ens(branch, base, path, name);
+            assert_eq!(k, want, "{branch} {name}: {m}");
+            assert!(m.contains(msg), "{branch} {name}: {m}");
+        }
+        // Asked through a linked worktree: the main checkout still counts.
+        let (k, m) = kind(ensure_worktree(&p("x"), "main", &base, &p("m2"), "m2"));
+        let main = display_path(&fs::canonicalize(dir.path()).unwrap());
+        assert_eq!(k, "Conflict");
+        assert!(m.ends_with(&main), "{m}");
+        assert!(!p("o1").exists() && !p("o4").exists() && !p("m").exists());
+    }
+
+    #[test]
+    fn branch_name_validity() {
+        let good = [
+            "main",
+            "feature/x",
+            "byre/s-1",
+            "a.b",
+            "v1.0",
+            "x@y",
+            "a_b",
+            "ünï",
+        ];
+        for name in good {
+            assert!(is_valid_branch_name(name), "{name}");
+        }
+        let bad = [
+            "", "a..b", "a b", "a~b", "a^b", "a:b", "a?b", "a*b", "a[b", "a\\b", "a\u{7}b", "-x",
+            "/x", "x/", "x.lock", "x.", "a@{b", "@", "a//b", ".x", "a/.b", "HEAD", "a\tb",
+        ];
+        for name in bad {
+            assert!(!is_valid_branch_name(name), "{name:?}");
+        }
+    }
+}

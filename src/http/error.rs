@@ -1,0 +1,129 @@
+//! `ApiError`: the one place an error becomes an HTTP status. Every body is
+//! `{"message": …}`; 4xx messages are for the user, 5xx bodies are generic and the cause is
+//! logged.
+
+use actix_web::{http::StatusCode, HttpResponse, ResponseError};
+use byre_projections::Rejection;
+
+use crate::log::SubmitError;
+
+/// An error answered to an HTTP client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: the request is malformed or invalid.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no valid identity.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: the caller may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: no such entity or route.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: conflicts with current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413: the body is too large.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 501: built by a later issue.
+    #[error("{0}")]
+    NotImplemented(String),
+    /// 503: the log is not accepting writes.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: anything else; the cause is logged, the body is generic.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 500 whose cause is logged with the request's span.
+    pub fn internal(cause: impl std::fmt::Display) -> ApiError {
+        ApiError::Internal(cause.to_string())
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::NotFound(m) => ApiError::NotFound(m),
+            Rejection::Conflict(m) => ApiError::Conflict(m),
+            Rejection::Invalid(m) => ApiError::BadRequest(m),
+            Rejection::Forbidden(m) => ApiError::Forbidden(m),
+        }
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::Rejected(r) => r.into(),
+            SubmitError::Unavailable(m) => ApiError::Unavailable(m),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let message = match self {
+            ApiError::Internal(cause) => {
+                tracing::error!(cause = %cause, "internal error");
+                "internal error; see the server log".to_owned()
+            }
+            ApiError::Unavailable(cause) => {
+                tracing::error!(cause = %cause, "unavailable");
+                cause.clone()
+            }
+            other => other.to_string(),
+        };
+        let mut resp = HttpResponse::build(self.status_code());
+        if let ApiError::Unauthorized(_) = self {
+            resp.insert_header(("WWW-Authenticate", "Bearer"));
+        }
+        resp.json(serde_json::json!({ "message": message }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejections_map_to_the_spec_statuses() {
+        let cases = [
+            (ApiError::from(Rejection::NotFound("x".into())), 404),
+            (ApiError::from(Rejection::Conflict("x".into())), 409),
+            (ApiError::from(Rejection::Invalid("x".into())), 400),
+            (ApiError::from(Rejection::Forbidden("x".into())), 403),
+            (ApiError::from(SubmitError::Unavailable("x".into())), 503),
+            (ApiError::PayloadTooLarge("x".into()), 413),
+            (ApiError::NotImplemented("x".into()), 501),
+        ];
+        for (err, status) in cases {
+            assert_eq!(err.status_code().as_u16(), status, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn internal_errors_do_not_leak_their_cause() {
+        let resp = ApiError::internal("secret path /etc/x").error_response();
+        assert_eq!(resp.status().as_u16(), 500);
+    }
+}

@@ -1,0 +1,112 @@
+//! `streamEvents` — GET /api/events: Server-Sent Events.
+//!
+//! Each event is `id: {seq}` and `data: {Event JSON}`. Events after `Last-Event-ID` (or the
+//! `after` query parameter; the header wins) are replayed from the log, then live events
+//! follow, each seq exactly once and in order (see `log::subscription`). `task_id` keeps one
+//! task's events (404 for an unknown task); `lead=true` keeps the caller's lead agent's
+//! events. Events with an owner reach only that user. An idle stream gets a `: heartbeat`
+//! comment every `Config::heartbeat`.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::Deserialize;
+
+use super::{ApiError, App};
+use crate::identity::Caller;
+use crate::log::subscription::subscribe;
+
+/// Query of `streamEvents`.
+#[derive(Deserialize)]
+pub struct StreamQuery {
+    after: Option<u64>,
+    task_id: Option<String>,
+    lead: Option<bool>,
+}
+
+/// `streamEvents` — 200 `text/event-stream`; 400 for a malformed `Last-Event-ID`; 404 for an
+/// unknown `task_id`.
+pub async fn stream_events(
+    caller: Caller,
+    req: HttpRequest,
+    query: web::Query<StreamQuery>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner();
+    let last_event_id = match req.headers().get("Last-Event-ID") {
+        None => None,
+        Some(v) => {
+            let text = v.to_str().unwrap_or("").trim();
+            Some(text.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("Last-Event-ID `{text}` is not a seq"))
+            })?)
+        }
+    };
+    let after = last_event_id.or(query.after).unwrap_or(0);
+    if let Some(task_id) = &query.task_id {
+        if !app.writer.read(|s| s.tasks.contains_key(task_id)) {
+            return Err(ApiError::NotFound(format!("no task `{task_id}`")));
+        }
+    }
+    let lead = query.lead.unwrap_or(false);
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let registration =
+        app.clients
+            .open(&caller.login, &header("Byre-Host"), &header("Byre-Commit"));
+    let heartbeat = app.config.heartbeat;
+    let login = caller.login;
+    let task_filter = query.task_id;
+    let records = subscribe(app.writer.clone(), after);
+    let mut shutdown = app.shutdown.clone();
+    tracing::debug!(login = %login, from_seq = after, "event stream opened");
+    let body = async_stream::stream! {
+        let _registration = registration; // dropped when the client goes away
+        let mut records = Box::pin(records);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        yield Ok::<Bytes, actix_web::Error>(Bytes::from_static(b": connected\nretry: 2000\n\n"));
+        loop {
+            tokio::select! {
+                next = records.next() => match next {
+                    Some(Ok(r)) => {
+                        if !r.visible_to(&login) {
+                            continue;
+                        }
+                        if let Some(t) = &task_filter {
+                            if r.task_id.as_deref() != Some(t.as_str()) {
+                                continue;
+                            }
+                        }
+                        if lead && (r.owner.as_deref() != Some(login.as_str()) || r.agent_session_id.is_none()) {
+                            continue;
+                        }
+                        let mut frame = String::with_capacity(r.json.len() + 32);
+                        frame.push_str("id: ");
+                        frame.push_str(&r.seq.to_string());
+                        frame.push_str("\ndata: ");
+                        frame.push_str(&r.json);
+                        frame.push_str("\n\n");
+                        yield Ok(Bytes::from(frame));
+                    }
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "event stream failed; closing it");
+                        break;
+                    }
+                    None => break,
+                },
+                _ = ticker.tick() => yield Ok(Bytes::from_static(b": heartbeat\n\n")),
+                _ = shutdown.changed() => break,
+            }
+        }
+    };
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body))
+}

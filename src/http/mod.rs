@@ -1,0 +1,371 @@
+//! The HTTP surface of `schema/byre.openapi.yaml`: the route table ([`routes`]) with all 64
+//! operations, and one module per family of handlers. Handlers parse, submit one command to
+//! the writer, and answer from the fold; they never open a redb write transaction, write git
+//! or spawn processes. Operations that later issues build answer 501.
+
+use std::sync::Arc;
+
+use actix_web::{web, HttpResponse};
+
+use crate::config::Config;
+use crate::log::Writer;
+
+mod blobs;
+mod error;
+mod events;
+mod me;
+mod projects;
+mod status;
+mod tasks;
+mod workflows;
+
+pub use error::ApiError;
+pub use status::Clients;
+
+/// Largest JSON request body, in bytes.
+pub const MAX_JSON_BYTES: usize = 1024 * 1024;
+
+/// What every handler shares.
+pub struct App {
+    /// The single writer (and, through it, the shared projections and the log).
+    pub writer: Writer,
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// When this server started, in microseconds since the epoch.
+    pub started_at_us: i64,
+    /// Open event streams, for `getStatus`.
+    pub clients: Clients,
+    /// Turns true when the server shuts down; event streams end then.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl App {
+    /// Submits a command; errors become their HTTP status.
+    /// # Errors
+    /// The rejection's status, or 503 when the writer stopped.
+    pub async fn submit(
+        &self,
+        cmd: byre_projections::Command,
+    ) -> Result<crate::log::Ack, ApiError> {
+        Ok(self.writer.submit(cmd, None).await?)
+    }
+}
+
+/// Runs blocking work (redb reads, git) off the async workers.
+/// # Errors
+/// 500 when the closure panicked; otherwise the closure's own error.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ApiError::internal)?
+}
+
+fn not_implemented(operation_id: &'static str, issue: &'static str) -> actix_web::Route {
+    web::to(move || async move {
+        Err::<HttpResponse, _>(ApiError::NotImplemented(format!(
+            "{operation_id} is not implemented yet ({issue})"
+        )))
+    })
+}
+
+fn not_implemented_handler(
+    operation_id: &'static str,
+) -> impl Fn() -> std::future::Ready<Result<HttpResponse, ApiError>> + Clone {
+    move || {
+        std::future::ready(Err(ApiError::NotImplemented(format!(
+            "{operation_id} is not implemented yet (not yet scheduled)"
+        ))))
+    }
+}
+
+/// The route table: every operationId of the contract.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    const AGENTS: &str = "agent sessions come with the Claude Code and Codex issues";
+    const TOOLS: &str = "worktree views, snapshots and the inbox come with the agent-tools issue";
+    const FINISH: &str = "merging and discarding come with the finishing-a-task issue";
+    const LATER: &str = "not yet scheduled";
+    cfg.app_data(
+        web::JsonConfig::default()
+            .limit(MAX_JSON_BYTES)
+            .error_handler(|err, _| {
+                ApiError::BadRequest(format!("invalid JSON body: {err}")).into()
+            }),
+    )
+    .app_data(
+        web::QueryConfig::default()
+            .error_handler(|err, _| ApiError::BadRequest(format!("invalid query: {err}")).into()),
+    )
+    .app_data(
+        web::PathConfig::default()
+            .error_handler(|err, _| ApiError::BadRequest(format!("invalid path: {err}")).into()),
+    )
+    // Me
+    .route("/api/me", web::get().to(me::get_me))
+    .route("/api/me", web::put().to(me::update_me))
+    .route(
+        "/api/me/notifications",
+        web::put().to(me::update_notification_prefs),
+    )
+    .route(
+        "/api/me/default-model",
+        web::put().to(me::update_default_model),
+    )
+    .route(
+        "/api/me/lead/sessions",
+        not_implemented("listLeadSessions", LATER),
+    )
+    .route(
+        "/api/me/lead/events",
+        not_implemented("listLeadEvents", LATER),
+    )
+    .route(
+        "/api/me/lead/messages",
+        not_implemented("messageLead", LATER),
+    )
+    .route(
+        "/api/me/lead/notes",
+        not_implemented("listLeadNotes", LATER),
+    )
+    .route(
+        "/api/me/lead/notes/{noteId}",
+        not_implemented("deleteLeadNote", LATER),
+    )
+    .route("/api/me/focus", web::get().to(me::get_focus))
+    .route("/api/me/focus", web::put().to(me::set_focus))
+    .route(
+        "/api/me/summary-reads",
+        web::get().to(me::get_summary_reads),
+    )
+    .route("/api/me/pane-focus", web::put().to(me::set_pane_focus))
+    // Projects
+    .route("/api/projects", web::get().to(projects::list_projects))
+    .route("/api/projects", web::post().to(projects::create_project))
+    .route(
+        "/api/projects/{projectId}",
+        web::get().to(projects::get_project),
+    )
+    .route(
+        "/api/projects/{projectId}/tasks",
+        web::get().to(tasks::list_tasks),
+    )
+    .route(
+        "/api/projects/{projectId}/tasks",
+        web::post().to(tasks::create_task),
+    )
+    .route(
+        "/api/projects/{projectId}/todo",
+        not_implemented("getTodo", LATER),
+    )
+    .route(
+        "/api/projects/{projectId}/todo/tasks",
+        not_implemented("startTodoItem", LATER),
+    )
+    // Tasks
+    .route("/api/tasks/{taskId}", web::get().to(tasks::get_task))
+    .route(
+        "/api/tasks/{taskId}/workflow",
+        not_implemented("getTaskWorkflow", LATER),
+    )
+    .route(
+        "/api/tasks/{taskId}/summary-read",
+        web::put().to(me::mark_summary_read),
+    )
+    .route(
+        "/api/tasks/{taskId}/workflow/run",
+        not_implemented("getWorkflowRun", LATER),
+    )
+    .route(
+        "/api/tasks/{taskId}/unmerged",
+        not_implemented("getUnmerged", FINISH),
+    )
+    .route(
+        "/api/tasks/{taskId}/co-authors",
+        not_implemented("getCoAuthors", FINISH),
+    )
+    .route(
+        "/api/tasks/{taskId}/merge",
+        not_implemented("mergeTask", FINISH),
+    )
+    .route(
+        "/api/tasks/{taskId}/merge-after-review",
+        not_implemented("cancelMergeAfterReview", LATER),
+    )
+    .route(
+        "/api/tasks/{taskId}/merge-in",
+        not_implemented("mergeIn", FINISH),
+    )
+    .route(
+        "/api/tasks/{taskId}/discard",
+        not_implemented("discardTask", FINISH),
+    )
+    .route(
+        "/api/tasks/{taskId}/events",
+        web::get().to(tasks::list_task_events),
+    )
+    .route(
+        "/api/tasks/{taskId}/changes",
+        not_implemented("getTaskChanges", TOOLS),
+    )
+    .route(
+        "/api/tasks/{taskId}/image",
+        not_implemented("getTaskImage", TOOLS),
+    )
+    .route(
+        "/api/tasks/{taskId}/diff",
+        not_implemented("getTaskDiff", TOOLS),
+    )
+    .route(
+        "/api/tasks/{taskId}/dir",
+        not_implemented("getTaskDir", TOOLS),
+    )
+    .route(
+        "/api/tasks/{taskId}/file",
+        not_implemented("getTaskFile", TOOLS),
+    )
+    .route(
+        "/api/tasks/{taskId}/terminal",
+        not_implemented("getTaskTerminal", LATER),
+    )
+    .route(
+        "/api/tasks/{taskId}/previews",
+        not_implemented("listPreviews", TOOLS),
+    )
+    .route(
+        "/api/tasks/{taskId}/snapshots",
+        not_implemented("listSnapshots", TOOLS),
+    )
+    .route(
+        "/api/tasks/{taskId}/reviews",
+        not_implemented("listReviews", LATER),
+    )
+    .route(
+        "/api/reviews/{reviewId}/findings/{index}",
+        not_implemented("setFindingState", LATER),
+    )
+    .route(
+        "/api/reviews/{reviewId}/stop",
+        not_implemented("stopReview", LATER),
+    )
+    .route(
+        "/api/tasks/{taskId}/snapshots/{n}/fork",
+        not_implemented("forkSnapshot", LATER),
+    )
+    .route(
+        "/api/tasks/{taskId}/sessions",
+        web::get().to(tasks::list_sessions),
+    )
+    .route(
+        "/api/tasks/{taskId}/sessions",
+        not_implemented("createSession", AGENTS),
+    )
+    .route(
+        "/api/tasks/{taskId}/queue/{inputId}",
+        not_implemented("withdrawMessage", AGENTS),
+    )
+    .route(
+        "/api/sessions/{sessionId}",
+        not_implemented("getSession", AGENTS),
+    )
+    .route(
+        "/api/sessions/{sessionId}/messages",
+        not_implemented("sendMessage", AGENTS),
+    )
+    .route(
+        "/api/sessions/{sessionId}/compact",
+        not_implemented("compactSession", AGENTS),
+    )
+    .route(
+        "/api/sessions/{sessionId}/interrupt",
+        not_implemented("interruptSession", AGENTS),
+    )
+    // Blobs
+    .route("/api/blobs", web::post().to(blobs::upload_blob))
+    .route("/api/blobs/{blobId}", web::get().to(blobs::get_blob))
+    // Inbox and clients
+    .route("/api/inbox", not_implemented("listInbox", AGENTS))
+    .route(
+        "/api/inbox/responses",
+        not_implemented("respondInbox", TOOLS),
+    )
+    .route(
+        "/api/inbox/{itemId}",
+        not_implemented("getInboxItem", AGENTS),
+    )
+    .route(
+        "/api/clients/connect",
+        not_implemented("connectClient", LATER),
+    )
+    .route(
+        "/api/clients/transfers/{transferId}",
+        web::get().to(not_implemented_handler("getClientTransfer")),
+    )
+    .route(
+        "/api/clients/transfers/{transferId}",
+        web::put().to(not_implemented_handler("putClientTransfer")),
+    )
+    // Events, status, workflows
+    .route("/api/events", web::get().to(events::stream_events))
+    .route("/api/admin/status", web::get().to(status::get_status))
+    .route("/api/workflows", web::get().to(workflows::list_workflows))
+    .route(
+        "/api/workflows/{name}",
+        web::get().to(workflows::get_workflow),
+    )
+    .route(
+        "/api/workflows/{name}",
+        web::put().to(workflows::put_workflow),
+    )
+    .route(
+        "/api/workflows/{name}",
+        web::delete().to(workflows::delete_workflow),
+    );
+}
+
+/// Middleware: a span per request (`request_id`, `method`, `path`, `status`), logged at warn
+/// for 4xx and error for 5xx; and the client's last action for `getStatus`.
+pub async fn trace_request(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    use tracing::Instrument;
+    let request_id = uuid::Uuid::new_v4();
+    let span = tracing::info_span!("request", %request_id, method = %req.method(), path = %req.path(), status = tracing::field::Empty);
+    if req.path() != "/api/events" {
+        if let Some(app) = req.app_data::<web::Data<App>>() {
+            let header = |name: &str| {
+                req.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            let host = header("Byre-Host");
+            if !host.is_empty() {
+                if let Ok((login, _)) = crate::identity::resolve(req.request(), &app.config.auth) {
+                    app.clients.acted(&login, &host, &header("Byre-Commit"));
+                }
+            }
+        }
+    }
+    let res = next.call(req).instrument(span.clone()).await?;
+    let status = res.status().as_u16();
+    span.record("status", status);
+    let _enter = span.enter();
+    match status {
+        500.. => tracing::error!("request failed"),
+        400..=499 => tracing::warn!("request refused"),
+        _ => tracing::debug!("request served"),
+    }
+    Ok(res)
+}
+
+/// Answers requests no route matched.
+pub async fn no_route(req: actix_web::HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound(format!(
+        "no route for {} {}",
+        req.method(),
+        req.path()
+    )))
+}

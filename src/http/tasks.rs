@@ -1,0 +1,239 @@
+//! `listTasks`, `createTask`, `getTask`, `listTaskEvents`, `listSessions`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use actix_web::{web, HttpResponse};
+use byre_projections::Command;
+use futures_util::StreamExt;
+use serde::Deserialize;
+
+use super::{blocking, ApiError, App};
+use crate::api;
+use crate::identity::Caller;
+use crate::log::subscription::subscribe;
+
+/// How long `createTask` waits for the worktree reactor's outcome.
+const WORKTREE_WAIT: Duration = Duration::from_secs(120);
+
+/// `listTasks` — GET /api/projects/{projectId}/tasks → 200 `[Task]`, newest first; 404.
+pub async fn list_tasks(
+    _caller: Caller,
+    project_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let project_id = project_id.into_inner();
+    let tasks: Option<Vec<api::Task>> = app.writer.read(|s| {
+        s.projects.get(&project_id)?;
+        Some(
+            s.project_tasks(&project_id)
+                .into_iter()
+                .map(api::Task::from)
+                .collect(),
+        )
+    });
+    let tasks = tasks.ok_or_else(|| ApiError::NotFound(format!("no project `{project_id}`")))?;
+    Ok(HttpResponse::Ok().json(tasks))
+}
+
+/// Body of `createTask` (spec `TaskCreate`).
+#[derive(Deserialize)]
+pub struct TaskCreate {
+    title: String,
+    prompt: Option<String>,
+    #[allow(dead_code)]
+    model: Option<String>,
+    workflow: Option<String>,
+}
+
+/// `createTask` — POST /api/projects/{projectId}/tasks → 201 `Task` once its branch and
+/// worktree exist; 400 (bad title, prompt with workflow), 404 (unknown project); 501 with
+/// prompt or workflow until agents and workflow runs are built.
+///
+/// The task branches from the default branch's current tip (its `base_ref`). The worktree is
+/// made by the worktree reactor after `task.created` commits; this handler waits for the
+/// reactor's `task.worktree_created` (or `task.worktree_failed`, answered 500).
+pub async fn create_task(
+    caller: Caller,
+    project_id: web::Path<String>,
+    body: web::Json<TaskCreate>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let project_id = project_id.into_inner();
+    let body = body.into_inner();
+    let (repo_path, default_branch) = app
+        .writer
+        .read(|s| {
+            s.projects
+                .get(&project_id)
+                .map(|p| (p.repo_path.clone(), p.default_branch.clone()))
+        })
+        .ok_or_else(|| ApiError::NotFound(format!("no project `{project_id}`")))?;
+    if body.prompt.is_some() && body.workflow.is_some() {
+        return Err(ApiError::BadRequest(
+            "give prompt or workflow, not both".into(),
+        ));
+    }
+    if body.prompt.is_some() {
+        return Err(ApiError::NotImplemented("createTask with a prompt starts an agent, which comes with the Claude Code and Codex issues; create the task without prompt".into()));
+    }
+    if body.workflow.is_some() {
+        return Err(ApiError::NotImplemented(
+            "createTask with a workflow starts a workflow run, which is not built yet".into(),
+        ));
+    }
+    let base_ref = blocking(move || {
+        crate::git::branch_tip(&PathBuf::from(&repo_path), &default_branch)
+            .map_err(|e| ApiError::Conflict(format!("cannot read the default branch: {e}")))
+    })
+    .await?;
+    let ack = app
+        .submit(Command::CreateTask {
+            actor: caller.login,
+            project_id,
+            title: body.title,
+            base_ref,
+        })
+        .await?;
+    let created = ack
+        .events
+        .first()
+        .ok_or_else(|| ApiError::internal("task.created missing"))?;
+    let task_id = created
+        .task_id
+        .clone()
+        .ok_or_else(|| ApiError::internal("task.created without task_id"))?;
+    wait_for_worktree(&app, &task_id, created.seq).await?;
+    let task = app
+        .writer
+        .read(|s| s.tasks.get(&task_id).map(api::Task::from))
+        .ok_or_else(|| ApiError::internal("task missing after commit"))?;
+    Ok(HttpResponse::Created().json(task))
+}
+
+async fn wait_for_worktree(app: &App, task_id: &str, after: u64) -> Result<(), ApiError> {
+    let ready = app
+        .writer
+        .read(|s| s.tasks.get(task_id).map(|t| t.worktree_ready))
+        .unwrap_or(false);
+    if ready {
+        return Ok(());
+    }
+    let mut events = Box::pin(subscribe(app.writer.clone(), after));
+    let outcome = tokio::time::timeout(WORKTREE_WAIT, async {
+        while let Some(r) = events.next().await {
+            let r = r.map_err(ApiError::internal)?;
+            if r.task_id.as_deref() != Some(task_id) {
+                continue;
+            }
+            match r.kind.as_str() {
+                "task.worktree_created" => return Ok(()),
+                "task.worktree_failed" => {
+                    let reason = app
+                        .writer
+                        .store()
+                        .records(r.seq, r.seq, 1)
+                        .ok()
+                        .and_then(|v| v.first().map(|r| r.json.to_string()))
+                        .unwrap_or_default();
+                    return Err(ApiError::internal(format!(
+                        "the worktree of task {task_id} could not be made: {reason}"
+                    )));
+                }
+                _ => {}
+            }
+        }
+        Err(ApiError::Unavailable("the server is shutting down".into()))
+    })
+    .await;
+    outcome.map_err(|_| {
+        ApiError::internal(format!(
+            "timed out waiting for the worktree of task {task_id}"
+        ))
+    })?
+}
+
+/// `getTask` — GET /api/tasks/{taskId} → 200 `Task`; 404.
+pub async fn get_task(
+    _caller: Caller,
+    task_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let task_id = task_id.into_inner();
+    let task = app
+        .writer
+        .read(|s| s.tasks.get(&task_id).map(api::Task::from))
+        .ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
+    Ok(HttpResponse::Ok().json(task))
+}
+
+/// `listSessions` — GET /api/tasks/{taskId}/sessions → 200 `[AgentSession]`; 404. Agent
+/// sessions are started by a later issue, so a task has none yet.
+pub async fn list_sessions(
+    _caller: Caller,
+    task_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let task_id = task_id.into_inner();
+    if !app.writer.read(|s| s.tasks.contains_key(&task_id)) {
+        return Err(ApiError::NotFound(format!("no task `{task_id}`")));
+    }
+    Ok(HttpResponse::Ok().json(Vec::<serde_json::Value>::new()))
+}
+
+/// Query of `listTaskEvents`.
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    after: Option<u64>,
+    limit: Option<u32>,
+}
+
+/// `listTaskEvents` — GET /api/tasks/{taskId}/events?after&limit → 200 `[Event]` with seq >
+/// after (default 0), oldest first, at most limit (default 500; below 1 reads as 1, above 1000
+/// as 1000, as the spec bounds it); 404. A non-numeric after or limit is 400. Events owned by
+/// another user are left out.
+pub async fn list_task_events(
+    caller: Caller,
+    task_id: web::Path<String>,
+    query: web::Query<EventsQuery>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let task_id = task_id.into_inner();
+    let limit = query.limit.unwrap_or(500).clamp(1, 1000);
+    if !app.writer.read(|s| s.tasks.contains_key(&task_id)) {
+        return Err(ApiError::NotFound(format!("no task `{task_id}`")));
+    }
+    let store = app.writer.store().clone();
+    let after = query.after.unwrap_or(0);
+    let limit = limit as usize;
+    let body = blocking(move || {
+        let mut out = String::from("[");
+        let mut n = 0;
+        let mut from = after;
+        loop {
+            let chunk = store
+                .task_records(&task_id, from, limit)
+                .map_err(ApiError::internal)?;
+            let full = chunk.len() == limit;
+            for r in &chunk {
+                from = r.seq;
+                if n < limit && r.visible_to(&caller.login) {
+                    if n > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&r.json);
+                    n += 1;
+                }
+            }
+            if n >= limit || !full {
+                break;
+            }
+        }
+        out.push(']');
+        Ok(out)
+    })
+    .await?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(body))
+}

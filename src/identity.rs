@@ -1,0 +1,93 @@
+//! Who is calling: the [`Caller`] extractor. The first request of a login records the user
+//! (`user.created`) before the handler runs.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
+use byre_projections::Command;
+
+use crate::config::AuthMode;
+use crate::http::{ApiError, App};
+
+/// The calling user, resolved from the auth mode and known to the projections.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The login.
+    pub login: String,
+}
+
+/// Resolves the login of a request, without touching the log.
+/// # Errors
+/// `Unauthorized` when the mode's credentials are missing or wrong, or (Tailscale) the peer
+/// is not loopback.
+pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<String>), ApiError> {
+    match auth {
+        AuthMode::Local { login } => Ok((login.clone(), None)),
+        AuthMode::Tailscale => {
+            let peer_is_loopback = req.peer_addr().is_some_and(|a| a.ip().is_loopback());
+            if !peer_is_loopback {
+                return Err(ApiError::Unauthorized("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
+            }
+            let header = |name: &str| {
+                req.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+            };
+            let login = header("Tailscale-User-Login").ok_or_else(|| {
+                ApiError::Unauthorized("missing Tailscale-User-Login header".into())
+            })?;
+            if login.chars().any(char::is_control) || login.len() > 256 {
+                return Err(ApiError::Unauthorized(
+                    "invalid Tailscale-User-Login header".into(),
+                ));
+            }
+            Ok((
+                login.to_owned(),
+                header("Tailscale-User-Name").map(str::to_owned),
+            ))
+        }
+        AuthMode::Token { tokens } => {
+            let bearer = req
+                .headers()
+                .get("Authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim)
+                .ok_or_else(|| {
+                    ApiError::Unauthorized("missing Authorization: Bearer token".into())
+                })?;
+            tokens
+                .get(bearer)
+                .cloned()
+                .map(|l| (l, None))
+                .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()))
+        }
+    }
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Caller, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let app = req
+                .app_data::<web::Data<App>>()
+                .ok_or_else(|| ApiError::Internal("app data missing".into()))?;
+            let (login, display_name) = resolve(&req, &app.config.auth)?;
+            if !app.writer.read(|s| s.users.contains_key(&login)) {
+                let cmd = Command::EnsureUser {
+                    display_name: display_name.unwrap_or_else(|| login.clone()),
+                    login: login.clone(),
+                    default_model: app.config.default_model.clone(),
+                };
+                app.writer.submit(cmd, None).await?;
+            }
+            Ok(Caller { login })
+        })
+    }
+}

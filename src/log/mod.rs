@@ -1,0 +1,16 @@
+//! The event log on redb: the only code that opens a redb write transaction or assigns a seq.
+//!
+//! - [`store`]: the redb file, its tables, the stored envelope, reading and folding.
+//! - [`writer`]: the single writer thread: decide, group commit, fold, publish.
+//! - [`subscription`]: replay from a seq, then follow live, never skipping.
+//!
+//! Durability: an event is acknowledged only after the redb transaction holding it committed
+//! with `Durability::Immediate` (fsync'd). A commit error leaves the outcome unknown: the writer
+//! stops accepting (callers get 503) and a restart refolds the log.
+
+pub mod store;
+pub mod subscription;
+pub mod writer;
+
+pub use store::{OpenError, Record, Store, StoreError};
+pub use writer::{Ack, SubmitError, Writer};

@@ -1,0 +1,365 @@
+//! The single writer: every command is decided here against the latest state, and concurrent
+//! commands share one durable redb transaction (group commit).
+//!
+//! Loop (one OS thread, so redb never blocks the async workers):
+//! 1. take the first waiting submission, then every other already waiting (up to
+//!    [`MAX_GROUP`]);
+//! 2. for each: `decide` against the writer's own state, fold its events and the derived
+//!    `task.state` events into that state, write them (and any blob bytes) in the transaction;
+//! 3. commit with `Durability::Immediate`;
+//! 4. fold the same events into the shared query state, advance the head, publish the records,
+//!    and only then answer each caller.
+//!
+//! A failure after step 2 began leaves the writer's state ahead of the durable log, so the
+//! writer stops: every later submission gets [`SubmitError::Unavailable`] until a restart
+//! refolds the log.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use byre_projections::{decide, derived_events, Command, DecideCtx, Event, Rejection, State};
+use bytes::Bytes;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::store::{
+    Record, Store, StoreError, StoredEvent, BLOBS, CHECKPOINTS, EVENTS, TASK_EVENTS,
+};
+
+/// Most submissions folded into one transaction.
+pub const MAX_GROUP: usize = 512;
+/// Submissions waiting for the writer before `submit` waits for room (bounded queue).
+pub const QUEUE_CAPACITY: usize = 16_384;
+/// Live records buffered per subscriber before it is caught up from the log instead.
+pub const BUS_CAPACITY: usize = 8_192;
+/// How often the writer records a checkpoint (digest of its state) while events arrive.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
+/// When the queue is empty after a batch, a checkpoint is written if the last is this old.
+const CHECKPOINT_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// What a successful submission committed.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    /// The command's events (derived ones included), durable, in seq order. Empty when the
+    /// command changed nothing (e.g. an existing user).
+    pub events: Vec<Event>,
+}
+
+/// Why a submission was not committed.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// `decide` refused it; nothing was written.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    /// The writer stopped after a storage error (the outcome of the failed batch is unknown) or
+    /// is shutting down. Answered as 503.
+    #[error("the event log is not accepting writes: {0}")]
+    Unavailable(String),
+}
+
+enum Msg {
+    Submit(Submission),
+    /// Finish what is queued before this, write a checkpoint, stop.
+    Stop,
+}
+
+struct Submission {
+    cmd: Command,
+    attachment: Option<Bytes>,
+    reply: oneshot::Sender<Result<Ack, SubmitError>>,
+}
+
+/// The handle every command goes through. Cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Msg>,
+    state: Arc<RwLock<State>>,
+    bus: broadcast::Sender<Arc<Record>>,
+    head: Arc<AtomicU64>,
+    failed: Arc<AtomicBool>,
+    store: Store,
+}
+
+/// Owns the writer thread; [`WriterThread::join`] waits for it after the last handle dropped.
+pub struct WriterThread(std::thread::JoinHandle<()>);
+
+impl WriterThread {
+    /// Waits for the thread to drain its queue, write a final checkpoint and stop.
+    pub fn join(self) {
+        if self.0.join().is_err() {
+            tracing::error!("the writer thread panicked");
+        }
+    }
+}
+
+impl Writer {
+    /// Starts the writer over `store`, whose log folds to `state`.
+    pub fn start(store: Store, state: State) -> (Writer, WriterThread) {
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let (bus, _) = broadcast::channel(BUS_CAPACITY);
+        let head = Arc::new(AtomicU64::new(state.last_seq));
+        let shared = Arc::new(RwLock::new(state.clone()));
+        let failed = Arc::new(AtomicBool::new(false));
+        let writer = Writer {
+            tx,
+            state: shared.clone(),
+            bus: bus.clone(),
+            head: head.clone(),
+            failed: failed.clone(),
+            store: store.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("byre-writer".into())
+            .spawn(move || run(rx, store, state, shared, bus, head, failed))
+            .expect("the OS lets us start a thread");
+        (writer, WriterThread(thread))
+    }
+
+    /// Decides and appends one command, with optional blob bytes stored under the command's
+    /// SHA-256. Returns only after the transaction holding its events committed durably, so the
+    /// caller may acknowledge.
+    /// # Errors
+    /// `Rejected` when `decide` refuses it; `Unavailable` when the writer has stopped (a
+    /// failed commit: the outcome of that batch is unknown until restart) or is shutting down.
+    pub async fn submit(
+        &self,
+        cmd: Command,
+        attachment: Option<Bytes>,
+    ) -> Result<Ack, SubmitError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(SubmitError::Unavailable(
+                "a previous commit failed; restart byre".into(),
+            ));
+        }
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Submit(Submission {
+                cmd,
+                attachment,
+                reply,
+            }))
+            .await
+            .map_err(|_| SubmitError::Unavailable("the writer has stopped".into()))?;
+        rx.await
+            .map_err(|_| SubmitError::Unavailable("the writer has stopped".into()))?
+    }
+
+    /// Reads the shared state (the fold of every committed event). Keep the closure short: the
+    /// writer waits for it to fold the next batch.
+    pub fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        f(&state)
+    }
+
+    /// Seq of the last committed event.
+    pub fn head(&self) -> u64 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// A receiver of every record committed from now on.
+    pub fn bus(&self) -> broadcast::Receiver<Arc<Record>> {
+        self.bus.subscribe()
+    }
+
+    /// Asks the writer thread to stop after what is already queued; later submissions get
+    /// `Unavailable`. Join the [`WriterThread`] to wait for it.
+    pub async fn stop(&self) {
+        let _ = self.tx.send(Msg::Stop).await;
+    }
+
+    /// The store, for reads.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    mut rx: mpsc::Receiver<Msg>,
+    store: Store,
+    mut state: State,
+    shared: Arc<RwLock<State>>,
+    bus: broadcast::Sender<Arc<Record>>,
+    head: Arc<AtomicU64>,
+    failed: Arc<AtomicBool>,
+) {
+    let mut last_checkpoint = (state.last_seq, Instant::now());
+    let mut stopping = false;
+    while !stopping {
+        let Some(first) = rx.blocking_recv() else {
+            break;
+        };
+        let mut group = Vec::new();
+        match first {
+            Msg::Submit(s) => group.push(s),
+            Msg::Stop => break,
+        }
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(Msg::Submit(s)) => group.push(s),
+                Ok(Msg::Stop) => {
+                    stopping = true;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        if failed.load(Ordering::Acquire) {
+            for s in group {
+                let _ = s.reply.send(Err(SubmitError::Unavailable(
+                    "a previous commit failed; restart byre".into(),
+                )));
+            }
+            continue;
+        }
+        let span = tracing::debug_span!(
+            "writer_batch",
+            n_commands = group.len(),
+            n_events = tracing::field::Empty,
+            first_seq = tracing::field::Empty,
+            last_seq = tracing::field::Empty,
+            commit_ms = tracing::field::Empty
+        );
+        let _enter = span.enter();
+        let first_seq = state.last_seq + 1;
+        match write_group(&store, &mut state, &group) {
+            Ok(outcomes) => {
+                let committed: Vec<&Event> = outcomes
+                    .iter()
+                    .filter_map(|o| o.as_ref().ok())
+                    .flatten()
+                    .collect();
+                span.record("n_events", committed.len());
+                span.record("first_seq", first_seq);
+                span.record("last_seq", state.last_seq);
+                if !committed.is_empty() {
+                    let records: Vec<Arc<Record>> = committed
+                        .iter()
+                        .map(|e| Arc::new(Record::from_stored(&StoredEvent::from_event(e))))
+                        .collect();
+                    {
+                        let mut live = shared.write().unwrap_or_else(|e| e.into_inner());
+                        for e in &committed {
+                            live.apply(e);
+                        }
+                    }
+                    head.store(state.last_seq, Ordering::Release);
+                    for r in records {
+                        let _ = bus.send(r);
+                    }
+                }
+                for (s, outcome) in group.into_iter().zip(outcomes) {
+                    let _ = s.reply.send(
+                        outcome
+                            .map(|events| Ack { events })
+                            .map_err(SubmitError::from),
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "commit failed: the batch's outcome is unknown; the writer stops until restart");
+                failed.store(true, Ordering::Release);
+                for s in group {
+                    let _ = s.reply.send(Err(SubmitError::Unavailable(
+                        "the event log could not commit; restart byre".into(),
+                    )));
+                }
+                continue;
+            }
+        }
+        let since = last_checkpoint.1.elapsed();
+        let idle = rx.is_empty() && since >= CHECKPOINT_IDLE_AFTER;
+        if state.last_seq > last_checkpoint.0
+            && (since >= CHECKPOINT_EVERY || idle)
+            && !failed.load(Ordering::Acquire)
+        {
+            checkpoint(&store, &state, &failed);
+            last_checkpoint = (state.last_seq, Instant::now());
+        }
+    }
+    if state.last_seq > last_checkpoint.0 && !failed.load(Ordering::Acquire) {
+        checkpoint(&store, &state, &failed);
+    }
+    // Refuse whatever is still queued, and everything after.
+    failed.store(true, Ordering::Release);
+    rx.close();
+    while let Ok(msg) = rx.try_recv() {
+        if let Msg::Submit(s) = msg {
+            let _ = s.reply.send(Err(SubmitError::Unavailable(
+                "byre is shutting down".into(),
+            )));
+        }
+    }
+}
+
+/// Decides every submission of the group and writes the accepted ones in one transaction.
+/// Returns each submission's outcome; `Err(StoreError)` when the transaction failed (the
+/// writer's state is then ahead of the log and must not be used again).
+fn write_group(
+    store: &Store,
+    state: &mut State,
+    group: &[Submission],
+) -> Result<Vec<Result<Vec<Event>, Rejection>>, StoreError> {
+    let started = Instant::now();
+    let txn = store.db.begin_write()?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    {
+        let mut events_table = txn.open_table(EVENTS)?;
+        let mut index = txn.open_table(TASK_EVENTS)?;
+        let mut blobs = txn.open_table(BLOBS)?;
+        let now_us = chrono::Utc::now().timestamp_micros();
+        for s in group {
+            let ctx = DecideCtx {
+                now_us,
+                seed: uuid::Uuid::new_v4().as_u128(),
+            };
+            let new_events = match decide(state, &s.cmd, &ctx) {
+                Ok(evs) => evs,
+                Err(rejection) => {
+                    outcomes.push(Err(rejection));
+                    continue;
+                }
+            };
+            let mut committed = Vec::with_capacity(new_events.len() + 1);
+            for ne in new_events {
+                let e = ne.commit(state.last_seq + 1, now_us);
+                state.apply(&e);
+                committed.push(e);
+            }
+            for ne in derived_events(state, &committed) {
+                let e = ne.commit(state.last_seq + 1, now_us);
+                state.apply(&e);
+                committed.push(e);
+            }
+            for e in &committed {
+                events_table.insert(e.seq, StoredEvent::from_event(e).encode().as_slice())?;
+                if let Some(task_id) = &e.task_id {
+                    index.insert((task_id.as_str(), e.seq), ())?;
+                }
+            }
+            if let (Some(bytes), Command::UploadBlob { sha256, .. }) = (&s.attachment, &s.cmd) {
+                blobs.insert(sha256.as_str(), bytes.as_ref())?;
+            }
+            outcomes.push(Ok(committed));
+        }
+    }
+    txn.commit()?;
+    tracing::Span::current().record("commit_ms", started.elapsed().as_secs_f64() * 1e3);
+    Ok(outcomes)
+}
+
+/// Records the digest of the writer's state at its last seq.
+fn checkpoint(store: &Store, state: &State, failed: &AtomicBool) {
+    let digest = byre_projections::digest::digest(state);
+    let result = (|| -> Result<(), StoreError> {
+        let txn = store.db.begin_write()?;
+        txn.open_table(CHECKPOINTS)?
+            .insert(state.last_seq, digest.as_str())?;
+        txn.commit()?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        tracing::error!(error = %e, "checkpoint failed; the writer stops until restart");
+        failed.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,127 @@
+//! The worktree reactor: after `task.created`, makes the task's branch and worktree and
+//! records `task.worktree_created` (or `task.worktree_failed`). At start-up it makes any
+//! worktree an active task should have and does not (a crash between the intent and the
+//! outcome, or a worktree directory removed by hand).
+
+use std::path::PathBuf;
+
+use byre_projections::tasks::TaskStatus;
+use byre_projections::Command;
+use futures_util::StreamExt;
+use tokio::sync::watch;
+
+use crate::log::subscription::subscribe;
+use crate::log::Writer;
+
+struct Job {
+    task_id: String,
+    repo_path: PathBuf,
+    branch: String,
+    base_ref: String,
+    worktree_path: PathBuf,
+    recorded: bool,
+}
+
+fn job(writer: &Writer, task_id: &str) -> Option<Job> {
+    writer.read(|s| {
+        let t = s.tasks.get(task_id)?;
+        let p = s.projects.get(&t.project_id)?;
+        (t.status == TaskStatus::Active).then(|| Job {
+            task_id: t.id.clone(),
+            repo_path: PathBuf::from(&p.repo_path),
+            branch: t.branch.clone(),
+            base_ref: t.base_ref.clone(),
+            worktree_path: PathBuf::from(&t.worktree_path),
+            recorded: t.worktree_ready,
+        })
+    })
+}
+
+async fn handle(writer: &Writer, job: Job) {
+    let span = tracing::info_span!("worktree", task_id = %job.task_id);
+    let _enter = span.enter();
+    let Job {
+        task_id,
+        repo_path,
+        branch,
+        base_ref,
+        worktree_path,
+        recorded,
+    } = job;
+    let name = task_id.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        crate::git::ensure_worktree(&repo_path, &branch, &base_ref, &worktree_path, &name)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()));
+    if recorded {
+        if let Err(e) = outcome {
+            tracing::error!(error = %e, "could not restore the worktree of an active task");
+        }
+        return;
+    }
+    if let Err(e) = &outcome {
+        tracing::error!(error = %e, "worktree failed");
+    }
+    if let Err(e) = writer
+        .submit(Command::RecordWorktree { task_id, outcome }, None)
+        .await
+    {
+        tracing::error!(error = %e, "could not record the worktree's outcome");
+    }
+}
+
+/// Starts the reactor; it ends when `shutdown` turns true.
+pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let from = writer.head();
+        // Reconcile: active tasks whose worktree was never recorded or is gone from disk.
+        let candidates: Vec<(String, bool, PathBuf)> = writer.read(|s| {
+            s.tasks
+                .values()
+                .filter(|t| t.status == TaskStatus::Active)
+                .map(|t| {
+                    (
+                        t.id.clone(),
+                        t.worktree_ready,
+                        PathBuf::from(&t.worktree_path),
+                    )
+                })
+                .collect()
+        });
+        let missing = tokio::task::spawn_blocking(move || {
+            candidates
+                .into_iter()
+                .filter(|(_, ready, path)| !ready || !path.exists())
+                .map(|(id, _, _)| id)
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for id in missing {
+            if let Some(j) = job(&writer, &id) {
+                handle(&writer, j).await;
+            }
+        }
+        let mut events = Box::pin(subscribe(writer.clone(), from));
+        loop {
+            tokio::select! {
+                next = events.next() => match next {
+                    Some(Ok(r)) if r.kind == "task.created" => {
+                        if let Some(j) = r.task_id.as_deref().and_then(|id| job(&writer, id)) {
+                            handle(&writer, j).await;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "worktree reactor cannot read the log");
+                        return;
+                    }
+                    None => return,
+                },
+                _ = shutdown.changed() => return,
+            }
+        }
+    })
+}

@@ -1,0 +1,150 @@
+//! Builds the running server from a bound listener and a [`Config`] (mini-redis `run`, z2p
+//! `Application::build`), so tests can bind port 0.
+//!
+//! Start-up: lock the data dir (one server per data dir), open the log, fold it (an event that
+//! cannot be decoded stops start-up with its seq), start the writer, the reactors and the HTTP
+//! server. Shutdown: stop taking requests, end event streams and reactors, let the writer drain
+//! its queue and write a checkpoint.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::{dev::ServerHandle, middleware, web, App as ActixApp, HttpServer};
+use anyhow::Context;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::http::{self, App, Clients};
+use crate::log::{writer::WriterThread, Store, Writer};
+
+/// A running byre server.
+pub struct Running {
+    /// The bound address.
+    pub addr: std::net::SocketAddr,
+    handle: ServerHandle,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    writer: Writer,
+    writer_thread: WriterThread,
+    reactors: Vec<tokio::task::JoinHandle<()>>,
+    shutdown: watch::Sender<bool>,
+    _lock: File,
+}
+
+impl Running {
+    /// The base URL, e.g. `http://127.0.0.1:7777`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Graceful shutdown: stop the HTTP server, end streams and reactors, drain the writer.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        self.handle.stop(true).await;
+        let _ = self.server.await;
+        for r in self.reactors {
+            let _ = r.await;
+        }
+        self.writer.stop().await;
+        let thread = self.writer_thread;
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        // Wait until every handle on the log (HTTP workers finishing, blocking reads) is gone,
+        // so the file is closed when this returns and a new server may open it.
+        let store = self.writer.store().clone();
+        drop(self.writer);
+        for _ in 0..1000 {
+            if store.n_handles() == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        if store.n_handles() > 1 {
+            tracing::warn!(
+                n_handles = store.n_handles(),
+                "the log is still open after shutdown"
+            );
+        }
+    }
+}
+
+/// Starts byre on `listener`.
+/// # Errors
+/// The data dir cannot be created or is locked by another server; the log cannot be opened or
+/// folded (with the seq of the first undecodable event); the listener is not loopback and the
+/// auth mode does not authenticate.
+pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Running> {
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() && !config.auth.authenticates() {
+        anyhow::bail!("refusing to listen on {addr} without authentication: use --auth tailscale or --auth token, or a loopback address");
+    }
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
+    // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
+    config.data_dir = std::fs::canonicalize(&config.data_dir)
+        .with_context(|| format!("cannot resolve {}", config.data_dir.display()))?;
+    let lock_path = config.data_dir.join("byre.lock");
+    let lock = File::create(&lock_path)
+        .with_context(|| format!("cannot create {}", lock_path.display()))?;
+    lock.try_lock().map_err(|_| {
+        anyhow::anyhow!(
+            "another byre server is using the data dir {}",
+            config.data_dir.display()
+        )
+    })?;
+
+    let log_path = config.log_path();
+    let (store, state) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let store = Store::open(&log_path)?;
+        let state = store.fold()?;
+        Ok((store, state))
+    })
+    .await??;
+    tracing::info!(
+        last_seq = state.last_seq,
+        n_events = state.n_events,
+        "log folded"
+    );
+    let (writer, writer_thread) = Writer::start(store, state);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let reactors = vec![crate::reactors::worktrees::start(
+        writer.clone(),
+        shutdown_rx.clone(),
+    )];
+
+    let app = web::Data::new(App {
+        writer: writer.clone(),
+        config: Arc::new(config),
+        started_at_us: chrono::Utc::now().timestamp_micros(),
+        clients: Clients::default(),
+        shutdown: shutdown_rx,
+    });
+    let server = HttpServer::new(move || {
+        ActixApp::new()
+            .app_data(app.clone())
+            .wrap(middleware::from_fn(http::trace_request))
+            .configure(http::routes)
+            .default_service(web::to(http::no_route))
+    })
+    .workers(
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .min(4),
+    )
+    .shutdown_timeout(5)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    let handle = server.handle();
+    let server = tokio::spawn(server);
+    Ok(Running {
+        addr,
+        handle,
+        server,
+        writer,
+        writer_thread,
+        reactors,
+        shutdown,
+        _lock: lock,
+    })
+}
