@@ -3,12 +3,16 @@
 //! (all modules linked once).
 
 mod helpers;
+mod process;
 mod schema;
 
 mod blobs;
+mod cli;
 mod contract;
+mod crash;
 mod events;
 mod me;
+mod old_logs;
 mod projects;
 mod tasks;
 mod workflows;
