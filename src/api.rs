@@ -190,3 +190,90 @@ impl From<&p::workflows::Workflow> for WorkflowSummary {
         }
     }
 }
+
+/// Spec `AgentSession`.
+#[derive(Debug, Serialize)]
+pub struct AgentSession {
+    /// Id.
+    pub id: String,
+    /// Task (empty for a lead session).
+    pub task_id: String,
+    /// Lead owner (empty for a task's session).
+    pub owner: String,
+    /// `claude` or `codex`.
+    pub vendor: p::sessions::Vendor,
+    /// Model.
+    pub model: String,
+    /// The vendor's session id.
+    pub vendor_session_id: String,
+    /// idle, running or completed.
+    pub state: p::sessions::SessionState,
+    /// implementer, lead or reviewer.
+    pub role: p::sessions::SessionRole,
+    /// Creator.
+    pub created_by: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Running subagents.
+    pub subagents: u32,
+}
+
+impl From<&p::sessions::Session> for AgentSession {
+    fn from(s: &p::sessions::Session) -> Self {
+        AgentSession {
+            id: s.id.clone(),
+            task_id: s.task_id.clone(),
+            owner: s.owner.clone(),
+            vendor: s.vendor,
+            model: s.model.clone(),
+            vendor_session_id: s.vendor_session_id.clone(),
+            state: s.state,
+            role: s.role,
+            created_by: s.created_by.clone(),
+            created_at: rfc3339(s.created_at_us),
+            subagents: s.subagents,
+        }
+    }
+}
+
+/// Spec `InboxItem` (no responses yet: answering comes with the agent-tools issue).
+#[derive(Debug, Serialize)]
+pub struct InboxItem {
+    /// Id.
+    pub id: String,
+    /// Project.
+    pub project_id: String,
+    /// Task.
+    pub task_id: String,
+    /// Session.
+    pub agent_session_id: String,
+    /// Thread.
+    pub thread_id: String,
+    /// Kind.
+    pub kind: p::inbox::InboxKind,
+    /// Payload.
+    pub payload: serde_json::Value,
+    /// State.
+    pub state: p::inbox::InboxState,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Responses.
+    pub responses: Vec<serde_json::Value>,
+}
+
+impl From<&p::inbox::InboxItem> for InboxItem {
+    fn from(i: &p::inbox::InboxItem) -> Self {
+        InboxItem {
+            id: i.id.clone(),
+            project_id: i.project_id.clone(),
+            task_id: i.task_id.clone(),
+            agent_session_id: i.agent_session_id.clone(),
+            thread_id: i.thread_id.clone(),
+            kind: i.kind,
+            payload: i.payload.clone(),
+            state: i.state,
+            created_at: rfc3339(i.created_at_us),
+            responses: Vec::new(),
+        }
+    }
+}

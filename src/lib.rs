@@ -21,3 +21,4 @@ pub mod identity;
 pub mod log;
 pub mod reactors;
 pub mod startup;
+pub mod vendors;

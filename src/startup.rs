@@ -106,16 +106,22 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     );
     let (writer, writer_thread) = Writer::start(store, state);
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let reactors = vec![crate::reactors::worktrees::start(
+    let (agents, agents_task) = crate::vendors::runtime::Runtime::start(
         writer.clone(),
+        &config.data_dir,
         shutdown_rx.clone(),
-    )];
+    );
+    let reactors = vec![
+        crate::reactors::worktrees::start(writer.clone(), shutdown_rx.clone()),
+        agents_task,
+    ];
 
     let app = web::Data::new(App {
         writer: writer.clone(),
         config: Arc::new(config),
         started_at_us: chrono::Utc::now().timestamp_micros(),
         clients: Clients::default(),
+        agents,
         shutdown: shutdown_rx,
     });
     let server = HttpServer::new(move || {

@@ -175,4 +175,72 @@ pub enum Command {
         /// Whether the pane holds unsent text.
         drafting: bool,
     },
+    /// `createSession` (and `createTask` with a prompt): a session whose first turn is the
+    /// prompt.
+    CreateSession {
+        /// The caller.
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// The model; the caller's default model when absent.
+        model: Option<String>,
+        /// The first message.
+        prompt: String,
+        /// Blob ids sent as images.
+        images: Vec<String>,
+        /// The worktree's HEAD now.
+        head: String,
+    },
+    /// `sendMessage`.
+    SendMessage {
+        /// The caller.
+        actor: String,
+        /// The session.
+        session_id: String,
+        /// Text.
+        text: String,
+        /// Blob ids.
+        images: Vec<String>,
+        /// Model to switch to.
+        model: Option<String>,
+        /// The worktree's HEAD now.
+        head: String,
+    },
+    /// `withdrawMessage`.
+    WithdrawMessage {
+        /// The caller.
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// The queued input.
+        input_id: u64,
+    },
+    /// `interruptSession`.
+    InterruptSession {
+        /// The caller.
+        actor: String,
+        /// The session.
+        session_id: String,
+    },
+    /// The vendor runtime's normalised output of one or more lines.
+    RecordVendorOutput {
+        /// The session.
+        session_id: String,
+        /// The items, in order.
+        items: Vec<crate::sessions::VendorItem>,
+    },
+    /// The vendor runtime saw the agent's process end (or fail to start).
+    RecordProcessExit {
+        /// The session.
+        session_id: String,
+        /// What happened.
+        exit: crate::sessions::ProcessExited,
+    },
+    /// At start-up: a session whose turn was running when byre stopped.
+    ResumeAfterRestart {
+        /// The session.
+        session_id: String,
+        /// The worktree's HEAD now.
+        head: String,
+    },
 }

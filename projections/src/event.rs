@@ -175,6 +175,36 @@ event_kinds! {
     SummaryRead = "summary.read" (SummaryRead),
     /// A user started or stopped working in the right pane (owned by them).
     PaneFocusUpdated = "pane_focus.updated" (PaneFocusUpdated),
+    /// An agent session was created for a task.
+    SessionCreated = "session.created" (crate::sessions::SessionCreated),
+    /// Derived: a session's state changed (idle, running, completed).
+    SessionState = "session.state" (crate::sessions::SessionStateChanged),
+    /// A human's message was handed to the agent (it starts or joins a turn).
+    UserMessage = "user.message" (crate::sessions::UserMessage),
+    /// A human's message was queued while the agent's turn runs.
+    UserQueued = "user.queued" (crate::sessions::UserQueued),
+    /// A queued message was withdrawn before the agent got it.
+    UserUnqueued = "user.unqueued" (crate::sessions::UserUnqueued),
+    /// The agent started a turn.
+    TurnStarted = "turn.started" (crate::sessions::TurnStarted),
+    /// The agent wrote text.
+    AgentText = "agent.text" (crate::sessions::AgentText),
+    /// The agent called a tool.
+    ToolCall = "tool.call" (crate::sessions::ToolCall),
+    /// A tool call's result.
+    ToolResult = "tool.result" (crate::sessions::ToolResult),
+    /// The vendor retries a failed model API call.
+    ApiRetry = "agent.api_retry" (crate::sessions::ApiRetry),
+    /// The agent's turn ended (completed, interrupted or failed).
+    TurnEnded = "turn.ended" (crate::sessions::TurnEnded),
+    /// A human asked to interrupt the running turn.
+    InterruptRequested = "session.interrupt_requested" (crate::sessions::InterruptRequested),
+    /// The agent's process ended.
+    ProcessExited = "session.process_exited" (crate::sessions::ProcessExited),
+    /// A vendor line byre does not understand, kept for re-normalisation.
+    VendorUnrecognized = "vendor.unrecognized" (crate::sessions::VendorUnrecognized),
+    /// An inbox item was created (a question, a session error, a rate limit).
+    InboxItemCreated = "inbox.item_created" (crate::inbox::InboxItemCreated),
 }
 
 /// `user.created` payload.

@@ -34,6 +34,23 @@ pub struct State {
     pub ui: BTreeMap<String, UserUi>,
     /// Per palette colour, the seq of the `task.created` that last took it.
     pub color_given_seq: BTreeMap<u32, u64>,
+    /// Agent sessions by id. (Empty collections added after format 1 are left out of the
+    /// serialized state, so the digest of a log without them is unchanged.)
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions: BTreeMap<String, crate::sessions::Session>,
+    /// Message inputs by id (queued, handed over, withdrawn).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<u64, crate::sessions::Input>,
+    /// The highest input id given out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub last_input_id: u64,
+    /// Inbox items by id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub inbox: BTreeMap<String, crate::inbox::InboxItem>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl State {
@@ -49,6 +66,19 @@ impl State {
         crate::blobs::apply(self, e.created_at_us, &e.actor, &e.body);
         crate::workflows::apply(self, e.seq, &e.body);
         crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
+        crate::sessions::apply(self, e);
+        crate::inbox::apply(self, e);
+    }
+
+    /// A task's sessions (not reviewers), oldest first (`listSessions`).
+    pub fn task_sessions(&self, task_id: &str) -> Vec<&crate::sessions::Session> {
+        let mut sessions: Vec<_> = self
+            .sessions
+            .values()
+            .filter(|s| s.task_id == task_id && s.role != crate::sessions::SessionRole::Reviewer)
+            .collect();
+        sessions.sort_by_key(|s| s.created_seq);
+        sessions
     }
 
     /// Tasks of a project, newest first (`listTasks`).
@@ -75,7 +105,7 @@ impl State {
 /// # Errors
 /// A [`Rejection`] naming what is missing, conflicting or invalid.
 pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEvent>, Rejection> {
-    use crate::{blobs, focus, projects, tasks, users, workflows};
+    use crate::{blobs, focus, projects, sessions, tasks, users, workflows};
     match cmd {
         Command::EnsureUser {
             login,
@@ -142,6 +172,56 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             focused,
             drafting,
         } => Ok(focus::set_pane_focus(state, login, *focused, *drafting)),
+        Command::CreateSession {
+            actor,
+            task_id,
+            model,
+            prompt,
+            images,
+            head,
+        } => sessions::create(
+            state,
+            ctx,
+            actor,
+            task_id,
+            model.as_deref(),
+            prompt,
+            images,
+            head,
+        ),
+        Command::SendMessage {
+            actor,
+            session_id,
+            text,
+            images,
+            model,
+            head,
+        } => sessions::send(
+            state,
+            actor,
+            session_id,
+            text,
+            images,
+            model.as_deref(),
+            head,
+        ),
+        Command::WithdrawMessage {
+            actor,
+            task_id,
+            input_id,
+        } => sessions::withdraw(state, actor, task_id, *input_id),
+        Command::InterruptSession { actor, session_id } => {
+            sessions::interrupt(state, actor, session_id)
+        }
+        Command::RecordVendorOutput { session_id, items } => {
+            sessions::record_output(state, ctx, session_id, items)
+        }
+        Command::RecordProcessExit { session_id, exit } => {
+            sessions::record_exit(state, ctx, session_id, exit)
+        }
+        Command::ResumeAfterRestart { session_id, head } => {
+            sessions::resume_after_restart(state, session_id, head)
+        }
     }
 }
 
@@ -149,7 +229,15 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
 /// batch touched whose state changed. The writer folds and appends these in the same
 /// transaction as the batch.
 pub fn derived_events(state: &State, batch: &[Event]) -> Vec<NewEvent> {
-    crate::tasks::derived_states(state, batch.iter().filter_map(|e| e.task_id.as_deref()))
+    let mut out = crate::sessions::derived_states(
+        state,
+        batch.iter().filter_map(|e| e.agent_session_id.as_deref()),
+    );
+    out.extend(crate::tasks::derived_states(
+        state,
+        batch.iter().filter_map(|e| e.task_id.as_deref()),
+    ));
+    out
 }
 
 #[cfg(test)]

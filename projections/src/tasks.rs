@@ -106,16 +106,30 @@ pub struct Task {
     pub created_seq: u64,
 }
 
-impl Task {
-    /// The state the task's facts imply; `task.state` is emitted whenever it differs from
-    /// [`Task::state`].
-    pub fn computed_state(&self) -> TaskState {
-        match self.status {
-            TaskStatus::Merged => TaskState::Merged,
-            TaskStatus::Discarded => TaskState::Discarded,
-            TaskStatus::Active if self.discarding => TaskState::Discarding,
-            TaskStatus::Active if self.merging => TaskState::Merging,
-            TaskStatus::Active => TaskState::NoAgent,
+/// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
+/// discarding, merging, the state of its latest live session when that isn't idle, idle, or
+/// no_agent. `task.state` is emitted whenever it differs from [`Task::state`].
+pub fn computed_state(state: &State, t: &Task) -> TaskState {
+    match t.status {
+        TaskStatus::Merged => TaskState::Merged,
+        TaskStatus::Discarded => TaskState::Discarded,
+        TaskStatus::Active if t.discarding => TaskState::Discarding,
+        TaskStatus::Active if t.merging => TaskState::Merging,
+        TaskStatus::Active => {
+            let latest_live = state
+                .sessions
+                .values()
+                .filter(|s| {
+                    s.task_id == t.id
+                        && s.role == crate::sessions::SessionRole::Implementer
+                        && !s.completed
+                })
+                .max_by_key(|s| s.created_seq);
+            match latest_live {
+                Some(s) if s.turn_running => TaskState::Running,
+                Some(_) => TaskState::Idle,
+                None => TaskState::NoAgent,
+            }
         }
     }
 }
@@ -266,7 +280,7 @@ pub(crate) fn derived_states<'a>(
             continue;
         }
         if let Some(t) = state.tasks.get(id) {
-            let computed = t.computed_state();
+            let computed = computed_state(state, t);
             if computed != t.state {
                 out.push(
                     NewEvent::new(

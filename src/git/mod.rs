@@ -115,6 +115,18 @@ pub fn branch_tip(repo_path: &Path, branch: &str) -> Result<String, GitError> {
     Ok(tip.to_string())
 }
 
+/// The 40-hex sha of HEAD's commit in the worktree (or repository) at `worktree`.
+///
+/// # Errors
+/// [`GitError::NotARepository`] when it is not one; [`GitError::Other`] when HEAD has no
+/// commit or libgit2 fails.
+pub fn worktree_head(worktree: &Path) -> Result<String, GitError> {
+    let repo = git2::Repository::open(worktree)
+        .map_err(|_| GitError::NotARepository(worktree.display().to_string()))?;
+    let head = repo.head()?.peel_to_commit()?.id();
+    Ok(head.to_string())
+}
+
 /// Makes sure local branch `branch` exists (created at `base_commit`, a 40-hex sha, if absent;
 /// if present it is left where it is — it may have advanced) and that a linked worktree named
 /// `worktree_name` exists at `worktree_path` with that branch checked out (a relative

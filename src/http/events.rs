@@ -63,6 +63,7 @@ pub async fn stream_events(
     let login = caller.login;
     let task_filter = query.task_id;
     let records = subscribe(app.writer.clone(), after);
+    let mut deltas = app.agents.ephemeral();
     let mut shutdown = app.shutdown.clone();
     tracing::debug!(login = %login, from_seq = after, "event stream opened");
     let body = async_stream::stream! {
@@ -98,6 +99,17 @@ pub async fn stream_events(
                         break;
                     }
                     None => break,
+                },
+                delta = deltas.recv() => match delta {
+                    Ok(d) => {
+                        if task_filter.as_deref().is_some_and(|t| t != d.task_id) || lead {
+                            continue;
+                        }
+                        // Live-only: no `id:`, so a reconnect neither skips nor replays it.
+                        yield Ok(Bytes::from(format!("data: {}\n\n", d.json)));
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
                 },
                 _ = ticker.tick() => yield Ok(Bytes::from_static(b": heartbeat\n\n")),
                 _ = shutdown.changed() => break,

@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod me;
 mod projects;
+mod sessions;
 mod status;
 mod tasks;
 mod workflows;
@@ -35,6 +36,8 @@ pub struct App {
     pub started_at_us: i64,
     /// Open event streams, for `getStatus`.
     pub clients: Clients,
+    /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
+    pub agents: std::sync::Arc<crate::vendors::runtime::Runtime>,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -82,7 +85,7 @@ fn not_implemented_handler(
 
 /// The route table: every operationId of the contract.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    const AGENTS: &str = "agent sessions come with the Claude Code and Codex issues";
+    const AGENTS: &str = "compaction is not built yet";
     const TOOLS: &str = "worktree views, snapshots and the inbox come with the agent-tools issue";
     const FINISH: &str = "merging and discarding come with the finishing-a-task issue";
     const LATER: &str = "not yet scheduled";
@@ -254,23 +257,23 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/tasks/{taskId}/sessions",
-        web::get().to(tasks::list_sessions),
+        web::get().to(sessions::list_sessions),
     )
     .route(
         "/api/tasks/{taskId}/sessions",
-        not_implemented("createSession", AGENTS),
+        web::post().to(sessions::create_session),
     )
     .route(
         "/api/tasks/{taskId}/queue/{inputId}",
-        not_implemented("withdrawMessage", AGENTS),
+        web::delete().to(sessions::withdraw_message),
     )
     .route(
         "/api/sessions/{sessionId}",
-        not_implemented("getSession", AGENTS),
+        web::get().to(sessions::get_session),
     )
     .route(
         "/api/sessions/{sessionId}/messages",
-        not_implemented("sendMessage", AGENTS),
+        web::post().to(sessions::send_message),
     )
     .route(
         "/api/sessions/{sessionId}/compact",
@@ -278,20 +281,20 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/sessions/{sessionId}/interrupt",
-        not_implemented("interruptSession", AGENTS),
+        web::post().to(sessions::interrupt_session),
     )
     // Blobs
     .route("/api/blobs", web::post().to(blobs::upload_blob))
     .route("/api/blobs/{blobId}", web::get().to(blobs::get_blob))
     // Inbox and clients
-    .route("/api/inbox", not_implemented("listInbox", AGENTS))
+    .route("/api/inbox", web::get().to(sessions::list_inbox))
     .route(
         "/api/inbox/responses",
         not_implemented("respondInbox", TOOLS),
     )
     .route(
         "/api/inbox/{itemId}",
-        not_implemented("getInboxItem", AGENTS),
+        web::get().to(sessions::get_inbox_item),
     )
     .route(
         "/api/clients/connect",

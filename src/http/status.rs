@@ -84,8 +84,7 @@ struct ConnectedClient {
     last_action_at: Option<String>,
 }
 
-/// `getStatus` — 200 `Status`: real figures of this server. Agent processes, turns, rate
-/// limits and protocol errors stay empty until agents are built.
+/// `getStatus` — 200 `Status`: real figures of this server and its agent processes.
 pub async fn get_status(_caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
     let (projects, active_tasks) = app.writer.read(|s| {
         (
@@ -127,6 +126,7 @@ pub async fn get_status(_caller: Caller, app: web::Data<App>) -> Result<HttpResp
     let db_bytes = tokio::task::spawn_blocking(move || store.file_bytes())
         .await
         .map_err(ApiError::internal)?;
+    let agents = app.agents.status(app.config.stuck_after_seconds);
     Ok(HttpResponse::Ok().json(json!({
         "started_at": rfc3339(app.started_at_us),
         "db_bytes": db_bytes,
@@ -135,12 +135,12 @@ pub async fn get_status(_caller: Caller, app: web::Data<App>) -> Result<HttpResp
         "active_tasks": active_tasks,
         "sse_clients": app.clients.n_streams(),
         "clients": clients.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
-        "live_agents": 0,
-        "running_turns": [],
-        "rate_limits": {},
-        "agent_processes": [],
-        "zombies": [],
+        "live_agents": agents["live_agents"],
+        "running_turns": agents["running_turns"],
+        "rate_limits": agents["rate_limits"],
+        "agent_processes": agents["agent_processes"],
+        "zombies": agents["zombies"],
         "stuck_after_seconds": app.config.stuck_after_seconds,
-        "protocol_errors": { "counts": {}, "recent": [] },
+        "protocol_errors": agents["protocol_errors"],
     })))
 }

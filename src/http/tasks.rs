@@ -41,14 +41,16 @@ pub async fn list_tasks(
 pub struct TaskCreate {
     title: String,
     prompt: Option<String>,
-    #[allow(dead_code)]
     model: Option<String>,
+    #[serde(default)]
+    images: Vec<String>,
     workflow: Option<String>,
 }
 
 /// `createTask` — POST /api/projects/{projectId}/tasks → 201 `Task` once its branch and
-/// worktree exist; 400 (bad title, prompt with workflow), 404 (unknown project); 501 with
-/// prompt or workflow until agents and workflow runs are built.
+/// worktree exist, and with `prompt` its agent session started on `model` (else the caller's
+/// default model); 400 (bad title, prompt with workflow, empty prompt), 404 (unknown project);
+/// 501 with a workflow, or a Codex model, until those are built.
 ///
 /// The task branches from the default branch's current tip (its `base_ref`). The worktree is
 /// made by the worktree reactor after `task.created` commits; this handler waits for the
@@ -74,8 +76,15 @@ pub async fn create_task(
             "give prompt or workflow, not both".into(),
         ));
     }
-    if body.prompt.is_some() {
-        return Err(ApiError::NotImplemented("createTask with a prompt starts an agent, which comes with the Claude Code and Codex issues; create the task without prompt".into()));
+    if let Some(prompt) = &body.prompt {
+        let default_model = app
+            .writer
+            .read(|s| s.users.get(&caller.login).map(|u| u.default_model.clone()))
+            .unwrap_or_default();
+        super::sessions::check_vendor_supported(body.model.as_deref(), &default_model)?;
+        if prompt.trim().is_empty() && body.images.is_empty() {
+            return Err(ApiError::BadRequest("prompt must not be empty".into()));
+        }
     }
     if body.workflow.is_some() {
         return Err(ApiError::NotImplemented(
@@ -89,7 +98,7 @@ pub async fn create_task(
     .await?;
     let ack = app
         .submit(Command::CreateTask {
-            actor: caller.login,
+            actor: caller.login.clone(),
             project_id,
             title: body.title,
             base_ref,
@@ -104,6 +113,10 @@ pub async fn create_task(
         .clone()
         .ok_or_else(|| ApiError::internal("task.created without task_id"))?;
     wait_for_worktree(&app, &task_id, created.seq).await?;
+    if let Some(prompt) = body.prompt {
+        super::sessions::start_session(&app, &caller, &task_id, body.model, prompt, body.images)
+            .await?;
+    }
     let task = app
         .writer
         .read(|s| s.tasks.get(&task_id).map(api::Task::from))
@@ -165,20 +178,6 @@ pub async fn get_task(
         .read(|s| s.tasks.get(&task_id).map(api::Task::from))
         .ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
     Ok(HttpResponse::Ok().json(task))
-}
-
-/// `listSessions` — GET /api/tasks/{taskId}/sessions → 200 `[AgentSession]`; 404. Agent
-/// sessions are started by a later issue, so a task has none yet.
-pub async fn list_sessions(
-    _caller: Caller,
-    task_id: web::Path<String>,
-    app: web::Data<App>,
-) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    if !app.writer.read(|s| s.tasks.contains_key(&task_id)) {
-        return Err(ApiError::NotFound(format!("no task `{task_id}`")));
-    }
-    Ok(HttpResponse::Ok().json(Vec::<serde_json::Value>::new()))
 }
 
 /// Query of `listTaskEvents`.

@@ -357,6 +357,7 @@ impl Api {
             stream: Box::pin(resp.bytes_stream()),
             buf: Vec::new(),
             comments: 0,
+            ephemeral: Vec::new(),
         }
     }
 }
@@ -388,6 +389,8 @@ pub struct Sse {
     buf: Vec<u8>,
     /// Comment lines seen (heartbeats).
     pub comments: usize,
+    /// Live-only records seen (frames with no `id:`), such as `agent.delta`.
+    pub ephemeral: Vec<Value>,
 }
 
 impl Sse {
@@ -411,6 +414,12 @@ impl Sse {
                     }
                 }
                 if data.is_empty() {
+                    continue;
+                }
+                if id.is_none() {
+                    // A live-only record (a text delta): not an Event.
+                    self.ephemeral
+                        .push(serde_json::from_str(&data).expect("ephemeral JSON"));
                     continue;
                 }
                 let data: Value = serde_json::from_str(&data).expect("event JSON");

@@ -108,9 +108,10 @@ async fn create_task_refuses_bad_input() {
             json!({"title": "x", "prompt": "p", "workflow": "w"}),
             400,
         ),
+        ("an empty prompt", json!({"title": "x", "prompt": " "}), 400),
         (
-            "a prompt before agents exist",
-            json!({"title": "x", "prompt": "do it"}),
+            "a Codex model before Codex sessions exist",
+            json!({"title": "x", "prompt": "do it", "model": "gpt-5.5"}),
             501,
         ),
         (

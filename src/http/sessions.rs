@@ -1,0 +1,242 @@
+//! `createSession`, `listSessions`, `getSession`, `sendMessage`, `withdrawMessage`,
+//! `interruptSession`, and `listInbox`, `getInboxItem`.
+
+use std::path::PathBuf;
+
+use actix_web::{web, HttpResponse};
+use byre_projections::inbox::InboxState;
+use byre_projections::sessions::Vendor;
+use byre_projections::Command;
+use serde::Deserialize;
+
+use super::{blocking, ApiError, App};
+use crate::api;
+use crate::identity::Caller;
+
+/// The worktree's HEAD (an outside fact carried in message commands); empty when unreadable.
+pub(crate) async fn worktree_head(app: &App, task_id: &str) -> Result<String, ApiError> {
+    let worktree = app
+        .writer
+        .read(|s| s.tasks.get(task_id).map(|t| t.worktree_path.clone()))
+        .ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
+    blocking(move || Ok(crate::git::worktree_head(&PathBuf::from(worktree)).unwrap_or_default()))
+        .await
+}
+
+/// Refuses models whose vendor has no driver yet.
+pub(crate) fn check_vendor_supported(
+    model: Option<&str>,
+    default_model: &str,
+) -> Result<(), ApiError> {
+    let model = model.filter(|m| !m.is_empty()).unwrap_or(default_model);
+    if Vendor::for_model(model) == Vendor::Codex {
+        return Err(ApiError::NotImplemented(format!(
+            "model `{model}` runs on Codex, whose sessions are not built yet; use a Claude model"
+        )));
+    }
+    Ok(())
+}
+
+fn session_json(app: &App, id: &str) -> Result<api::AgentSession, ApiError> {
+    app.writer
+        .read(|s| s.sessions.get(id).map(api::AgentSession::from))
+        .ok_or_else(|| ApiError::NotFound(format!("no session `{id}`")))
+}
+
+/// Starts a session with its first turn; returns the new session's id.
+pub(crate) async fn start_session(
+    app: &App,
+    caller: &Caller,
+    task_id: &str,
+    model: Option<String>,
+    prompt: String,
+    images: Vec<String>,
+) -> Result<String, ApiError> {
+    let default_model = app
+        .writer
+        .read(|s| s.users.get(&caller.login).map(|u| u.default_model.clone()))
+        .unwrap_or_default();
+    check_vendor_supported(model.as_deref(), &default_model)?;
+    let head = worktree_head(app, task_id).await?;
+    let ack = app
+        .submit(Command::CreateSession {
+            actor: caller.login.clone(),
+            task_id: task_id.into(),
+            model,
+            prompt,
+            images,
+            head,
+        })
+        .await?;
+    ack.events
+        .iter()
+        .find_map(|e| e.agent_session_id.clone())
+        .ok_or_else(|| ApiError::internal("session.created missing"))
+}
+
+/// Body of `createSession` (spec `SessionCreate`).
+#[derive(Deserialize)]
+pub struct SessionCreate {
+    prompt: String,
+    model: Option<String>,
+    #[serde(default)]
+    images: Vec<String>,
+}
+
+/// `createSession` — POST /api/tasks/{taskId}/sessions → 201 `AgentSession` (its first turn
+/// running); 400 (empty prompt, unknown blob, bad model), 404, 409 (task closed, or it has a
+/// live session already); 501 for a Codex model until Codex sessions are built.
+pub async fn create_session(
+    caller: Caller,
+    task_id: web::Path<String>,
+    body: web::Json<SessionCreate>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let b = body.into_inner();
+    let id = start_session(&app, &caller, &task_id, b.model, b.prompt, b.images).await?;
+    Ok(HttpResponse::Created().json(session_json(&app, &id)?))
+}
+
+/// `listSessions` — GET /api/tasks/{taskId}/sessions → 200 `[AgentSession]`, oldest first
+/// (reviewers left out); 404.
+pub async fn list_sessions(
+    _caller: Caller,
+    task_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let task_id = task_id.into_inner();
+    let list: Option<Vec<api::AgentSession>> = app.writer.read(|s| {
+        s.tasks.get(&task_id)?;
+        Some(
+            s.task_sessions(&task_id)
+                .into_iter()
+                .map(api::AgentSession::from)
+                .collect(),
+        )
+    });
+    Ok(HttpResponse::Ok()
+        .json(list.ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?))
+}
+
+/// `getSession` — GET /api/sessions/{sessionId} → 200 `AgentSession`; 404.
+pub async fn get_session(
+    _caller: Caller,
+    id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(session_json(&app, &id)?))
+}
+
+/// Body of `sendMessage` (spec `MessageCreate`).
+#[derive(Deserialize)]
+pub struct MessageCreate {
+    text: String,
+    #[serde(default)]
+    images: Vec<String>,
+    model: Option<String>,
+}
+
+/// `sendMessage` — POST /api/sessions/{sessionId}/messages → 202 `AgentSession`: a new turn
+/// when idle, queued (`user.queued`) while a turn runs; 400 (empty text without images,
+/// unknown blob, a model of the other vendor), 404, 409 (session completed, task closed).
+pub async fn send_message(
+    caller: Caller,
+    id: web::Path<String>,
+    body: web::Json<MessageCreate>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let b = body.into_inner();
+    let task_id = app
+        .writer
+        .read(|s| s.sessions.get(&id).map(|x| x.task_id.clone()))
+        .ok_or_else(|| ApiError::NotFound(format!("no session `{id}`")))?;
+    let head = worktree_head(&app, &task_id).await?;
+    app.submit(Command::SendMessage {
+        actor: caller.login,
+        session_id: id.clone(),
+        text: b.text,
+        images: b.images,
+        model: b.model,
+        head,
+    })
+    .await?;
+    Ok(HttpResponse::Accepted().json(session_json(&app, &id)?))
+}
+
+/// `withdrawMessage` — DELETE /api/tasks/{taskId}/queue/{inputId} → 204; 404; 409 once the
+/// message was handed to the agent.
+pub async fn withdraw_message(
+    caller: Caller,
+    path: web::Path<(String, u64)>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let (task_id, input_id) = path.into_inner();
+    app.submit(Command::WithdrawMessage {
+        actor: caller.login,
+        task_id,
+        input_id,
+    })
+    .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// `interruptSession` — POST /api/sessions/{sessionId}/interrupt → 202 `AgentSession`; 404;
+/// 409 when no turn runs.
+pub async fn interrupt_session(
+    caller: Caller,
+    id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    app.submit(Command::InterruptSession {
+        actor: caller.login,
+        session_id: id.clone(),
+    })
+    .await?;
+    Ok(HttpResponse::Accepted().json(session_json(&app, &id)?))
+}
+
+/// Query of `listInbox`.
+#[derive(Deserialize)]
+pub struct InboxQuery {
+    project_id: Option<String>,
+    task_id: Option<String>,
+    state: Option<InboxState>,
+}
+
+/// `listInbox` — GET /api/inbox → 200 `[InboxItem]`, oldest first; open items unless `state`
+/// says otherwise; narrowed by `project_id` and `task_id`.
+pub async fn list_inbox(
+    _caller: Caller,
+    query: web::Query<InboxQuery>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let state = q.state.unwrap_or(InboxState::Open);
+    let mut items: Vec<(u64, api::InboxItem)> = app.writer.read(|s| {
+        s.inbox
+            .values()
+            .filter(|i| i.state == state)
+            .filter(|i| q.project_id.as_deref().is_none_or(|p| i.project_id == p))
+            .filter(|i| q.task_id.as_deref().is_none_or(|t| i.task_id == t))
+            .map(|i| (i.created_seq, api::InboxItem::from(i)))
+            .collect()
+    });
+    items.sort_by_key(|(seq, _)| *seq);
+    Ok(HttpResponse::Ok().json(items.into_iter().map(|(_, i)| i).collect::<Vec<_>>()))
+}
+
+/// `getInboxItem` — GET /api/inbox/{itemId} → 200 `InboxItem`; 404.
+pub async fn get_inbox_item(
+    _caller: Caller,
+    id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let item = app
+        .writer
+        .read(|s| s.inbox.get(&id).map(api::InboxItem::from))
+        .ok_or_else(|| ApiError::NotFound(format!("no inbox item `{id}`")))?;
+    Ok(HttpResponse::Ok().json(item))
+}

@@ -1,0 +1,168 @@
+//! Claude Code: `claude -p --input-format stream-json --output-format stream-json --verbose`
+//! (`vendors/claude-code/PROTOCOL.md`).
+//!
+//! - `wire`: its output lines, parsed (pure).
+//! - [`ClaudeDriver`]: argv, environment and input lines.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use byre_projections::sessions::Vendor;
+use serde_json::json;
+
+use super::{Driver, Image, SpawnSpec};
+
+pub mod wire;
+
+/// Variables of byre's own environment handed to the CLI (besides every `ANTHROPIC_*`).
+const PASSED_THROUGH: [&str; 9] = [
+    "PATH",
+    "LANG",
+    "TZ",
+    "CLAUDE_CODE_MAX_RETRIES",
+    "API_TIMEOUT_MS",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+];
+
+/// Starts and speaks to Claude Code.
+#[derive(Debug, Clone)]
+pub struct ClaudeDriver {
+    /// The `claude` program: `BYRE_CLAUDE_BIN`, else `claude` on PATH.
+    pub program: PathBuf,
+    /// `HOME` of the CLI (byre-owned, under the data dir).
+    pub home: PathBuf,
+    /// `CLAUDE_CONFIG_DIR`: its sessions live here, so `--resume` finds them.
+    pub config_dir: PathBuf,
+}
+
+impl ClaudeDriver {
+    /// A driver keeping the CLI's state under `{data_dir}/agents/claude`.
+    pub fn new(data_dir: &Path) -> ClaudeDriver {
+        let program = std::env::var_os("BYRE_CLAUDE_BIN")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("claude"));
+        let root = data_dir.join("agents/claude");
+        ClaudeDriver {
+            program,
+            home: root.join("home"),
+            config_dir: root.join("config"),
+        }
+    }
+
+    /// Where the CLI keeps a session's transcript: `projects/<cwd, every non-alphanumeric
+    /// character replaced by ->/<id>.jsonl` (PROTOCOL.md §7).
+    pub fn transcript_path(&self, cwd: &Path, vendor_session_id: &str) -> PathBuf {
+        let encoded: String = cwd
+            .to_string_lossy()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        self.config_dir
+            .join("projects")
+            .join(encoded)
+            .join(format!("{vendor_session_id}.jsonl"))
+    }
+}
+
+fn control(request_id: &str, request: serde_json::Value) -> String {
+    json!({ "type": "control_request", "request_id": request_id, "request": request }).to_string()
+}
+
+impl Driver for ClaudeDriver {
+    fn vendor(&self) -> Vendor {
+        Vendor::Claude
+    }
+
+    fn program(&self) -> (String, &'static str) {
+        (
+            self.program.to_string_lossy().into_owned(),
+            "BYRE_CLAUDE_BIN",
+        )
+    }
+
+    fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
+        let _ = std::fs::create_dir_all(&self.home);
+        let _ = std::fs::create_dir_all(&self.config_dir);
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args([
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+        ]);
+        cmd.args(["--permission-mode", "bypassPermissions"]);
+        if !spec.model.is_empty() {
+            cmd.args(["--model", &spec.model]);
+        }
+        if spec.resume {
+            cmd.args(["--resume", &spec.vendor_session_id]);
+        } else {
+            cmd.args(["--session-id", &spec.vendor_session_id]);
+        }
+        cmd.current_dir(&spec.cwd).env_clear();
+        for (k, v) in std::env::vars_os() {
+            let name = k.to_string_lossy();
+            if name.starts_with("ANTHROPIC_") || PASSED_THROUGH.contains(&name.as_ref()) {
+                cmd.env(&k, &v);
+            }
+        }
+        cmd.env("HOME", &self.home)
+            .env("CLAUDE_CONFIG_DIR", &self.config_dir)
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_ERROR_REPORTING", "1")
+            .env("PORT", spec.port_base.to_string());
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            // Bypass mode refuses root without it (PROTOCOL.md §1).
+            cmd.env("IS_SANDBOX", "1");
+        }
+        cmd
+    }
+
+    fn has_conversation(&self, spec: &SpawnSpec) -> bool {
+        self.transcript_path(&spec.cwd, &spec.vendor_session_id)
+            .exists()
+    }
+
+    fn message_line(&self, text: &str, images: &[Image], input_id: u64) -> String {
+        let _ = input_id;
+        let content = if images.is_empty() {
+            json!(text)
+        } else {
+            let mut blocks: Vec<serde_json::Value> = images
+                .iter()
+                .map(|i| json!({"type": "image", "source": {"type": "base64", "media_type": i.content_type, "data": base64::engine::general_purpose::STANDARD.encode(&i.bytes)}}))
+                .collect();
+            if !text.is_empty() {
+                blocks.push(json!({"type": "text", "text": text}));
+            }
+            json!(blocks)
+        };
+        json!({"type": "user", "message": {"role": "user", "content": content}, "parent_tool_use_id": null}).to_string()
+    }
+
+    fn interrupt_line(&self, request_id: &str) -> String {
+        control(request_id, json!({"subtype": "interrupt"}))
+    }
+
+    fn set_model_line(&self, request_id: &str, model: &str) -> String {
+        control(request_id, json!({"subtype": "set_model", "model": model}))
+    }
+
+    fn refuse_line(&self, request_id: &str, why: &str) -> String {
+        json!({"type": "control_response", "response": {"subtype": "error", "request_id": request_id, "error": why}}).to_string()
+    }
+
+    fn parse(&self, line: &str) -> wire::Parsed {
+        wire::parse(line)
+    }
+}
