@@ -42,6 +42,11 @@ pub struct Config {
     pub heartbeat: Duration,
     /// How long a running turn may go without a stream event before it counts as stuck.
     pub stuck_after_seconds: u64,
+    /// The `claude` program; `None`: `BYRE_CLAUDE_BIN`, else `claude` on PATH.
+    pub claude_bin: Option<PathBuf>,
+    /// Variables set in every agent's environment on top of those passed through from byre's
+    /// own (`ANTHROPIC_*`, …); e.g. a model API endpoint per server.
+    pub agent_env: Vec<(String, String)>,
 }
 
 impl Config {
@@ -53,6 +58,8 @@ impl Config {
             default_model: "sonnet".into(),
             heartbeat: Duration::from_secs(15),
             stuck_after_seconds: 300,
+            claude_bin: None,
+            agent_env: Vec::new(),
         }
     }
 

@@ -54,14 +54,23 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
                 .headers()
                 .get("Authorization")
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
+                .and_then(|v| {
+                    v.get(..7)
+                        .filter(|p| p.eq_ignore_ascii_case("bearer "))
+                        .map(|_| &v[7..])
+                })
                 .map(str::trim)
                 .ok_or_else(|| {
                     ApiError::Unauthorized("missing Authorization: Bearer token".into())
                 })?;
-            tokens
-                .get(bearer)
-                .cloned()
+            // Compare with every token in constant time, so timing tells nothing about them.
+            let mut found = None;
+            for (token, login) in tokens {
+                if constant_time_eq(token.as_bytes(), bearer.as_bytes()) {
+                    found = Some(login.clone());
+                }
+            }
+            found
                 .map(|l| (l, None))
                 .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()))
         }
@@ -90,4 +99,12 @@ impl FromRequest for Caller {
             Ok(Caller { login })
         })
     }
+}
+
+/// Whether two byte strings are equal, in time that depends only on their lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

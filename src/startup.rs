@@ -106,9 +106,11 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     );
     let (writer, writer_thread) = Writer::start(store, state);
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let leftovers = crate::vendors::runtime::clear_leftovers(&config.data_dir).await;
     let (agents, agents_task) = crate::vendors::runtime::Runtime::start(
         writer.clone(),
-        &config.data_dir,
+        &config,
+        leftovers,
         shutdown_rx.clone(),
     );
     let reactors = vec![

@@ -53,8 +53,9 @@ fn cpu_time() -> Duration {
 struct ClientLog {
     /// (seq, receipt time) in arrival order.
     recv: Vec<(u64, Instant)>,
-    /// (seq, producer request index), parsed from the payload (client 0 only).
-    models: Vec<(u64, usize)>,
+    /// (seq, producer request index, `created_at` in µs since the epoch), parsed from the
+    /// event JSON (client 0 only).
+    models: Vec<(u64, usize, i64)>,
     error: Option<String>,
 }
 
@@ -113,14 +114,24 @@ impl Sse {
                     .take_while(|b| b.is_ascii_digit())
                     .map(|&b| b as char)
                     .collect();
-                if let Ok(i) = digits.parse() {
-                    self.log.models.push((self.last_id, i));
+                let created_us = field(line, b"\"created_at\":\"")
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.timestamp_micros());
+                if let (Ok(i), Some(c)) = (digits.parse(), created_us) {
+                    self.log.models.push((self.last_id, i, c));
                 }
             }
         } else if line == b": connected" {
             self.connected = true;
         }
     }
+}
+
+/// The string value after `key` (which ends with the opening quote).
+fn field<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a str> {
+    let at = line.windows(key.len()).position(|w| w == key)? + key.len();
+    let len = line[at..].iter().position(|&b| b == b'"')?;
+    std::str::from_utf8(&line[at..at + len]).ok()
 }
 
 async fn client(
@@ -209,7 +220,7 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
     let mut admin = TcpStream::connect(addr).await?;
     let (st, _) = request(&mut admin, "GET", "/api/me", None).await?;
     anyhow::ensure!(st == 200, "GET /api/me answered {st}");
-    let head0 = last_event_seq(&mut admin).await?;
+    let head0 = last_event_seq(addr).await?;
 
     // Connect the clients, 50 at a time (the listener's backlog is small).
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -239,24 +250,32 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
         }
     }
     let connect_s = t_connect.elapsed().as_secs_f64();
-    let sse_clients = status_field(&mut admin, "sse_clients").await?;
+    let sse_clients = status_field(addr, "sse_clients").await?;
     println!(
         "fanout: {clients} SSE clients connected in {connect_s:.2} s (server counts {sse_clients}); RLIMIT_NOFILE {nofile}"
     );
 
     // The producer: request i at start + i/rate, each on a pooled keep-alive connection.
     let total = (rate * seconds).round() as usize;
-    let pool: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+    let pool: Arc<Mutex<Vec<(TcpStream, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now() + Duration::from_millis(200);
     let cpu0 = cpu_time();
+    let anchor = Instant::now();
+    let anchor_us = chrono::Utc::now().timestamp_micros();
     let mut reqs = Vec::with_capacity(total);
     for i in 0..total {
         tokio::time::sleep_until((start + Duration::from_secs_f64(i as f64 / rate)).into()).await;
         let pool = pool.clone();
         reqs.push(tokio::spawn(async move {
-            let conn = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            // Connections idle for over 2 s are dropped: the server closes idle keep-alive
+            // connections after 5 s.
+            let conn = {
+                let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+                pool.retain(|(_, used)| used.elapsed() < Duration::from_secs(2));
+                pool.pop()
+            };
             let mut conn = match conn {
-                Some(c) => c,
+                Some((c, _)) => c,
                 None => {
                     let c = TcpStream::connect(addr).await?;
                     c.set_nodelay(true)?;
@@ -268,7 +287,9 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
             let (st, _) = request(&mut conn, "PUT", "/api/me/default-model", Some(&body)).await?;
             let t_ack = Instant::now();
             anyhow::ensure!(st == 200, "PUT /api/me/default-model answered {st}");
-            pool.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+            pool.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((conn, Instant::now()));
             Ok((t_send, t_ack))
         }));
     }
@@ -277,7 +298,7 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
         sent.push(r.await??);
     }
     let produce_s = (Instant::now() - start).as_secs_f64();
-    let head_end = last_event_seq(&mut admin).await?;
+    let head_end = last_event_seq(addr).await?;
     let expected: Vec<u64> = (head0 + 1..=head_end).collect();
 
     // Let the streams drain (up to 10 s), then stop the clients.
@@ -297,15 +318,20 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
         logs.push(h.await?);
     }
     running.stop().await;
+    let mut commit_ms: Vec<f64> = crate::batches::take().iter().map(|b| b.commit_ms).collect();
+    let commit = Summary::of_ms(&mut commit_ms);
 
     // seq → producer request, from client 0's payloads.
     let mut by_seq = std::collections::HashMap::new();
-    for &(seq, i) in &logs[0].models {
-        by_seq.insert(seq, i);
+    for &(seq, i, created_us) in &logs[0].models {
+        by_seq.insert(seq, (i, created_us));
     }
     let mapped = expected.iter().filter(|s| by_seq.contains_key(s)).count();
     let mut from_ack = Vec::with_capacity(clients * total);
     let mut from_send = Vec::with_capacity(clients * total);
+    let mut from_decide = Vec::with_capacity(clients * total);
+    // Receipt instants as wall-clock µs, to compare with the events' `created_at`.
+    let wall_us = |t: Instant| anchor_us + (signed_ms(t, anchor) * 1e3) as i64;
     let mut missed = 0usize;
     let mut out_of_order = 0usize;
     let mut errors = 0usize;
@@ -323,9 +349,10 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
             out_of_order += seqs.windows(2).filter(|w| w[1] != w[0] + 1).count();
         }
         for &(seq, t) in &log.recv {
-            if let Some(&i) = by_seq.get(&seq) {
+            if let Some(&(i, created_us)) = by_seq.get(&seq) {
                 from_ack.push(signed_ms(t, sent[i].1));
                 from_send.push(signed_ms(t, sent[i].0));
+                from_decide.push((wall_us(t) - created_us) as f64 / 1e3);
             }
         }
     }
@@ -333,6 +360,7 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
     let ack = Summary::of_ms(&mut ack_lat);
     let lat_ack = Summary::of_ms(&mut from_ack);
     let lat_send = Summary::of_ms(&mut from_send);
+    let lat_decide = Summary::of_ms(&mut from_decide);
     let negative = from_ack.iter().filter(|&&x| x < 0.0).count();
     println!(
         "  produced {} events in {produce_s:.2} s ({:.1}/s), seqs {}..={}; producer ack (PUT round trip): {}",
@@ -348,12 +376,20 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
         expected.len()
     );
     println!(
-        "  commit(ack)-to-client: {} ({negative} pairs arrived before the PUT's response)",
+        "  created_at-to-client (writer's decide time, just before its fsync): {}",
+        lat_decide.line()
+    );
+    println!(
+        "  ack-to-client (PUT response received): {} ({negative} pairs arrived before the PUT's response)",
         lat_ack.line()
     );
     println!(
         "  request-sent-to-client (upper bound): {}",
         lat_send.line()
+    );
+    println!(
+        "  writer begin_write..commit (incl. fsync): {}",
+        commit.line()
     );
     println!(
         "  process CPU over the run: {:.2} s in {:.2} s wall = {:.0}% of one core (2 cores = 200%)",
@@ -365,14 +401,17 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
         "bench": "fanout", "clients": clients, "rate": rate, "seconds": seconds,
         "events": expected.len(), "pairs": from_ack.len(), "mapped": mapped,
         "missed": missed, "out_of_order": out_of_order, "client_errors": errors,
-        "ack_to_client": lat_ack, "send_to_client": lat_send, "producer_ack": ack,
+        "created_at_to_client": lat_decide, "ack_to_client": lat_ack, "send_to_client": lat_send, "producer_ack": ack, "commit_ms": commit,
         "cpu_percent": 100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
     }));
     Ok(())
 }
 
-async fn status_field(admin: &mut TcpStream, field: &str) -> anyhow::Result<u64> {
-    let (st, body) = request(admin, "GET", "/api/admin/status", None).await?;
+/// A field of GET /api/admin/status, on a fresh connection (an idle keep-alive connection is
+/// closed by the server after a few seconds).
+async fn status_field(addr: SocketAddr, field: &str) -> anyhow::Result<u64> {
+    let mut admin = TcpStream::connect(addr).await?;
+    let (st, body) = request(&mut admin, "GET", "/api/admin/status", None).await?;
     anyhow::ensure!(st == 200, "GET /api/admin/status answered {st}");
     let v: serde_json::Value = serde_json::from_slice(&body)?;
     v[field]
@@ -380,6 +419,6 @@ async fn status_field(admin: &mut TcpStream, field: &str) -> anyhow::Result<u64>
         .ok_or_else(|| anyhow::anyhow!("status has no {field}"))
 }
 
-async fn last_event_seq(admin: &mut TcpStream) -> anyhow::Result<u64> {
-    status_field(admin, "last_event_seq").await
+async fn last_event_seq(addr: SocketAddr) -> anyhow::Result<u64> {
+    status_field(addr, "last_event_seq").await
 }

@@ -13,6 +13,7 @@ mod fanout;
 mod gen;
 mod http;
 mod plain;
+mod proto;
 mod rebuild;
 mod stats;
 
@@ -58,6 +59,22 @@ enum Cmd {
         /// Warm runs (one cold run comes first).
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Also copy the generated log here (for `fold` and profiling).
+        #[arg(long)]
+        keep: Option<PathBuf>,
+    },
+    /// Times Store::open + Store::fold of an existing log (e.g. one kept by `rebuild --keep`),
+    /// for profiling.
+    Fold {
+        /// The log file.
+        #[arg(long)]
+        log: PathBuf,
+        /// Runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Also time the prototypes of a faster fold (bench/src/proto.rs).
+        #[arg(long)]
+        prototypes: bool,
     },
     /// SSE fan-out through the real server.
     Fanout {
@@ -88,23 +105,22 @@ fn main() -> anyhow::Result<()> {
         Cmd::PlainRedb { producers, seconds } => {
             plain::append(producers, seconds, &cli.dir)?;
         }
-        Cmd::Rebuild { events, runs } => rebuild::run(events, runs.max(1), &cli.dir)?,
+        Cmd::Rebuild { events, runs, keep } => {
+            rebuild::run(events, runs.max(1), &cli.dir, keep.as_deref())?
+        }
+        Cmd::Fold {
+            log,
+            runs,
+            prototypes,
+        } => rebuild::fold_only(&log, runs.max(1), prototypes)?,
         Cmd::Fanout {
             clients,
             rate,
             seconds,
         } => {
-            warnings_only();
+            batches::install();
             runtime()?.block_on(fanout::run(clients, rate, seconds, &cli.dir))?;
         }
     }
     Ok(())
-}
-
-/// Server warnings and errors on stderr; nothing else (logging must not skew the figures).
-fn warnings_only() {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(tracing::Level::WARN)
-        .try_init();
 }

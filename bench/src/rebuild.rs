@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::gen;
 use crate::plain;
+use crate::proto;
 use crate::stats::{emit, note_load};
 
 /// Evicts a file's pages from the page cache (this file only), so the next read is cold.
@@ -29,7 +30,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs the rebuild bench.
-pub fn run(n_events: u64, runs: usize, dir: &Path) -> anyhow::Result<()> {
+pub fn run(n_events: u64, runs: usize, dir: &Path, keep: Option<&Path>) -> anyhow::Result<()> {
     note_load("rebuild");
     let tmp = tempfile::tempdir_in(dir)?;
     let path = tmp.path().join("byre.redb");
@@ -43,6 +44,10 @@ pub fn run(n_events: u64, runs: usize, dir: &Path) -> anyhow::Result<()> {
         bytes as f64 / 1048576.0,
         bytes as f64 / n as f64
     );
+    if let Some(keep) = keep {
+        std::fs::copy(&path, keep)?;
+        println!("  kept a copy at {}", keep.display());
+    }
     let task_scoped: u64 = [
         "task.created",
         "task.worktree_created",
@@ -107,6 +112,33 @@ pub fn run(n_events: u64, runs: usize, dir: &Path) -> anyhow::Result<()> {
         prev = *t;
     }
 
+    // Prototypes of a faster fold (bench code on byre's pub API; see proto.rs).
+    let mut protos = Vec::new();
+    for (name, f) in [
+        (
+            "prototype: borrowed envelope",
+            proto::fold_borrowed as fn(&Path) -> _,
+        ),
+        (
+            "prototype: borrowed envelope + 2-thread pipeline",
+            proto::fold_pipelined,
+        ),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let (state, d) = f(&path)?;
+            anyhow::ensure!(state == generated.state, "{name}: the fold differs");
+            times.push(ms(d));
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "  {name}: median {:.1} ms = {:.0} events/s (of 3 runs, state checked)",
+            times[1],
+            n as f64 / (times[1] / 1e3)
+        );
+        protos.push(json!([name, times[1]]));
+    }
+
     // Plain redb baseline: same envelope bytes in a one-table file.
     let plain_path = tmp.path().join("plain.redb");
     plain::copy_values(&path, &plain_path)?;
@@ -137,8 +169,41 @@ pub fn run(n_events: u64, runs: usize, dir: &Path) -> anyhow::Result<()> {
         "byre_runs": rows.iter().map(|(c, o, f)| json!({"cold": c, "open_ms": o, "fold_ms": f})).collect::<Vec<_>>(),
         "byre_warm_median_ms": median, "byre_events_per_s": n as f64 / (median / 1e3),
         "breakdown_ms": stages.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+        "prototypes_ms": protos,
         "plain_warm_median_ms": plain_median, "plain_events_per_s": n as f64 / (plain_median / 1e3),
     }));
+    Ok(())
+}
+
+/// Times `Store::open` + `Store::fold` of an existing log.
+pub fn fold_only(path: &Path, runs: usize, prototypes: bool) -> anyhow::Result<()> {
+    note_load("fold");
+    for run in 0..runs {
+        let t0 = Instant::now();
+        let store = Store::open(path)?;
+        let t1 = Instant::now();
+        let state = store.fold()?;
+        let t2 = Instant::now();
+        println!(
+            "run {run}: {} events, open {:.1} ms + fold {:.1} ms = {:.0} events/s",
+            state.last_seq,
+            ms(t1 - t0),
+            ms(t2 - t1),
+            state.last_seq as f64 / (t2 - t0).as_secs_f64()
+        );
+    }
+    if prototypes {
+        for run in 0..runs {
+            let (a, da) = proto::fold_borrowed(path)?;
+            let (b, db) = proto::fold_pipelined(path)?;
+            anyhow::ensure!(a == b, "the prototypes disagree");
+            println!(
+                "run {run}: prototype borrowed {:.1} ms, borrowed + pipeline {:.1} ms",
+                ms(da),
+                ms(db)
+            );
+        }
+    }
     Ok(())
 }
 

@@ -147,6 +147,9 @@ pub struct Session {
     pub completed: bool,
     /// Messages waiting for the next turn, oldest first.
     pub queue: Vec<QueuedInput>,
+    /// The vendor's last API retry in the running turn (its rate-limit status, for Claude
+    /// Code, which shows no rate-limit headers); cleared when a turn starts.
+    pub last_api_retry: Option<serde_json::Value>,
     /// Seq of `session.created`.
     pub created_seq: u64,
 }
@@ -514,6 +517,7 @@ pub(crate) fn create(
         interrupt_requested: false,
         completed: false,
         queue: Vec::new(),
+        last_api_retry: None,
         created_seq: 0,
     };
     let mut events = vec![session_event(
@@ -670,7 +674,7 @@ fn end_turn(
     if ended.outcome == TurnOutcome::Failed {
         let id = ctx.id(0);
         let (kind, payload) = if rate_limited {
-            let rate_limit = serde_json::json!({ "api_error_status": ended.api_error_status, "error": ended.error });
+            let rate_limit = serde_json::json!({ "api_error_status": ended.api_error_status, "last_retry": s.last_api_retry });
             (
                 InboxKind::RateLimited,
                 serde_json::json!({ "vendor": s.vendor.as_str(), "rate_limit": rate_limit, "error": ended.error }),
@@ -746,7 +750,7 @@ pub(crate) fn record_output(
                             vendor: s.vendor,
                             reason: "a turn end while no turn was running".into(),
                             size: p.raw.len() as u64,
-                            raw: p.raw.chars().take(4096).collect(),
+                            raw: cut_bytes(&p.raw, 4096).to_owned(),
                         }),
                     ));
                 }
@@ -836,6 +840,15 @@ pub(crate) fn resume_after_restart(
 /// The message byre sends an agent whose turn a restart cut short.
 pub const RESTART_NOTE: &str = "byre restarted while you were working and your last turn was cut short. Continue where you left off.";
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn cut_bytes(s: &str, max: usize) -> &str {
+    let mut cut = max.min(s.len());
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
 /// Derived `session.state` events for the sessions in `ids`.
 pub(crate) fn derived_states<'a>(
     state: &State,
@@ -887,6 +900,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     interrupt_requested: false,
                     completed: false,
                     queue: Vec::new(),
+                    last_api_retry: None,
                     created_seq: e.seq,
                 });
         }
@@ -947,7 +961,16 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             if let Some(s) = state.sessions.get_mut(sid) {
                 s.turns = s.turns.max(p.turn);
                 s.turn_running = true;
+                s.last_api_retry = None;
                 s.interrupt_requested = false;
+            }
+        }
+        EventBody::ApiRetry(p) => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                s.last_api_retry = Some(serde_json::json!({
+                    "attempt": p.attempt, "max_retries": p.max_retries, "retry_delay_ms": p.retry_delay_ms,
+                    "error_status": p.error_status, "error": p.error,
+                }));
             }
         }
         EventBody::InterruptRequested(_) => {

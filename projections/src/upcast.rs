@@ -17,6 +17,9 @@ pub enum UpcastError {
     /// Written by a newer build.
     #[error("event format {0} is newer than this build's {CURRENT_FORMAT}")]
     TooNew(u16),
+    /// A format no build ever wrote.
+    #[error("event format {0} was never written by byre")]
+    Unknown(u16),
     /// Its payload does not decode.
     #[error(transparent)]
     Decode(#[from] DecodeError),
@@ -28,7 +31,8 @@ pub enum UpcastError {
 /// an unknown kind or a payload that does not fit its kind.
 pub fn upcast(format: u16, kind: &str, payload: &str) -> Result<EventBody, UpcastError> {
     match format {
-        0..=CURRENT_FORMAT => Ok(EventBody::from_parts(kind, payload)?),
+        1..=CURRENT_FORMAT => Ok(EventBody::from_parts(kind, payload)?),
+        0 => Err(UpcastError::Unknown(0)),
         newer => Err(UpcastError::TooNew(newer)),
     }
 }

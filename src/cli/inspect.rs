@@ -90,29 +90,26 @@ pub fn rebuild(data: &Path, verify: bool) -> anyhow::Result<i32> {
     if !verify {
         return Ok(0);
     }
-    match store.last_checkpoint()? {
-        None => {
-            println!("verify      no checkpoint yet; nothing to compare");
-            Ok(0)
-        }
-        Some((seq, expected)) => {
-            let at = if seq == state.last_seq {
-                digest
-            } else {
-                byre_projections::digest::digest(&store.fold_until(seq)?)
-            };
-            if at == expected {
-                println!(
-                    "verify      ok: the fold up to seq {seq} matches the server's checkpoint"
-                );
-                Ok(0)
-            } else {
-                println!(
-                    "verify      MISMATCH at seq {seq}: server had {expected}, the fold gives {at}"
-                );
-                Ok(1)
-            }
-        }
+    let Some((seq, stored)) = store.last_checkpoint()? else {
+        println!("verify      no checkpoint yet; nothing to compare");
+        return Ok(0);
+    };
+    let ours = format!("v{}", byre_projections::digest::DIGEST_VERSION);
+    let Some(expected) = stored.strip_prefix(&format!("{ours} ")) else {
+        println!("verify      the last checkpoint (seq {seq}) was digested by another build ({}); nothing to compare", stored.split(' ').next().unwrap_or("?"));
+        return Ok(0);
+    };
+    let at = if seq == state.last_seq {
+        digest
+    } else {
+        byre_projections::digest::digest(&store.fold_until(seq)?)
+    };
+    if at == expected {
+        println!("verify      ok: the fold up to seq {seq} matches the server's checkpoint");
+        Ok(0)
+    } else {
+        println!("verify      MISMATCH at seq {seq}: server had {expected}, the fold gives {at}");
+        Ok(1)
     }
 }
 

@@ -105,8 +105,9 @@ pub async fn stream_events(
                         if task_filter.as_deref().is_some_and(|t| t != d.task_id) || lead {
                             continue;
                         }
-                        // Live-only: no `id:`, so a reconnect neither skips nor replays it.
-                        yield Ok(Bytes::from(format!("data: {}\n\n", d.json)));
+                        // Live-only: no `id:`, so a reconnect neither skips nor replays it; a named
+                        // SSE event, so `data:` of the default `message` events is always an Event.
+                        yield Ok(Bytes::from(format!("event: agent.delta\ndata: {}\n\n", d.json)));
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => {}

@@ -357,6 +357,7 @@ pub async fn trace_request(
     span.record("status", status);
     let _enter = span.enter();
     match status {
+        501 => tracing::debug!("operation not built yet"),
         500.. => tracing::error!("request failed"),
         400..=499 => tracing::warn!("request refused"),
         _ => tracing::debug!("request served"),

@@ -22,7 +22,9 @@ pub(crate) const TASK_EVENTS: TableDefinition<(&str, u64), ()> =
 pub(crate) const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
 pub(crate) const CHECKPOINTS: TableDefinition<u64, &str> = TableDefinition::new("checkpoints");
 
-/// The envelope as stored (bincode 2, standard config). Fields are only ever appended.
+/// The envelope as stored (bincode 2, standard config). bincode is not self-describing, so
+/// this shape never changes: a new envelope needs a new table or a leading version byte, and
+/// payload changes are handled by `format` and the upcasters.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredEvent {
     /// Payload format version ([`CURRENT_FORMAT`] when written by this build).
@@ -225,7 +227,8 @@ store_err!(
     redb::TableError,
     redb::TransactionError,
     redb::CommitError,
-    redb::DatabaseError
+    redb::DatabaseError,
+    redb::SetDurabilityError
 );
 
 /// The log file, shared by the writer (which alone writes) and readers.

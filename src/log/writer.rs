@@ -301,7 +301,9 @@ fn write_group(
     group: &[Submission],
 ) -> Result<Vec<Result<Vec<Event>, Rejection>>, StoreError> {
     let started = Instant::now();
-    let txn = store.db.begin_write()?;
+    let mut txn = store.db.begin_write()?;
+    // Persistent once commit returns: the acknowledgement rule (ARCHITECTURE.md "Durability").
+    txn.set_durability(redb::Durability::Immediate)?;
     let mut outcomes = Vec::with_capacity(group.len());
     {
         let mut events_table = txn.open_table(EVENTS)?;
@@ -350,9 +352,15 @@ fn write_group(
 
 /// Records the digest of the writer's state at its last seq.
 fn checkpoint(store: &Store, state: &State, failed: &AtomicBool) {
-    let digest = byre_projections::digest::digest(state);
+    // Stored with its digest version, so a build that digests differently does not misreport.
+    let digest = format!(
+        "v{} {}",
+        byre_projections::digest::DIGEST_VERSION,
+        byre_projections::digest::digest(state)
+    );
     let result = (|| -> Result<(), StoreError> {
-        let txn = store.db.begin_write()?;
+        let mut txn = store.db.begin_write()?;
+        txn.set_durability(redb::Durability::Immediate)?;
         txn.open_table(CHECKPOINTS)?
             .insert(state.last_seq, digest.as_str())?;
         txn.commit()?;

@@ -20,6 +20,9 @@ pub enum VendorError {
     /// The vendor has no driver in this build.
     #[error("{0} agents are not supported yet")]
     Unsupported(&'static str),
+    /// The task's worktree, the agent's working directory, is missing.
+    #[error("the task's worktree {0} is missing")]
+    NoWorktree(String),
     /// The CLI could not be started.
     #[error("could not start `{program}`: {source}. Install it, or name it with {env_var}")]
     Spawn {

@@ -96,26 +96,31 @@ impl Runtime {
     /// sessions, then follows the log until `shutdown`.
     pub fn start(
         writer: Writer,
-        data_dir: &Path,
+        config: &crate::config::Config,
+        leftovers: Vec<Zombie>,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Arc<Runtime>, tokio::task::JoinHandle<()>) {
+        let data_dir = &config.data_dir;
         let (ephemeral, _) = broadcast::channel(4096);
         let rt = Arc::new_cyclic(|me| Runtime {
             me: me.clone(),
             writer: writer.clone(),
             run_dir: data_dir.join("run"),
-            claude: Arc::new(ClaudeDriver::new(data_dir)),
+            claude: Arc::new(ClaudeDriver::new(
+                data_dir,
+                config.claude_bin.clone(),
+                config.agent_env.clone(),
+            )),
             live: DashMap::new(),
             protocol_counts: DashMap::new(),
             protocol_recent: Mutex::new(Default::default()),
-            leftover_zombies: Mutex::new(Vec::new()),
+            leftover_zombies: Mutex::new(leftovers),
             ephemeral,
         });
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {
             let events = subscribe(me.writer.clone(), from);
-            me.clear_leftovers().await;
             me.resume_interrupted().await;
             let mut events = Box::pin(events);
             loop {
@@ -332,57 +337,6 @@ impl Runtime {
         out
     }
 
-    /// Kills process groups a previous server left (pid files under `run/`).
-    async fn clear_leftovers(&self) {
-        let Ok(entries) = std::fs::read_dir(&self.run_dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let session_id = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let pgid: i32 = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0);
-            let _ = std::fs::remove_file(&path);
-            if pgid <= 1 || !group_alive(pgid) {
-                continue;
-            }
-            session::kill_group(pgid);
-            let mut gone = false;
-            for _ in 0..100 {
-                if !group_alive(pgid) {
-                    gone = true;
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            tracing::warn!(
-                pgid,
-                session_id,
-                gone,
-                "killed an agent process group left by a previous server"
-            );
-            if !gone {
-                self.leftover_zombies
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(Zombie {
-                        kind: "process_without_session",
-                        detail: format!(
-                            "process group {pgid} of a previous server survived SIGKILL"
-                        ),
-                        session_id: Some(session_id),
-                        task_id: None,
-                        pid: Some(pgid as u32),
-                    });
-            }
-        }
-    }
-
     /// Sessions whose turn was running when the previous server stopped: ended as interrupted
     /// and resumed with a note, queued messages after it.
     async fn resume_interrupted(&self) {
@@ -527,7 +481,68 @@ impl Runtime {
 }
 
 /// Whether a process (group leader) still exists.
-fn group_alive(pgid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(-pgid, 0) == 0 }
+/// Whether a process group still has a live (not zombie) leader: `/proc/<pgid>/stat` exists and
+/// its state is not `Z` (a killed orphan may wait as a zombie until init reaps it).
+pub(crate) fn group_alive(pgid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pgid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        // No /proc (not Linux): ask the kernel; a zombie then counts as alive.
+        // SAFETY: signal 0 only checks for existence.
+        Err(_) if !std::path::Path::new("/proc/self").exists() => unsafe {
+            libc::kill(-pgid, 0) == 0
+        },
+        Err(_) => false,
+    }
+}
+
+/// Kills the agent process groups a previous server left (pid files under `{data}/run/`);
+/// returns those that survived SIGKILL, for `getStatus`. Runs before the server serves.
+pub async fn clear_leftovers(data_dir: &Path) -> Vec<Zombie> {
+    let mut zombies = Vec::new();
+    let Ok(entries) = std::fs::read_dir(data_dir.join("run")) else {
+        return zombies;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let session_id = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let pgid: i32 = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let _ = std::fs::remove_file(&path);
+        if pgid <= 1 || !group_alive(pgid) {
+            continue;
+        }
+        session::kill_group(pgid);
+        let mut gone = false;
+        for _ in 0..100 {
+            if !group_alive(pgid) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        tracing::warn!(
+            pgid,
+            session_id,
+            gone,
+            "killed an agent process group left by a previous server"
+        );
+        if !gone {
+            zombies.push(Zombie {
+                kind: "process_without_session",
+                detail: format!("process group {pgid} of a previous server survived SIGKILL"),
+                session_id: Some(session_id),
+                task_id: None,
+                pid: Some(pgid as u32),
+            });
+        }
+    }
+    zombies
 }

@@ -42,14 +42,22 @@ pub(crate) async fn run(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    let spawned = if spec.cwd.is_dir() {
+        cmd.spawn().map_err(Some)
+    } else {
+        Err(None)
+    };
+    let mut child = match spawned {
         Ok(c) => c,
         Err(source) => {
             let (program, env_var) = driver.program();
-            let err = super::VendorError::Spawn {
-                program,
-                env_var,
-                source,
+            let err = match source {
+                Some(source) => super::VendorError::Spawn {
+                    program,
+                    env_var,
+                    source,
+                },
+                None => super::VendorError::NoWorktree(spec.cwd.display().to_string()),
             };
             tracing::error!(error = %err, "agent did not start");
             rt.forget(&spec.session_id);

@@ -79,10 +79,20 @@ impl TestServer {
 
     /// A server on an existing data dir.
     pub async fn spawn_on(data: TempDir, auth: AuthMode) -> TestServer {
+        Self::spawn_configured(data, auth, |_| {}).await
+    }
+
+    /// A server on an existing data dir, with its config adjusted by `configure`.
+    pub async fn spawn_configured(
+        data: TempDir,
+        auth: AuthMode,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestServer {
         init_logs();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let mut config = Config::new(data.path().to_owned(), auth);
         config.heartbeat = Duration::from_millis(500);
+        configure(&mut config);
         let running = byre::startup::run(listener, config)
             .await
             .expect("server starts");
@@ -167,6 +177,16 @@ pub struct Api {
 }
 
 impl Api {
+    /// A client of a server at `url` (e.g. a `byre serve` child), as its local user.
+    pub fn for_url(url: &str) -> Api {
+        Api {
+            base: url.to_owned(),
+            client: client(),
+            token: None,
+            headers: Vec::new(),
+        }
+    }
+
     /// Adds a header to every request of this client.
     pub fn with_header(mut self, name: &str, value: &str) -> Api {
         self.headers.push((name.into(), value.into()));
@@ -403,10 +423,13 @@ impl Sse {
                 let frame: Vec<u8> = self.buf.drain(..pos + 2).collect();
                 let text = String::from_utf8(frame).expect("UTF-8 frame");
                 let mut id = None;
+                let mut event_name = None;
                 let mut data = String::new();
                 for line in text.lines() {
                     if let Some(v) = line.strip_prefix("id: ") {
                         id = Some(v.parse().expect("numeric id"));
+                    } else if let Some(v) = line.strip_prefix("event: ") {
+                        event_name = Some(v.to_owned());
                     } else if let Some(v) = line.strip_prefix("data: ") {
                         data.push_str(v);
                     } else if line.starts_with(':') {
@@ -416,8 +439,9 @@ impl Sse {
                 if data.is_empty() {
                     continue;
                 }
-                if id.is_none() {
-                    // A live-only record (a text delta): not an Event.
+                if let Some(name) = event_name {
+                    // A live-only record (a text delta): a named event, not an Event.
+                    assert!(id.is_none(), "{name} frames carry no id");
                     self.ephemeral
                         .push(serde_json::from_str(&data).expect("ephemeral JSON"));
                     continue;

@@ -7,6 +7,7 @@ mod process;
 mod schema;
 
 mod blobs;
+mod claude;
 mod cli;
 mod contract;
 mod crash;

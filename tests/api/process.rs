@@ -22,6 +22,11 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `byre serve --listen 127.0.0.1:0 --data DIR --login ada` and waits for its URL.
     pub fn start(data: &Path) -> ServeProcess {
+        Self::start_with_env(data, &[])
+    }
+
+    /// As [`ServeProcess::start`], with more environment variables.
+    pub fn start_with_env(data: &Path, env: &[(&str, &str)]) -> ServeProcess {
         let mut child = Command::new(byre_bin())
             .args([
                 "serve",
@@ -33,6 +38,7 @@ impl ServeProcess {
             ])
             .arg(data)
             .env("BYRE_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

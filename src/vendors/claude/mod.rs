@@ -36,20 +36,31 @@ pub struct ClaudeDriver {
     pub home: PathBuf,
     /// `CLAUDE_CONFIG_DIR`: its sessions live here, so `--resume` finds them.
     pub config_dir: PathBuf,
+    /// Variables set on top of those passed through.
+    pub extra_env: Vec<(String, String)>,
 }
 
 impl ClaudeDriver {
-    /// A driver keeping the CLI's state under `{data_dir}/agents/claude`.
-    pub fn new(data_dir: &Path) -> ClaudeDriver {
-        let program = std::env::var_os("BYRE_CLAUDE_BIN")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
+    /// A driver keeping the CLI's state under `{data_dir}/agents/claude`; the program is
+    /// `program`, else `BYRE_CLAUDE_BIN`, else `claude` on PATH.
+    pub fn new(
+        data_dir: &Path,
+        program: Option<PathBuf>,
+        extra_env: Vec<(String, String)>,
+    ) -> ClaudeDriver {
+        let program = program
+            .or_else(|| {
+                std::env::var_os("BYRE_CLAUDE_BIN")
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+            })
             .unwrap_or_else(|| PathBuf::from("claude"));
         let root = data_dir.join("agents/claude");
         ClaudeDriver {
             program,
             home: root.join("home"),
             config_dir: root.join("config"),
+            extra_env,
         }
     }
 
@@ -120,6 +131,9 @@ impl Driver for ClaudeDriver {
             .env("DISABLE_TELEMETRY", "1")
             .env("DISABLE_ERROR_REPORTING", "1")
             .env("PORT", spec.port_base.to_string());
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             // Bypass mode refuses root without it (PROTOCOL.md §1).

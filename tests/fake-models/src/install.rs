@@ -45,6 +45,7 @@ pub fn claude_bin() -> PathBuf {
 fn install_claude(cache: &Path) -> Result<PathBuf, String> {
     fs::create_dir_all(cache)
         .map_err(|error| format!("cannot create {}: {error}", cache.display()))?;
+    let cache = &cache.canonicalize().unwrap_or_else(|_| cache.to_owned());
     let lock_path = cache.join(".install.lock");
     let lock = File::options()
         .create(true)

@@ -17,10 +17,11 @@
 //! ```
 //!
 //! # Layout
-//! - `script.rs`: the script format, parsed and validated at load; step conditions.
+//! - `script.rs`: the script types and step conditions; `script/load.rs` reads and validates a file.
 //! - `request.rs`: [`RecordedRequest`] (the log tests read) and the facts of a request body.
 //! - `sse.rs`: a reply as the API's JSON message or SSE events (pure).
-//! - `server.rs`: [`FakeAnthropic`], the actix-web server and its routes.
+//! - `server.rs`: [`FakeAnthropic`], the actix-web server and its shared state.
+//! - `routes.rs`: the routes and handlers, streaming included.
 //! - `install.rs`: [`claude_bin`], the npm install under a file lock.
 //! - `bin/byre-fake-anthropic.rs`: the fake as a program, for exploring by hand.
 //!
@@ -87,6 +88,7 @@
 
 mod install;
 mod request;
+mod routes;
 mod script;
 mod server;
 mod sse;

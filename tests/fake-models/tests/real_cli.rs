@@ -298,8 +298,9 @@ async fn i_two_500s_are_retried_and_the_turn_then_succeeds() {
     fake.stop().await;
 }
 
-/// Without `CLAUDE_CODE_MAX_RETRIES` the CLI retries a 429 ten times (each honouring
-/// `retry-after: 1`, so ~10 s here, minutes without the header); 2 keeps this test short.
+/// Without `CLAUDE_CODE_MAX_RETRIES` the CLI retries a 429 ten times, each after the longer
+/// of `retry-after` and its own backoff (1, 1.2, 2.3, 4.9, 9, 19, 35, 36, 35, 36 s seen):
+/// the error result came after 180 s. 2 retries keep this test at about 2 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn k_endless_429s_end_in_an_error_result_and_the_process_survives() {
     let fake = start("k_429_forever").await;
@@ -321,10 +322,16 @@ async fn k_endless_429s_end_in_an_error_result_and_the_process_survives() {
     );
     let retries = claude.lines_of("system", "api_retry");
     assert_eq!(retries.len(), 2, "{retries:#?}");
+    // The delay is `retry-after` (1 s) or the CLI's own backoff with jitter, whichever is longer.
+    let honours_retry_after = |retry: &&Value| {
+        retry["retry_delay_ms"]
+            .as_f64()
+            .is_some_and(|delay_ms| delay_ms >= 1000.0)
+    };
     assert!(
         retries
             .iter()
-            .all(|retry| retry["error_status"] == 429 && retry["retry_delay_ms"] == 1000.0),
+            .all(|retry| retry["error_status"] == 429 && honours_retry_after(retry)),
         "{retries:#?}"
     );
     assert_eq!(
@@ -348,7 +355,7 @@ async fn k_endless_429s_end_in_an_error_result_and_the_process_survives() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn j_an_image_block_reaches_the_api_unchanged() {
+async fn j_an_image_block_reaches_the_api_with_its_source_unchanged() {
     // A 1x1 PNG.
     const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
     let fake = start("j_image").await;
@@ -362,7 +369,13 @@ async fn j_an_image_block_reaches_the_api_unchanged() {
         "I see a single red pixel."
     );
     let calls = fake.messages_requests();
-    assert_eq!(calls[0].image_blocks(), vec![&image]);
+    // The CLI adds `cache_control` to the last block of the last message; the rest is ours.
+    let sent: Vec<(&Value, &Value)> = calls[0]
+        .image_blocks()
+        .iter()
+        .map(|block| (&block["type"], &block["source"]))
+        .collect();
+    assert_eq!(sent, vec![(&image["type"], &image["source"])]);
     claude.finish().await;
     fake.stop().await;
 }
@@ -398,4 +411,50 @@ async fn f_an_interrupt_mid_stream_drops_the_connection_and_the_next_turn_works(
     );
     claude.finish().await;
     fake.stop().await;
+}
+
+/// Sends `first`, then "And a second task." once the fake has the first model call (so
+/// during its 3 s stall), and returns the `result` texts of the next `n_results` turns.
+async fn queue_a_second_message(first: &str, n_results: usize) -> Vec<Value> {
+    let fake = start("h_queued").await;
+    let mut claude = Claude::spawn(&fake, &[]);
+    claude.say(json!(first)).await;
+    let has_a_call =
+        |requests: &[RecordedRequest]| requests.iter().any(RecordedRequest::is_messages);
+    timeout(WAIT, fake.wait_until(has_a_call))
+        .await
+        .expect("the first call reaches the fake");
+    claude.say(json!("And a second task.")).await;
+    let mut results = Vec::new();
+    for _ in 0..n_results {
+        let result = claude.next_result().await;
+        assert_eq!(result["is_error"], false, "{result}");
+        results.push(result["result"].clone());
+    }
+    let (lines, _) = claude.finish().await;
+    let n_results_in_all = lines.iter().filter(|line| line["type"] == "result").count();
+    assert_eq!(n_results_in_all, n_results, "{lines:#?}");
+    fake.stop().await;
+    results
+}
+
+/// PROTOCOL.md §6: a message that arrives while a turn runs is folded into the turn's next
+/// tool result — even when it arrives while the model is still streaming.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_a_message_sent_during_a_turn_with_a_tool_is_folded_into_that_turn() {
+    let results = queue_a_second_message("Do the first task.", 1).await;
+    assert_eq!(
+        results,
+        vec![json!("First task done, and I saw your second task.")]
+    );
+}
+
+/// PROTOCOL.md §6: with no tool result to fold it into, the message runs as its own turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_a_message_sent_during_a_text_only_turn_runs_as_its_own_turn() {
+    let results = queue_a_second_message("A slow text, please.", 2).await;
+    assert_eq!(
+        results,
+        vec![json!("Slow text answer."), json!("Second task done.")]
+    );
 }
