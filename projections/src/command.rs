@@ -243,4 +243,15 @@ pub enum Command {
         /// The worktree's HEAD now.
         head: String,
     },
+    /// `compactSession`.
+    CompactSession {
+        /// The caller.
+        actor: String,
+        /// The session.
+        session_id: String,
+        /// The successor's model; the old session's when absent.
+        model: Option<String>,
+        /// The worktree's HEAD now.
+        head: String,
+    },
 }

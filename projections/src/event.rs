@@ -199,6 +199,11 @@ event_kinds! {
     TurnEnded = "turn.ended" (crate::sessions::TurnEnded),
     /// A human asked to interrupt the running turn.
     InterruptRequested = "session.interrupt_requested" (crate::sessions::InterruptRequested),
+    /// A human asked for a handoff: the session's next turn writes it, then a new session
+    /// starts from it.
+    CompactRequested = "session.compact_requested" (crate::sessions::CompactRequested),
+    /// A session ended for good (compacted into its successor).
+    SessionCompleted = "session.completed" (crate::sessions::SessionCompleted),
     /// The agent's process ended.
     ProcessExited = "session.process_exited" (crate::sessions::ProcessExited),
     /// A vendor line byre does not understand, kept for re-normalisation.

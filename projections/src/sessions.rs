@@ -147,6 +147,9 @@ pub struct Session {
     pub completed: bool,
     /// Messages waiting for the next turn, oldest first.
     pub queue: Vec<QueuedInput>,
+    /// While a compaction's handoff turn runs: the successor's model and the worktree HEAD
+    /// when it was asked for.
+    pub compact_to: Option<(String, String)>,
     /// The vendor's last API retry in the running turn (its rate-limit status, for Claude
     /// Code, which shows no rate-limit headers); cleared when a turn starts.
     pub last_api_retry: Option<serde_json::Value>,
@@ -330,6 +333,20 @@ TurnEnded {
     api_error_status: Option<u16>,
     /// The vendor line (empty when byre ended the turn itself).
     raw: String,
+});
+payload!(/// `session.compact_requested` payload.
+CompactRequested {
+    /// The successor session's model.
+    model: String,
+    /// The worktree's HEAD when asked.
+    head: String,
+});
+payload!(/// `session.completed` payload.
+SessionCompleted {
+    /// Why: `compacted`.
+    reason: String,
+    /// The session that continues it, if any.
+    successor_id: String,
 });
 payload!(/// `session.interrupt_requested` payload.
 InterruptRequested {
@@ -518,6 +535,7 @@ pub(crate) fn create(
         completed: false,
         queue: Vec::new(),
         last_api_retry: None,
+        compact_to: None,
         created_seq: 0,
     };
     let mut events = vec![session_event(
@@ -576,6 +594,9 @@ pub(crate) fn send(
         if Vendor::for_model(m) != s.vendor {
             return Err(Rejection::Invalid(format!("model `{m}` runs on another vendor than this {} session; a session only switches among its own vendor's models", s.vendor.as_str())));
         }
+    }
+    if s.compact_to.is_some() {
+        return Err(Rejection::Conflict(format!("session `{session_id}` is writing its handoff for compaction; send to its successor once it starts")));
     }
     let input_id = state.last_input_id + 1;
     if s.turn_running {
@@ -697,10 +718,16 @@ fn end_turn(
             }),
         ));
     }
+    let handoff = (ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty())
+        .then(|| ended.result.clone());
     events.insert(
         0,
         session_event(s, state, "byre", EventBody::TurnEnded(ended)),
     );
+    if let (Some((model, head)), Some(handoff)) = (&s.compact_to, handoff) {
+        events.extend(compact_into_successor(state, ctx, s, model, head, &handoff));
+        return events;
+    }
     if let Some(next) = s.queue.first() {
         let after = Session {
             turn_running: false,
@@ -837,6 +864,122 @@ pub(crate) fn resume_after_restart(
     Ok(events)
 }
 
+/// What a compaction's handoff turn asks the agent.
+pub const HANDOFF_PROMPT: &str = "Your session is being compacted: a fresh session will take over this task from your handoff alone. Write that handoff now, as your whole reply: the goal, the decisions made and why, the current state of the work, dead ends to avoid, open questions, and the files involved.";
+
+/// The successor of a compacted session: the old one completes, a new one on `model` starts
+/// with the handoff as its first message.
+fn compact_into_successor(
+    state: &State,
+    ctx: &DecideCtx,
+    s: &Session,
+    model: &str,
+    head: &str,
+    handoff: &str,
+) -> Vec<NewEvent> {
+    let id = ctx.id(1);
+    let vendor = Vendor::for_model(model);
+    let vendor_session_id = match vendor {
+        Vendor::Claude => ctx.id(2),
+        Vendor::Codex => String::new(),
+    };
+    let created = SessionCreated {
+        id: id.clone(),
+        task_id: s.task_id.clone(),
+        vendor,
+        model: model.to_owned(),
+        vendor_session_id: vendor_session_id.clone(),
+        role: s.role,
+    };
+    let successor = Session {
+        id: id.clone(),
+        vendor,
+        model: model.to_owned(),
+        vendor_session_id,
+        turns: 0,
+        turn_running: false,
+        compact_to: None,
+        queue: Vec::new(),
+        ..s.clone()
+    };
+    let mut events = vec![
+        session_event(
+            s,
+            state,
+            "byre",
+            EventBody::SessionCompleted(SessionCompleted {
+                reason: "compacted".into(),
+                successor_id: id.clone(),
+            }),
+        ),
+        session_event(
+            &successor,
+            state,
+            &s.created_by,
+            EventBody::SessionCreated(created),
+        ),
+    ];
+    let text =
+        format!("You take over this task from a previous session. Its handoff:\n\n{handoff}");
+    events.extend(hand_over(
+        state,
+        &successor,
+        "byre",
+        state.last_input_id + 1,
+        &text,
+        &[],
+        head,
+        None,
+    ));
+    events
+}
+
+/// Decides `CompactSession`: the idle session's next turn writes a handoff.
+pub(crate) fn compact(
+    state: &State,
+    actor: &str,
+    session_id: &str,
+    model: Option<&str>,
+    head: &str,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let s = session(state, session_id)?;
+    if s.completed {
+        return Err(Rejection::Conflict(format!(
+            "session `{session_id}` is completed"
+        )));
+    }
+    if s.turn_running {
+        return Err(Rejection::Conflict(format!(
+            "session `{session_id}` is running a turn; compact it once it is idle"
+        )));
+    }
+    let model = model
+        .filter(|m| !m.is_empty())
+        .unwrap_or(&s.model)
+        .to_owned();
+    crate::users::check_model(&model)?;
+    let mut events = vec![session_event(
+        s,
+        state,
+        actor,
+        EventBody::CompactRequested(CompactRequested {
+            model,
+            head: head.to_owned(),
+        }),
+    )];
+    events.extend(hand_over(
+        state,
+        s,
+        actor,
+        state.last_input_id + 1,
+        HANDOFF_PROMPT,
+        &[],
+        head,
+        None,
+    ));
+    Ok(events)
+}
+
 /// The message byre sends an agent whose turn a restart cut short.
 pub const RESTART_NOTE: &str = "byre restarted while you were working and your last turn was cut short. Continue where you left off.";
 
@@ -901,6 +1044,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     completed: false,
                     queue: Vec::new(),
                     last_api_retry: None,
+                    compact_to: None,
                     created_seq: e.seq,
                 });
         }
@@ -973,6 +1117,17 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 }));
             }
         }
+        EventBody::CompactRequested(p) => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                s.compact_to = Some((p.model.clone(), p.head.clone()));
+            }
+        }
+        EventBody::SessionCompleted(_) => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                s.completed = true;
+                s.compact_to = None;
+            }
+        }
         EventBody::InterruptRequested(_) => {
             if let Some(s) = state.sessions.get_mut(sid) {
                 s.interrupt_requested = true;
@@ -982,6 +1137,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             if let Some(s) = state.sessions.get_mut(sid) {
                 s.turn_running = false;
                 s.interrupt_requested = false;
+                s.compact_to = None;
             }
             if p.summary {
                 if let Some(t) = e.task_id.as_deref().and_then(|t| state.tasks.get_mut(t)) {
@@ -990,5 +1146,365 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Given / when / then for the session commands.
+    use super::*;
+    use crate::{decide, derived_events, Command, Event};
+
+    struct World {
+        state: State,
+        n: u128,
+    }
+
+    impl World {
+        fn new() -> World {
+            let mut w = World {
+                state: State::default(),
+                n: 1,
+            };
+            w.ok(Command::EnsureUser {
+                login: "ada".into(),
+                display_name: "Ada".into(),
+                default_model: "sonnet".into(),
+            });
+            w.ok(Command::CreateProject {
+                actor: "ada".into(),
+                name: "p".into(),
+                repo_path: "/r".into(),
+                default_branch: "main".into(),
+                remote: String::new(),
+                worktrees_root: "/w".into(),
+            });
+            let pid = w.state.projects.keys().next().unwrap().clone();
+            w.ok(Command::CreateTask {
+                actor: "ada".into(),
+                project_id: pid,
+                title: "t".into(),
+                base_ref: "abc".into(),
+            });
+            w
+        }
+
+        fn task(&self) -> String {
+            self.state.tasks.keys().next().unwrap().clone()
+        }
+
+        fn session(&self) -> &Session {
+            self.state
+                .sessions
+                .values()
+                .max_by_key(|s| s.created_seq)
+                .unwrap()
+        }
+
+        fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
+            self.n += 1;
+            let ctx = DecideCtx {
+                now_us: self.n as i64,
+                seed: self.n << 64,
+            };
+            let events = decide(&self.state, &cmd, &ctx)?;
+            let mut committed = Vec::new();
+            for ne in events {
+                let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+                self.state.apply(&e);
+                committed.push(e);
+            }
+            for ne in derived_events(&self.state, &committed) {
+                let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+                self.state.apply(&e);
+                committed.push(e);
+            }
+            Ok(committed)
+        }
+
+        fn ok(&mut self, cmd: Command) -> Vec<Event> {
+            self.when(cmd).expect("command passes")
+        }
+
+        fn kinds(events: &[Event]) -> Vec<&'static str> {
+            events.iter().map(|e| e.body.kind()).collect()
+        }
+
+        fn start(&mut self, prompt: &str) -> String {
+            let task_id = self.task();
+            self.ok(Command::CreateSession {
+                actor: "ada".into(),
+                task_id,
+                model: None,
+                prompt: prompt.into(),
+                images: vec![],
+                head: "h".into(),
+            });
+            self.session().id.clone()
+        }
+
+        fn end_turn(
+            &mut self,
+            sid: &str,
+            outcome: TurnOutcome,
+            result: &str,
+            status: Option<u16>,
+        ) -> Vec<Event> {
+            let ended = TurnEnded {
+                turn: 0,
+                outcome,
+                summary: false,
+                result: result.into(),
+                error: if outcome == TurnOutcome::Failed {
+                    "boom".into()
+                } else {
+                    String::new()
+                },
+                usage: Usage::default(),
+                cost_micro_usd: 0,
+                duration_ms: 1,
+                num_turns: 1,
+                api_error_status: status,
+                raw: "{}".into(),
+            };
+            self.ok(Command::RecordVendorOutput {
+                session_id: sid.into(),
+                items: vec![VendorItem::TurnEnded(ended)],
+            })
+        }
+    }
+
+    #[test]
+    fn a_new_session_starts_its_first_turn_and_the_task_runs() {
+        let mut w = World::new();
+        let task_id = w.task();
+        let events = w.ok(Command::CreateSession {
+            actor: "ada".into(),
+            task_id: task_id.clone(),
+            model: None,
+            prompt: "go".into(),
+            images: vec![],
+            head: "h".into(),
+        });
+        assert_eq!(
+            World::kinds(&events),
+            [
+                "session.created",
+                "user.message",
+                "turn.started",
+                "session.state",
+                "task.state"
+            ]
+        );
+        assert_eq!(w.session().model, "sonnet", "the caller's default model");
+        assert_eq!(
+            w.state.tasks[&task_id].state,
+            crate::tasks::TaskState::Running
+        );
+        let again = w.when(Command::CreateSession {
+            actor: "ada".into(),
+            task_id,
+            model: None,
+            prompt: "go".into(),
+            images: vec![],
+            head: "h".into(),
+        });
+        assert!(matches!(again, Err(Rejection::Conflict(_))));
+    }
+
+    #[test]
+    fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
+        let mut w = World::new();
+        let sid = w.start("one");
+        let q1 = w.ok(Command::SendMessage {
+            actor: "ada".into(),
+            session_id: sid.clone(),
+            text: "two".into(),
+            images: vec![],
+            model: None,
+            head: "h".into(),
+        });
+        assert_eq!(World::kinds(&q1), ["user.queued"]);
+        w.ok(Command::SendMessage {
+            actor: "ada".into(),
+            session_id: sid.clone(),
+            text: "three".into(),
+            images: vec![],
+            model: None,
+            head: "h".into(),
+        });
+        let ended = w.end_turn(&sid, TurnOutcome::Completed, "done", None);
+        assert_eq!(
+            World::kinds(&ended),
+            ["turn.ended", "user.message", "turn.started"]
+        );
+        let EventBody::UserMessage(m) = &ended[1].body else {
+            panic!()
+        };
+        assert_eq!(m.text, "two");
+        assert_eq!(w.session().queue.len(), 1);
+        assert_eq!(
+            w.state.tasks[&w.task()].summary_seq,
+            ended[0].seq,
+            "a completed turn with text is a summary"
+        );
+    }
+
+    #[test]
+    fn withdraw_works_only_while_queued() {
+        let mut w = World::new();
+        let task_id = w.task();
+        let sid = w.start("one");
+        let q = w.ok(Command::SendMessage {
+            actor: "ada".into(),
+            session_id: sid.clone(),
+            text: "two".into(),
+            images: vec![],
+            model: None,
+            head: "h".into(),
+        });
+        let EventBody::UserQueued(p) = &q[0].body else {
+            panic!()
+        };
+        let withdraw = |id| Command::WithdrawMessage {
+            actor: "ada".into(),
+            task_id: task_id.clone(),
+            input_id: id,
+        };
+        assert_eq!(World::kinds(&w.ok(withdraw(p.input_id))), ["user.unqueued"]);
+        assert!(matches!(
+            w.when(withdraw(p.input_id)),
+            Err(Rejection::Conflict(_))
+        ));
+        assert!(
+            matches!(w.when(withdraw(1)), Err(Rejection::Conflict(_))),
+            "the first message was handed over"
+        );
+        assert!(matches!(w.when(withdraw(99)), Err(Rejection::NotFound(_))));
+        let ended = w.end_turn(&sid, TurnOutcome::Completed, "", None);
+        assert_eq!(
+            World::kinds(&ended),
+            ["turn.ended", "session.state", "task.state"],
+            "nothing queued is left"
+        );
+    }
+
+    #[test]
+    fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
+        let mut w = World::new();
+        let sid = w.start("one");
+        let failed = w.end_turn(&sid, TurnOutcome::Failed, "", Some(429));
+        assert!(World::kinds(&failed).contains(&"inbox.item_created"));
+        let item = w.state.inbox.values().next().unwrap();
+        assert_eq!(item.kind, InboxKind::RateLimited);
+        w.ok(Command::SendMessage {
+            actor: "ada".into(),
+            session_id: sid.clone(),
+            text: "again".into(),
+            images: vec![],
+            model: None,
+            head: "h".into(),
+        });
+        w.ok(Command::InterruptSession {
+            actor: "ada".into(),
+            session_id: sid.clone(),
+        });
+        let exit = ProcessExited {
+            pid: 1,
+            code: Some(0),
+            signal: None,
+            reason: "gone".into(),
+        };
+        let events = w.ok(Command::RecordProcessExit {
+            session_id: sid.clone(),
+            exit,
+        });
+        let ended = events
+            .iter()
+            .find_map(|e| match &e.body {
+                EventBody::TurnEnded(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(ended.outcome, TurnOutcome::Interrupted);
+        assert_eq!(
+            w.state.inbox.len(),
+            1,
+            "no new item for an interrupted turn"
+        );
+        assert!(matches!(
+            w.when(Command::InterruptSession {
+                actor: "ada".into(),
+                session_id: sid
+            }),
+            Err(Rejection::Conflict(_))
+        ));
+    }
+
+    #[test]
+    fn a_model_of_the_other_vendor_is_refused() {
+        let mut w = World::new();
+        let sid = w.start("one");
+        w.end_turn(&sid, TurnOutcome::Completed, "", None);
+        let r = w.when(Command::SendMessage {
+            actor: "ada".into(),
+            session_id: sid,
+            text: "x".into(),
+            images: vec![],
+            model: Some("gpt-5.5".into()),
+            head: "h".into(),
+        });
+        assert!(matches!(r, Err(Rejection::Invalid(_))));
+    }
+
+    #[test]
+    fn compaction_completes_the_session_and_starts_its_successor() {
+        let mut w = World::new();
+        let sid = w.start("one");
+        w.end_turn(&sid, TurnOutcome::Completed, "", None);
+        w.ok(Command::CompactSession {
+            actor: "ada".into(),
+            session_id: sid.clone(),
+            model: Some("opus".into()),
+            head: "h".into(),
+        });
+        let events = w.end_turn(&sid, TurnOutcome::Completed, "the handoff", None);
+        assert!(World::kinds(&events).starts_with(&[
+            "turn.ended",
+            "session.completed",
+            "session.created",
+            "user.message",
+            "turn.started"
+        ]));
+        assert!(w.state.sessions[&sid].completed);
+        assert_eq!(w.session().model, "opus");
+        assert!(w.session().turn_running);
+    }
+
+    #[test]
+    fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
+        let mut w = World::new();
+        let sid = w.start("one");
+        let events = w.ok(Command::ResumeAfterRestart {
+            session_id: sid.clone(),
+            head: "h".into(),
+        });
+        assert_eq!(
+            World::kinds(&events)[..3],
+            ["turn.ended", "user.message", "turn.started"]
+        );
+        let EventBody::UserMessage(m) = &events[1].body else {
+            panic!()
+        };
+        assert_eq!(m.text, RESTART_NOTE);
+        w.end_turn(&sid, TurnOutcome::Completed, "", None);
+        assert!(
+            w.ok(Command::ResumeAfterRestart {
+                session_id: sid,
+                head: "h".into()
+            })
+            .is_empty(),
+            "nothing to resume when idle"
+        );
     }
 }

@@ -219,6 +219,12 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::RecordProcessExit { session_id, exit } => {
             sessions::record_exit(state, ctx, session_id, exit)
         }
+        Command::CompactSession {
+            actor,
+            session_id,
+            model,
+            head,
+        } => sessions::compact(state, actor, session_id, model.as_deref(), head),
         Command::ResumeAfterRestart { session_id, head } => {
             sessions::resume_after_restart(state, session_id, head)
         }

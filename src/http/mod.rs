@@ -85,7 +85,6 @@ fn not_implemented_handler(
 
 /// The route table: every operationId of the contract.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    const AGENTS: &str = "compaction is not built yet";
     const TOOLS: &str = "worktree views, snapshots and the inbox come with the agent-tools issue";
     const FINISH: &str = "merging and discarding come with the finishing-a-task issue";
     const LATER: &str = "not yet scheduled";
@@ -277,7 +276,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/sessions/{sessionId}/compact",
-        not_implemented("compactSession", AGENTS),
+        web::post().to(sessions::compact_session),
     )
     .route(
         "/api/sessions/{sessionId}/interrupt",

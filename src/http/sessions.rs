@@ -240,3 +240,42 @@ pub async fn get_inbox_item(
         .ok_or_else(|| ApiError::NotFound(format!("no inbox item `{id}`")))?;
     Ok(HttpResponse::Ok().json(item))
 }
+
+/// Body of `compactSession` (spec `CompactCreate`).
+#[derive(Deserialize)]
+pub struct CompactCreate {
+    model: Option<String>,
+}
+
+/// `compactSession` — POST /api/sessions/{sessionId}/compact → 202 `AgentSession`: the idle
+/// session's agent writes a handoff; when that turn ends normally the session is completed
+/// and a new session on the task starts with the handoff as its first message, on `model`
+/// (else the old session's). 404; 409 while a turn runs or once completed; 501 for a Codex
+/// model until Codex sessions are built.
+pub async fn compact_session(
+    caller: Caller,
+    id: web::Path<String>,
+    body: Option<web::Json<CompactCreate>>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let model = body.and_then(|b| b.into_inner().model);
+    let (task_id, old_model) = app
+        .writer
+        .read(|s| {
+            s.sessions
+                .get(&id)
+                .map(|x| (x.task_id.clone(), x.model.clone()))
+        })
+        .ok_or_else(|| ApiError::NotFound(format!("no session `{id}`")))?;
+    check_vendor_supported(model.as_deref(), &old_model)?;
+    let head = worktree_head(&app, &task_id).await?;
+    app.submit(Command::CompactSession {
+        actor: caller.login,
+        session_id: id.clone(),
+        model,
+        head,
+    })
+    .await?;
+    Ok(HttpResponse::Accepted().json(session_json(&app, &id)?))
+}

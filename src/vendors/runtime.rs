@@ -216,6 +216,11 @@ impl Runtime {
                 let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
                 self.deliver(session_id, &event["payload"]).await;
             }
+            "session.completed" => {
+                if let Some(l) = self.live(session_id) {
+                    let _ = l.tx.send(Input::Stop).await;
+                }
+            }
             "session.interrupt_requested" => match self.live(session_id) {
                 Some(l) => {
                     let _ = l.tx.send(Input::Interrupt).await;

@@ -737,3 +737,79 @@ fn alive(pid: i32) -> bool {
         })
         .is_some_and(|state| state != "Z" && state != "X")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_hands_off_to_a_new_session_on_the_requested_model() {
+    let mut b = Bench::start("m_compact").await;
+    let task = b.task_with_prompt("begin the work").await;
+    b.turn().await;
+    let old = b.session_of(&task).await;
+    let old_id = old["id"].as_str().unwrap().to_owned();
+    let r = b
+        .api
+        .call(
+            "compactSession",
+            &[&old_id],
+            &[],
+            Some(json!({"model": "opus"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(
+        b.api
+            .call("compactSession", &[&old_id], &[], Some(json!({})))
+            .await
+            .status,
+        409,
+        "a turn runs"
+    );
+    assert_eq!(
+        b.api
+            .call("sendMessage", &[&old_id], &[], Some(json!({"text": "x"})))
+            .await
+            .status,
+        409,
+        "compacting"
+    );
+    let handoff = b.turn().await;
+    assert_eq!(
+        find(&handoff, "agent.text")["payload"]["text"],
+        "HANDOFF: the goal is to greet the user; nothing is left to do."
+    );
+    let next = b.turn().await;
+    let created = find(&next, "session.created");
+    assert_eq!(created["payload"]["model"], "opus");
+    assert!(kinds(&next).contains(&"session.completed".to_owned()));
+    assert_eq!(
+        find(&next, "agent.text")["payload"]["text"],
+        "Continuing from the handoff."
+    );
+    let sessions = b
+        .api
+        .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
+        .await
+        .body;
+    assert_eq!(sessions.as_array().unwrap().len(), 2);
+    assert_eq!(sessions[0]["state"], "completed");
+    assert_eq!(sessions[1]["model"], "opus");
+    assert_ne!(
+        sessions[1]["vendor_session_id"],
+        sessions[0]["vendor_session_id"]
+    );
+    assert_eq!(
+        b.api
+            .call("compactSession", &[&old_id], &[], None)
+            .await
+            .status,
+        409,
+        "completed"
+    );
+    assert_eq!(
+        b.api
+            .call("compactSession", &["nope"], &[], None)
+            .await
+            .status,
+        404
+    );
+    b.server.stop().await;
+}

@@ -57,3 +57,15 @@ async fn unknown_routes_are_404_with_a_message() {
         .unwrap()
         .contains("/api/nothing-here"));
 }
+
+#[test]
+fn every_event_kind_is_in_the_catalogue() {
+    let catalogue =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/events.md")).unwrap();
+    let missing: Vec<&str> = byre_projections::EventBody::KINDS
+        .iter()
+        .copied()
+        .filter(|k| !catalogue.contains(&format!("### `{k}`")))
+        .collect();
+    assert!(missing.is_empty(), "schema/events.md lacks {missing:?}");
+}
