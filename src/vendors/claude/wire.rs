@@ -343,4 +343,39 @@ mod tests {
             assert!(u.raw.len() <= RAW_CUT_BYTES && u.size == 10_000);
         }
     }
+
+    /// Fuzz-style: every recorded line, cut at every char boundary and with bytes flipped by a
+    /// deterministic generator, parses without panicking.
+    #[test]
+    fn mangled_transcript_lines_never_panic() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/claude");
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for entry in std::fs::read_dir(dir).expect("fixtures") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|e| e != "jsonl") {
+                continue;
+            }
+            for line in std::fs::read_to_string(&path).expect("read").lines() {
+                for cut in (0..line.len())
+                    .step_by(7)
+                    .filter(|c| line.is_char_boundary(*c))
+                {
+                    let _ = parse(&line[..cut]);
+                }
+                for _ in 0..20 {
+                    let mut bytes = line.as_bytes().to_vec();
+                    for _ in 0..3 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let i = (x as usize) % bytes.len().max(1);
+                        if let Some(b) = bytes.get_mut(i) {
+                            *b = (x >> 32) as u8;
+                        }
+                    }
+                    let _ = parse(&String::from_utf8_lossy(&bytes));
+                }
+            }
+        }
+    }
 }
