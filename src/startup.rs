@@ -51,6 +51,7 @@ impl Running {
         // Wait until every handle on the log (HTTP workers finishing, blocking reads) is gone,
         // so the file is closed when this returns and a new server may open it.
         let store = self.writer.store().clone();
+        let last_seq = self.writer.head();
         drop(self.writer);
         for _ in 0..1000 {
             if store.n_handles() == 1 {
@@ -58,6 +59,10 @@ impl Running {
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+        tracing::info!(
+            last_seq,
+            "byre stopped; the writer drained its queue and wrote its checkpoint"
+        );
         if store.n_handles() > 1 {
             tracing::warn!(
                 n_handles = store.n_handles(),

@@ -234,7 +234,16 @@ fn open_top(path: &Path) -> Result<(Repository, PathBuf), GitError> {
     }
     let canon = match fs::canonicalize(path) {
         Ok(p) if p.is_dir() => p,
-        _ => return Err(GitError::NotARepository(shown)),
+        Ok(_) => {
+            return Err(GitError::NotARepository(format!(
+                "{shown} (not a directory)"
+            )))
+        }
+        Err(_) => {
+            return Err(GitError::NotARepository(format!(
+                "{shown} (no such directory)"
+            )))
+        }
     };
     let repo = match open_exact(&canon, RepositoryOpenFlags::empty()) {
         Ok(r) => r,
@@ -248,6 +257,10 @@ fn open_top(path: &Path) -> Result<(Repository, PathBuf), GitError> {
     };
     match top.map(fs::canonicalize) {
         Some(Ok(t)) if t == canon => Ok((repo, canon)),
+        Some(Ok(t)) => Err(GitError::NotARepository(format!(
+            "{shown} (it is inside the repository {}; give that top directory)",
+            t.display()
+        ))),
         _ => Err(GitError::NotARepository(shown)),
     }
 }

@@ -91,7 +91,10 @@ impl ResponseError for ApiError {
                 tracing::error!(cause = %cause, "unavailable");
                 cause.clone()
             }
-            other => other.to_string(),
+            other => {
+                tracing::warn!(message = %other, "refused");
+                other.to_string()
+            }
         };
         let mut resp = HttpResponse::build(self.status_code());
         if let ApiError::Unauthorized(_) = self {

@@ -15,7 +15,8 @@ use super::{Driver, Image, SpawnSpec};
 pub mod wire;
 
 /// Variables of byre's own environment handed to the CLI (besides every `ANTHROPIC_*`).
-const PASSED_THROUGH: [&str; 9] = [
+const PASSED_THROUGH: [&str; 10] = [
+    "CLAUDE_CODE_OAUTH_TOKEN",
     "PATH",
     "LANG",
     "TZ",

@@ -222,6 +222,9 @@ fn result(v: &Value, raw: String) -> TurnEnded {
     let text = str_of(v, "result").to_owned();
     let error = if !is_error {
         String::new()
+    } else if text.contains("Not logged in") {
+        // byre runs the CLI with a config dir of its own, so a login made elsewhere is not seen.
+        format!("{text} — byre runs Claude Code with its own config directory: start byre with ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN) in its environment")
     } else if !text.is_empty() {
         text.clone()
     } else {
