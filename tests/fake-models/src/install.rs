@@ -1,12 +1,14 @@
-//! The pinned real Claude Code CLI, installed from npm by the tests themselves (DESIGN.md
-//! "Agents": tests run the real CLIs against our fake), once per machine.
+//! The pinned real agent CLIs, installed from npm by the tests themselves (DESIGN.md
+//! "Agents": tests run the real CLIs against our fakes), once per machine: Claude Code
+//! ([`claude_bin`]) and Codex ([`codex_bin`]).
 //!
-//! Layout: `<cache>` is `$BYRE_TEST_CACHE` or `<workspace>/target/agent-clis`; it is an npm
-//! prefix (`package.json`, `node_modules/`) that other pinned agent CLIs may share. Every
-//! installer takes the exclusive file lock `<cache>/.install.lock` (`File::lock`, released
-//! by the OS even if the holder dies) before it looks or writes, so parallel test binaries
-//! do not race, and writes `<cache>/.claude-code-<version>.installed` after a checked
-//! install, so an interrupted one is redone.
+//! Layout: `<cache>` is `$BYRE_TEST_CACHE` or `<workspace>/target/agent-clis`. Claude Code's
+//! npm prefix is `<cache>` itself (`package.json`, `node_modules/`); Codex has its own prefix
+//! `<cache>/codex/`, so installing one never prunes the other (npm removes what the prefix's
+//! `package.json` does not list). Every installer takes the exclusive file lock
+//! `<cache>/.install.lock` (`File::lock`, released by the OS even if the holder dies) before
+//! it looks or writes, so parallel test binaries do not race, and writes
+//! `<cache>/.<name>-<version>.installed` after a checked install, so an interrupted one is redone.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -17,6 +19,42 @@ use std::sync::OnceLock;
 pub const CLAUDE_CODE_PACKAGE: &str = "@anthropic-ai/claude-code";
 /// The pinned version: the one `vendors/claude-code/PROTOCOL.md` was observed on.
 pub const CLAUDE_CODE_VERSION: &str = "2.1.197";
+/// The npm package of the Codex CLI.
+pub const CODEX_PACKAGE: &str = "@openai/codex";
+/// The pinned version: the one `vendors/codex/PROTOCOL.md` was observed on.
+pub const CODEX_VERSION: &str = "0.171.0";
+
+/// What installing and finding one pinned CLI takes.
+struct PinnedCli {
+    /// Short name, for the marker file and messages: `claude-code`, `codex`.
+    name: &'static str,
+    package: &'static str,
+    version: &'static str,
+    /// The npm prefix relative to the cache (`""` = the cache itself).
+    prefix: &'static str,
+    /// Where the package put the native executable, given the prefix.
+    find_binary: fn(&Path) -> Option<PathBuf>,
+    /// What `<bin> --version` prints first: `2.1.197 (Claude Code)`, `codex-cli 0.171.0`.
+    version_line: &'static str,
+}
+
+const CLAUDE_CODE: PinnedCli = PinnedCli {
+    name: "claude-code",
+    package: CLAUDE_CODE_PACKAGE,
+    version: CLAUDE_CODE_VERSION,
+    prefix: "",
+    find_binary: find_claude_binary,
+    version_line: "2.1.197 (Claude Code)",
+};
+
+const CODEX: PinnedCli = PinnedCli {
+    name: "codex",
+    package: CODEX_PACKAGE,
+    version: CODEX_VERSION,
+    prefix: "codex",
+    find_binary: find_codex_binary,
+    version_line: "codex-cli 0.171.0",
+};
 
 /// The npm prefix the agent CLIs are installed in: `$BYRE_TEST_CACHE`, else
 /// `<workspace>/target/agent-clis`.
@@ -36,13 +74,30 @@ pub fn agent_cli_cache() -> PathBuf {
 pub fn claude_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        install_claude(&agent_cli_cache()).unwrap_or_else(|message| panic!("{message}"))
+        install(&CLAUDE_CODE, &agent_cli_cache()).unwrap_or_else(|message| panic!("{message}"))
     })
     .clone()
 }
 
-/// Installs (if needed) into the npm prefix `cache` and returns the executable.
-fn install_claude(cache: &Path) -> Result<PathBuf, String> {
+/// The native `codex` executable of the pinned version (for `codex app-server`, codex
+/// PROTOCOL.md §2), installing it on first use
+/// (`npm install --no-audit --no-fund --save-exact --prefix <cache>/codex @openai/codex@0.171.0`,
+/// argv only; about 8 s and 420 MB: the platform binary comes as an optional dependency,
+/// `@openai/codex-linux-x64` …). The path is the binary itself,
+/// `<cache>/codex/node_modules/@openai/codex-<platform>/vendor/<target>/bin/codex`, not the
+/// node shim, so running it needs no node. Later calls, in this process or another, only look.
+/// # Panics
+/// As [`claude_bin`].
+pub fn codex_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        install(&CODEX, &agent_cli_cache()).unwrap_or_else(|message| panic!("{message}"))
+    })
+    .clone()
+}
+
+/// Installs `cli` (if needed) under the cache and returns its executable.
+fn install(cli: &PinnedCli, cache: &Path) -> Result<PathBuf, String> {
     fs::create_dir_all(cache)
         .map_err(|error| format!("cannot create {}: {error}", cache.display()))?;
     let cache = &cache.canonicalize().unwrap_or_else(|_| cache.to_owned());
@@ -57,35 +112,43 @@ fn install_claude(cache: &Path) -> Result<PathBuf, String> {
     lock.lock()
         .map_err(|error| format!("cannot lock {}: {error}", lock_path.display()))?;
 
-    let marker = cache.join(format!(".claude-code-{CLAUDE_CODE_VERSION}.installed"));
-    if marker.exists() && installed_version(cache).as_deref() == Some(CLAUDE_CODE_VERSION) {
-        if let Some(bin) = find_binary(cache) {
+    let prefix = &cache.join(cli.prefix);
+    let marker = cache.join(format!(".{}-{}.installed", cli.name, cli.version));
+    if marker.exists() && installed_version(cli, prefix).as_deref() == Some(cli.version) {
+        if let Some(bin) = (cli.find_binary)(prefix) {
             return Ok(bin);
         }
     }
     let _ = fs::remove_file(&marker);
-    run_npm_install(cache)?;
-    let bin = find_binary(cache).ok_or_else(|| {
-        format!("npm installed {CLAUDE_CODE_PACKAGE} into {} but no native `claude` executable is there", cache.display())
+    fs::create_dir_all(prefix)
+        .map_err(|error| format!("cannot create {}: {error}", prefix.display()))?;
+    run_npm_install(cli, prefix)?;
+    let bin = (cli.find_binary)(prefix).ok_or_else(|| {
+        format!(
+            "npm installed {} into {} but no native `{}` executable is there",
+            cli.package,
+            prefix.display(),
+            cli.name
+        )
     })?;
-    check_version(&bin)?;
+    check_version(cli, &bin)?;
     fs::write(&marker, bin.to_string_lossy().as_bytes())
         .map_err(|error| format!("cannot write {}: {error}", marker.display()))?;
     Ok(bin)
 }
 
-fn run_npm_install(cache: &Path) -> Result<(), String> {
-    let spec = format!("{CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}");
+fn run_npm_install(cli: &PinnedCli, prefix: &Path) -> Result<(), String> {
+    let spec = format!("{}@{}", cli.package, cli.version);
     let output = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--save-exact", "--prefix"])
-        .arg(cache)
+        .arg(prefix)
         .arg(&spec)
         .stdin(Stdio::null())
         .output()
         .map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound => format!(
-                "npm is not installed, so the tests cannot install the pinned Claude Code CLI ({spec}). \
-                 Install Node.js and npm (e.g. `apt-get install -y nodejs npm`), or put a prefix with it \
+                "npm is not installed, so the tests cannot install the pinned CLI {spec}. \
+                 Install Node.js and npm (e.g. `apt-get install -y nodejs npm`), or put a cache with it \
                  already installed in BYRE_TEST_CACHE."
             ),
             _ => format!("cannot run npm: {error}"),
@@ -95,7 +158,7 @@ fn run_npm_install(cache: &Path) -> Result<(), String> {
     }
     Err(format!(
         "`npm install {spec}` into {} failed ({}):\n{}\n{}",
-        cache.display(),
+        prefix.display(),
         output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
@@ -103,21 +166,21 @@ fn run_npm_install(cache: &Path) -> Result<(), String> {
 }
 
 /// The version in the installed package's `package.json`.
-fn installed_version(cache: &Path) -> Option<String> {
-    let manifest = cache
+fn installed_version(cli: &PinnedCli, prefix: &Path) -> Option<String> {
+    let manifest = prefix
         .join("node_modules")
-        .join(CLAUDE_CODE_PACKAGE)
+        .join(cli.package)
         .join("package.json");
     let manifest: serde_json::Value = serde_json::from_slice(&fs::read(manifest).ok()?).ok()?;
     manifest.get("version")?.as_str().map(str::to_owned)
 }
 
-/// Where the package put its native executable. Its postinstall script copies (hard-links)
+/// Where Claude Code's package put its native executable. Its postinstall script copies (hard-links)
 /// the platform package's binary over the stub `bin/claude.exe` (the `claude` bin shim
 /// points there); where install scripts did not run, the stub stays, and the binary is
 /// taken from the platform package (`@anthropic-ai/claude-code-linux-x64/claude`, …).
-fn find_binary(cache: &Path) -> Option<PathBuf> {
-    let scope = cache.join("node_modules/@anthropic-ai");
+fn find_claude_binary(prefix: &Path) -> Option<PathBuf> {
+    let scope = prefix.join("node_modules/@anthropic-ai");
     let placed = scope.join("claude-code/bin/claude.exe");
     if is_native_executable(&placed) {
         return Some(placed);
@@ -135,7 +198,25 @@ fn find_binary(cache: &Path) -> Option<PathBuf> {
         .find(|path| is_native_executable(path))
 }
 
-/// An executable file bigger than a stub (the native binary is about 240 MB).
+/// Where Codex's package put its native executable: the platform package (an optional
+/// dependency aliased `@openai/codex-<platform>`, e.g. `codex-linux-x64`) holds it at
+/// `vendor/<target triple>/bin/codex`, next to `vendor/<target>/codex-path/rg`. The package's
+/// own `bin/codex.js` is a node shim that `execve`s it.
+fn find_codex_binary(prefix: &Path) -> Option<PathBuf> {
+    let scope = prefix.join("node_modules/@openai");
+    let platform_packages = fs::read_dir(scope)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("codex-"));
+    platform_packages
+        .filter_map(|package| fs::read_dir(package.path().join("vendor")).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|target| target.path().join("bin/codex"))
+        .find(|path| is_native_executable(path))
+}
+
+/// An executable file bigger than a stub (the native binaries are 240–320 MB).
 fn is_native_executable(path: &Path) -> bool {
     const STUB_MAX_BYTES: u64 = 1024 * 1024;
     let Ok(metadata) = fs::metadata(path) else {
@@ -151,8 +232,8 @@ fn is_native_executable(path: &Path) -> bool {
     metadata.is_file() && metadata.len() > STUB_MAX_BYTES
 }
 
-/// Runs `claude --version` and expects `2.1.197 (Claude Code)`.
-fn check_version(bin: &Path) -> Result<(), String> {
+/// Runs `<bin> --version` and expects the pinned version's line.
+fn check_version(cli: &PinnedCli, bin: &Path) -> Result<(), String> {
     let output = Command::new(bin)
         .arg("--version")
         .env("DISABLE_AUTOUPDATER", "1")
@@ -160,12 +241,13 @@ fn check_version(bin: &Path) -> Result<(), String> {
         .output()
         .map_err(|error| format!("cannot run {}: {error}", bin.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    if output.status.success() && stdout.starts_with(CLAUDE_CODE_VERSION) {
+    if output.status.success() && stdout.starts_with(cli.version_line) {
         return Ok(());
     }
     Err(format!(
-        "{} --version printed {stdout:?} (stderr {:?}), not {CLAUDE_CODE_VERSION}",
+        "{} --version printed {stdout:?} (stderr {:?}), not {:?}",
         bin.display(),
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&output.stderr),
+        cli.version_line
     ))
 }

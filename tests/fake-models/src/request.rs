@@ -1,5 +1,6 @@
-//! What the fake received: [`RecordedRequest`] for tests, and [`MessagesView`], the facts
-//! of one `POST /v1/messages` body that step conditions and placeholders look at.
+//! What a fake received: [`RecordedRequest`] for tests, and [`MessagesView`], the facts of
+//! one model call that step conditions and placeholders look at. This file reads Messages
+//! API bodies (`messages`); `openai/view.rs` reads Responses API bodies (`input`).
 //!
 //! Everything here is pure and total: any JSON (or none) gives an answer, never a panic.
 
@@ -10,7 +11,7 @@ use serde_json::Value;
 pub struct RecordedRequest {
     /// `GET`, `HEAD`, `POST`, …
     pub method: String,
-    /// Path and query as sent, e.g. `/v1/messages?beta=true`.
+    /// Path and query as sent, e.g. `/v1/messages?beta=true`, `/v1/responses`.
     pub path: String,
     /// Headers in the order received; names lowercase.
     pub headers: Vec<(String, String)>,
@@ -18,21 +19,24 @@ pub struct RecordedRequest {
     pub body: Option<Value>,
     /// Length of the raw body.
     pub body_len_bytes: usize,
-    /// For `POST /v1/messages`: its number and which step answered.
+    /// For a model call (`POST /v1/messages`, `POST /v1/responses`): its number and which
+    /// step answered.
     pub messages: Option<MessagesCall>,
-    /// A streamed reply whose connection the client dropped before `message_stop` (e.g. the
-    /// CLI after an interrupt, PROTOCOL.md §6). Only ever set for streamed replies.
+    /// A streamed reply whose connection the client dropped before its last event
+    /// (`message_stop`, `response.completed`), e.g. the CLI after an interrupt. Only ever
+    /// set for streamed replies.
     pub abandoned_by_client: bool,
 }
 
-/// How the fake handled one `POST /v1/messages`.
+/// How the fake handled one model call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessagesCall {
-    /// 1-based count of `/v1/messages` requests so far (the `{{n}}` placeholder).
+    /// 1-based count of model calls so far (the `{{n}}` placeholder).
     pub number: u64,
     /// Index of the step that answered; None for the script's `default`.
     pub step: Option<usize>,
-    /// The working directory found in the system prompt (the `{{cwd}}` placeholder).
+    /// The working directory the CLI told the model (the `{{cwd}}` placeholder): Claude
+    /// Code's system prompt, Codex's `<environment_context>`.
     pub cwd: Option<String>,
 }
 
@@ -45,32 +49,55 @@ impl RecordedRequest {
             .map(|(_, value)| value.as_str())
     }
 
-    /// The `X-Claude-Code-Session-Id` header (the CLI's session id, PROTOCOL.md §7).
+    /// The `X-Claude-Code-Session-Id` header (the CLI's session id, claude-code PROTOCOL.md §7).
     pub fn session_id(&self) -> Option<&str> {
         self.header("x-claude-code-session-id")
     }
 
-    /// Whether this is a model call (`POST /v1/messages`, any query).
-    pub fn is_messages(&self) -> bool {
+    /// Codex's `thread-id` header: the app-server thread id (codex PROTOCOL.md §14).
+    pub fn thread_id(&self) -> Option<&str> {
+        self.header("thread-id")
+    }
+
+    /// Whether this is a model call (`POST /v1/messages` or `POST /v1/responses`, any query).
+    pub fn is_model_call(&self) -> bool {
         self.messages.is_some()
     }
 
-    /// The text of the last user message (text blocks and tool results), if a model call.
+    /// As [`RecordedRequest::is_model_call`] (the name from before the OpenAI fake).
+    pub fn is_messages(&self) -> bool {
+        self.is_model_call()
+    }
+
+    /// The text of the last user message, if a model call: text blocks and tool results
+    /// (Messages API); `input_text` parts of the last `role:"user"` message that is not one of
+    /// Codex's context envelopes like `<environment_context>` (Responses API). Images read
+    /// as `[image]`.
     pub fn last_user_text(&self) -> Option<String> {
         let body = self.body.as_ref()?;
+        if body.get("input").is_some() {
+            return Some(crate::openai::last_user_text(body));
+        }
         last_user_message(body).map(message_text)
     }
 
-    /// Every `image` block of the request's messages, tool results included, as sent.
+    /// Every image the request's messages carry, as sent: `image` blocks (tool results
+    /// included) of the Messages API, `input_image` parts (tool outputs included) of the
+    /// Responses API.
     pub fn image_blocks(&self) -> Vec<&Value> {
         let mut found = Vec::new();
-        if let Some(messages) = self.body.as_ref().and_then(|body| body.get("messages")) {
-            collect_images(messages, &mut found);
+        if let Some(body) = self.body.as_ref() {
+            for key in ["messages", "input"] {
+                if let Some(items) = body.get(key) {
+                    collect_images(items, &mut found);
+                }
+            }
         }
         found
     }
 
-    /// The names of the tools the request offers (`tools[].name`).
+    /// The names of the tools the request offers: `tools[].name`, or `tools[].type` for a
+    /// Responses built-in tool without a name (`tool_search`, `web_search`).
     pub fn tool_names(&self) -> Vec<&str> {
         let tools = self
             .body
@@ -80,7 +107,11 @@ impl RecordedRequest {
         tools
             .into_iter()
             .flatten()
-            .filter_map(|tool| tool.get("name").and_then(Value::as_str))
+            .filter_map(|tool| {
+                tool.get("name")
+                    .and_then(Value::as_str)
+                    .or_else(|| tool.get("type").and_then(Value::as_str))
+            })
             .collect()
     }
 }
@@ -88,33 +119,37 @@ impl RecordedRequest {
 fn collect_images<'a>(value: &'a Value, found: &mut Vec<&'a Value>) {
     match value {
         Value::Array(items) => items.iter().for_each(|item| collect_images(item, found)),
-        Value::Object(map) => {
-            if map.get("type").and_then(Value::as_str) == Some("image") {
-                found.push(value);
-            } else if let Some(content) = map.get("content") {
-                collect_images(content, found);
+        Value::Object(map) => match map.get("type").and_then(Value::as_str) {
+            Some("image" | "input_image") => found.push(value),
+            _ => {
+                for key in ["content", "output"] {
+                    if let Some(inner) = map.get(key) {
+                        collect_images(inner, found);
+                    }
+                }
             }
-        }
+        },
         _ => {}
     }
 }
 
-/// The facts of one `/v1/messages` request that conditions and placeholders use.
+/// The facts of one model call that conditions and placeholders use, whichever API it came
+/// in (`MessagesView::new` here, `MessagesView::from_responses` in `openai/view.rs`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MessagesView {
-    /// Text of the last `role:"user"` message.
+    /// Text of the last `role:"user"` message (Responses: skipping context envelopes).
     pub last_user_text: String,
-    /// Whether that message has a `tool_result` block.
+    /// Whether that message has a `tool_result` block (Responses: tool outputs follow it).
     pub last_is_tool_result: bool,
-    /// The text of each of its tool results.
+    /// The text of each of those tool results / outputs.
     pub tool_result_texts: Vec<String>,
-    /// All messages as compact JSON (for `match_any`).
+    /// All messages (Responses: all `input` items) as compact JSON (for `match_any`).
     pub all_messages_json: String,
     /// Whether the request offers any tool.
     pub has_tools: bool,
-    /// The `X-Claude-Code-Session-Id` header.
+    /// The session header: `X-Claude-Code-Session-Id`, or Codex's `thread-id`.
     pub session_id: Option<String>,
-    /// The working directory from the system prompt.
+    /// The working directory the CLI told the model.
     pub cwd: Option<String>,
     /// The requested model id.
     pub model: String,
@@ -125,7 +160,7 @@ pub(crate) struct MessagesView {
 }
 
 impl MessagesView {
-    /// Reads the facts from a request body (any JSON; missing parts read as empty).
+    /// Reads the facts from a Messages API body (any JSON; missing parts read as empty).
     pub fn new(body: &Value, session_id: Option<&str>, number: u64) -> MessagesView {
         let last_user = last_user_message(body);
         let tool_result_texts: Vec<String> = last_user

@@ -1,33 +1,60 @@
-//! [`FakeAnthropic`]: an actix-web server on `127.0.0.1` (routes in `routes.rs`), the state
-//! the script's steps are used up in, and the request log.
+//! [`FakeModel`]: an actix-web server on `127.0.0.1` speaking one model API ([`ModelApi`]:
+//! routes in `anthropic/routes.rs` or `openai/routes.rs`), the state the script's steps are
+//! used up in, and the request log. [`FakeAnthropic`] and [`FakeOpenAi`] are its two kinds.
 
 use std::io;
+use std::marker::PhantomData;
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpRequest, HttpServer};
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::anthropic::AnthropicMessages;
+use crate::openai::OpenAiResponses;
 use crate::request::{MessagesCall, MessagesView, RecordedRequest};
-use crate::routes::routes;
 use crate::script::{Reply, Script};
 
 /// Largest request body accepted (images make bodies big).
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
-/// A running fake Messages API. Dropping it stops the server without waiting; prefer
-/// [`FakeAnthropic::stop`].
-pub struct FakeAnthropic {
-    /// Base URL for `ANTHROPIC_BASE_URL`: `http://127.0.0.1:PORT`, without `/v1`.
+/// The scripted fake of the Anthropic Messages API (Claude Code's model API).
+pub type FakeAnthropic = FakeModel<AnthropicMessages>;
+/// The scripted fake of the OpenAI Responses API (the Codex CLI's model API).
+pub type FakeOpenAi = FakeModel<OpenAiResponses>;
+
+mod sealed {
+    /// Only this crate's API markers implement [`super::ModelApi`].
+    pub trait Sealed {}
+}
+pub(crate) use sealed::Sealed;
+
+/// One model API a [`FakeModel`] can speak: [`AnthropicMessages`] or [`OpenAiResponses`].
+/// Sealed: the routes and the rendering of script replies live in this crate.
+pub trait ModelApi: Sealed + 'static {
+    /// Registers the API's routes.
+    #[doc(hidden)]
+    fn routes(config: &mut web::ServiceConfig);
+    /// Whether the script only uses what this API can send; the message says which step
+    /// uses what (e.g. a `custom_tool_call` block for the Anthropic API).
+    #[doc(hidden)]
+    fn check(script: &Script) -> Result<(), String>;
+}
+
+/// A running fake model API on `127.0.0.1`. Dropping it stops the server without waiting;
+/// prefer [`FakeModel::stop`].
+pub struct FakeModel<A: ModelApi> {
+    /// `http://127.0.0.1:PORT`, without `/v1`: `ANTHROPIC_BASE_URL` for Claude Code; Codex's
+    /// provider `base_url` is this plus `/v1` ([`FakeOpenAi::base_url`]).
     pub url: String,
     shared: Arc<Shared>,
     handle: ServerHandle,
     /// The actix server future, spawned on the caller's tokio runtime; awaited by `stop`.
     task: Option<JoinHandle<io::Result<()>>>,
+    api: PhantomData<fn() -> A>,
 }
 
 /// What the handlers share. `std` mutex: every critical section is short and none awaits.
@@ -42,23 +69,26 @@ pub(crate) struct Shared {
 struct State {
     /// How many requests each step has answered, by step index.
     n_used: Vec<u32>,
-    /// `/v1/messages` requests so far.
+    /// Model calls (`/v1/messages`, `/v1/responses`) so far.
     n_messages: u64,
     requests: Vec<RecordedRequest>,
 }
 
-impl FakeAnthropic {
+impl<A: ModelApi> FakeModel<A> {
     /// Starts the fake on `127.0.0.1` with a free port, on the current tokio runtime.
     /// # Errors
-    /// Binding or starting the listener failed.
-    pub async fn start(script: Script) -> io::Result<FakeAnthropic> {
-        FakeAnthropic::start_on_port(script, 0).await
+    /// `InvalidInput` when the script uses what this API cannot send ([`ModelApi::check`]);
+    /// binding or starting the listener failed.
+    pub async fn start(script: Script) -> io::Result<FakeModel<A>> {
+        FakeModel::start_on_port(script, 0).await
     }
 
     /// Starts the fake on `127.0.0.1:port` (0 = a free one).
     /// # Errors
-    /// Binding or starting the listener failed (e.g. the port is taken).
-    pub async fn start_on_port(script: Script, port: u16) -> io::Result<FakeAnthropic> {
+    /// As [`FakeModel::start`]; also when the port is taken.
+    pub async fn start_on_port(script: Script, port: u16) -> io::Result<FakeModel<A>> {
+        A::check(&script)
+            .map_err(|message| io::Error::new(io::ErrorKind::InvalidInput, message))?;
         let listener = TcpListener::bind(("127.0.0.1", port))?;
         let url = format!("http://{}", listener.local_addr()?);
         let shared = Arc::new(Shared {
@@ -74,7 +104,7 @@ impl FakeAnthropic {
             App::new()
                 .app_data(data.clone())
                 .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
-                .configure(routes)
+                .configure(A::routes)
         })
         .workers(1)
         .disable_signals()
@@ -83,26 +113,27 @@ impl FakeAnthropic {
         .run();
         let handle = server.handle();
         let task = Some(tokio::spawn(server));
-        Ok(FakeAnthropic {
+        Ok(FakeModel {
             url,
             shared,
             handle,
             task,
+            api: PhantomData,
         })
     }
 
     /// Loads a script file and starts the fake with it.
     /// # Errors
     /// The script is unreadable or invalid (`InvalidData`), or the server could not start.
-    pub async fn from_file(path: impl AsRef<Path>) -> io::Result<FakeAnthropic> {
-        FakeAnthropic::start(Script::load(path)?).await
+    pub async fn from_file(path: impl AsRef<Path>) -> io::Result<FakeModel<A>> {
+        FakeModel::start(Script::load(path)?).await
     }
 
     /// Starts the fake with `fixtures/fake-model/<name>.json`.
     /// # Errors
-    /// As [`FakeAnthropic::from_file`].
-    pub async fn fixture(name: &str) -> io::Result<FakeAnthropic> {
-        FakeAnthropic::start(Script::fixture(name)?).await
+    /// As [`FakeModel::from_file`].
+    pub async fn fixture(name: &str) -> io::Result<FakeModel<A>> {
+        FakeModel::start(Script::fixture(name)?).await
     }
 
     /// Every request received so far, in arrival order.
@@ -110,11 +141,11 @@ impl FakeAnthropic {
         self.shared.lock().requests.clone()
     }
 
-    /// The model calls (`POST /v1/messages`) received so far.
-    pub fn messages_requests(&self) -> Vec<RecordedRequest> {
+    /// The model calls (`POST /v1/messages` or `POST /v1/responses`) received so far.
+    pub fn model_requests(&self) -> Vec<RecordedRequest> {
         self.requests()
             .into_iter()
-            .filter(RecordedRequest::is_messages)
+            .filter(RecordedRequest::is_model_call)
             .collect()
     }
 
@@ -144,7 +175,27 @@ impl FakeAnthropic {
     }
 }
 
-impl Drop for FakeAnthropic {
+impl FakeAnthropic {
+    /// The model calls (`POST /v1/messages`) received so far; as [`FakeModel::model_requests`].
+    pub fn messages_requests(&self) -> Vec<RecordedRequest> {
+        self.model_requests()
+    }
+}
+
+impl FakeOpenAi {
+    /// The provider `base_url` for Codex's config: `http://127.0.0.1:PORT/v1` (Codex appends
+    /// `/responses`; codex PROTOCOL.md §2).
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.url)
+    }
+
+    /// The model calls (`POST /v1/responses`) received so far; as [`FakeModel::model_requests`].
+    pub fn responses_requests(&self) -> Vec<RecordedRequest> {
+        self.model_requests()
+    }
+}
+
+impl<A: ModelApi> Drop for FakeModel<A> {
     fn drop(&mut self) {
         if self.task.is_some() {
             // Sends the stop command at once; nobody awaits its completion.
@@ -198,21 +249,18 @@ impl Shared {
         idx
     }
 
-    /// Numbers a model call, picks the step that answers it (using it up) and records it.
+    /// Numbers a model call, reads it with `view_of(body, number)`, picks the step that
+    /// answers it (using it up) and records it.
     pub(crate) fn pick(
         &self,
         request: &HttpRequest,
         body: &[u8],
-        json: &Value,
+        view_of: impl FnOnce(u64) -> MessagesView,
     ) -> (usize, MessagesView, Option<usize>, Reply) {
-        let session = request
-            .headers()
-            .get("x-claude-code-session-id")
-            .and_then(|value| value.to_str().ok());
         let (view, step) = {
             let mut state = self.lock();
             state.n_messages += 1;
-            let view = MessagesView::new(json, session, state.n_messages);
+            let view = view_of(state.n_messages);
             let step = self
                 .script
                 .steps

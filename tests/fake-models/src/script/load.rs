@@ -96,6 +96,7 @@ struct ReplyFile {
     headers: BTreeMap<String, String>,
     status: Option<u16>,
     error_type: Option<String>,
+    error_code: Option<String>,
     error_message: Option<String>,
     stream_error: Option<String>,
 }
@@ -193,20 +194,6 @@ fn invalid(step: Option<usize>, message: impl Into<String>) -> ScriptError {
     }
 }
 
-/// The API's error type for a status, when the script names none.
-fn default_error_type(status: u16) -> &'static str {
-    match status {
-        400 => "invalid_request_error",
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        529 => "overloaded_error",
-        _ => "api_error",
-    }
-}
-
 impl ReplyFile {
     fn validate(self, step: Option<usize>) -> Result<Reply, ScriptError> {
         let delay = Duration::from_millis(self.delay_ms);
@@ -232,21 +219,19 @@ impl ReplyFile {
             }
             (None, Some(error_type)) => {
                 if message_only || self.error_type.is_some() {
-                    return Err(invalid(step, "a `stream_error` reply takes only `error_message`, `headers`, `delay_ms`, `stall_after_start_ms`"));
+                    return Err(invalid(step, "a `stream_error` reply takes only `error_message`, `error_code`, `headers`, `delay_ms`, `stall_after_start_ms`"));
                 }
                 let status = if error_type == "overloaded_error" {
                     529
                 } else {
                     500
                 };
-                let message = self
-                    .error_message
-                    .unwrap_or_else(|| format!("fake {error_type}"));
                 ReplyKind::StreamError {
                     error: ApiError {
                         status,
-                        error_type,
-                        message,
+                        error_type: Some(error_type),
+                        code: self.error_code,
+                        message: self.error_message,
                     },
                     stall_after_start,
                 }
@@ -261,23 +246,21 @@ impl ReplyFile {
                 if message_only || self.stall_after_start_ms != 0 {
                     return Err(invalid(step, "an error reply (`status`) takes no `content`, `stop_reason`, `usage` or stall"));
                 }
-                let error_type = self
-                    .error_type
-                    .unwrap_or_else(|| default_error_type(status).to_owned());
-                let message = self
-                    .error_message
-                    .unwrap_or_else(|| format!("fake {error_type}"));
                 ReplyKind::HttpError(ApiError {
                     status,
-                    error_type,
-                    message,
+                    error_type: self.error_type,
+                    code: self.error_code,
+                    message: self.error_message,
                 })
             }
             (None, None) => {
-                if self.error_type.is_some() || self.error_message.is_some() {
+                if self.error_type.is_some()
+                    || self.error_code.is_some()
+                    || self.error_message.is_some()
+                {
                     return Err(invalid(
                         step,
-                        "`error_type`/`error_message` need `status` or `stream_error`",
+                        "`error_type`/`error_code`/`error_message` need `status` or `stream_error`",
                     ));
                 }
                 let Some(content) = self.content else {
@@ -306,17 +289,28 @@ impl ReplyFile {
 mod tests {
     use super::*;
 
+    /// `codex_*.json` are for the OpenAI fake, the others for the Anthropic one.
     #[test]
-    fn every_fixture_script_parses() {
+    fn every_fixture_script_parses_and_suits_its_api() {
+        use crate::server::ModelApi;
         let mut n_scripts = 0;
         for entry in std::fs::read_dir(fixtures_dir()).expect("fixtures/fake-model exists") {
             let path = entry.expect("dir entry").path();
             if path.extension().is_some_and(|ext| ext == "json") {
-                Script::load(&path).unwrap_or_else(|error| panic!("{error}"));
+                let script = Script::load(&path).unwrap_or_else(|error| panic!("{error}"));
+                let for_codex = path
+                    .file_name()
+                    .is_some_and(|name| name.to_string_lossy().starts_with("codex_"));
+                let suits = if for_codex {
+                    crate::OpenAiResponses::check(&script)
+                } else {
+                    crate::AnthropicMessages::check(&script)
+                };
+                suits.unwrap_or_else(|error| panic!("{}: {error}", path.display()));
                 n_scripts += 1;
             }
         }
-        assert!(n_scripts >= 8, "only {n_scripts} scripts found");
+        assert!(n_scripts >= 15, "only {n_scripts} scripts found");
     }
 
     #[test]
@@ -335,11 +329,31 @@ mod tests {
         let ReplyKind::HttpError(error) = &script.steps[0].reply.kind else {
             panic!("not an error")
         };
-        assert_eq!(error.error_type, "rate_limit_error");
+        assert_eq!(error.anthropic_type(), "rate_limit_error");
+        assert_eq!(
+            (error.openai_type(), error.openai_code()),
+            ("requests", Some("rate_limit_exceeded"))
+        );
         assert_eq!(
             script.steps[0].reply.headers,
             vec![("retry-after".to_owned(), "1".to_owned())]
         );
+    }
+
+    #[test]
+    fn each_api_rejects_the_parts_only_the_other_one_has() {
+        use crate::server::ModelApi;
+        let responses_only = Script::parse(r#"{"steps":[{"reply":{"content":[{"type":"custom_tool_call","name":"apply_patch","input":"*** Begin Patch"}]}}]}"#).unwrap();
+        let error = crate::AnthropicMessages::check(&responses_only).unwrap_err();
+        assert!(error.contains("step 0: a `custom_tool_call`"), "{error}");
+        assert!(crate::OpenAiResponses::check(&responses_only).is_ok());
+        let messages_only = Script::parse(
+            r#"{"default":{"content":[{"type":"text","text":"x"}],"stop_reason":"end_turn"}}"#,
+        )
+        .unwrap();
+        let error = crate::OpenAiResponses::check(&messages_only).unwrap_err();
+        assert!(error.contains("default: `stop_reason`"), "{error}");
+        assert!(crate::AnthropicMessages::check(&messages_only).is_ok());
     }
 
     #[test]
@@ -377,6 +391,14 @@ mod tests {
             (
                 r#"{"steps":[{"reply":{"status":429,"headers":{"retry after":"1"}}}]}"#,
                 "not a valid HTTP header",
+            ),
+            (
+                r#"{"steps":[{"reply":{"content":[],"error_code":"x"}}]}"#,
+                "`error_code`/`error_message` need",
+            ),
+            (
+                r#"{"steps":[{"reply":{"content":[{"type":"custom_tool_call","name":"apply_patch"}]}}]}"#,
+                "missing field `input`",
             ),
         ];
         for (json, expected) in cases {

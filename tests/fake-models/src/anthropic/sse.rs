@@ -15,30 +15,11 @@
 //! with `"input":{}` and stream the input as `input_json_delta` fragments (the first one
 //! empty). Pure: ids are passed in, nothing here sleeps or does I/O.
 
-use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::http::{pieces, SseEvent};
 use crate::request::MessagesView;
 use crate::script::{ApiError, Block, MessageReply};
-
-/// Characters per text, thinking or JSON delta.
-const DELTA_CHARS: usize = 24;
-
-/// One server-sent event: `event: <name>` and `data: <json>`.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SseEvent {
-    /// The event name, equal to `data.type`.
-    pub name: &'static str,
-    /// The JSON payload.
-    pub data: Value,
-}
-
-impl SseEvent {
-    /// The event as bytes on the wire, blank line included.
-    pub fn to_bytes(&self) -> Bytes {
-        Bytes::from(format!("event: {}\ndata: {}\n\n", self.name, self.data))
-    }
-}
 
 /// An assistant message made concrete for one request: placeholders filled, ids chosen,
 /// usage counted.
@@ -78,11 +59,20 @@ pub(crate) fn render_message(
                 "thinking": request.fill(thinking),
                 "signature": signature.clone().unwrap_or_else(|| "fake-signature".to_owned()),
             }),
-            Block::ToolUse { id, name, input } => json!({
+            Block::ToolUse {
+                id, name, input, ..
+            } => json!({
                 "type": "tool_use",
                 "id": id.clone().unwrap_or_else(&mut tool_use_id),
                 "name": name,
                 "input": request.fill_json(input),
+            }),
+            // Rejected when the fake starts (`AnthropicMessages::check`); the nearest shape.
+            Block::CustomToolCall { id, name, input } => json!({
+                "type": "tool_use",
+                "id": id.clone().unwrap_or_else(&mut tool_use_id),
+                "name": name,
+                "input": {"input": request.fill(input)},
             }),
         })
         .collect();
@@ -222,7 +212,7 @@ pub(crate) fn content_events(message: &RenderedMessage) -> Vec<SseEvent> {
 
 /// The API's error body: `{"type":"error","error":{"type":…,"message":…},"request_id":…}`.
 pub(crate) fn error_json(error: &ApiError, message: &str, request_id: &str) -> Value {
-    json!({"type": "error", "error": {"type": error.error_type, "message": message}, "request_id": request_id})
+    json!({"type": "error", "error": {"type": error.anthropic_type(), "message": message}, "request_id": request_id})
 }
 
 /// The SSE `error` event of a `stream_error` reply.
@@ -233,26 +223,10 @@ pub(crate) fn error_event(error: &ApiError, message: &str, request_id: &str) -> 
     }
 }
 
-/// `text` cut into pieces of at most [`DELTA_CHARS`] characters (on char boundaries); an
-/// empty text gives one empty piece when `at_least_one`.
-fn pieces(text: &str, at_least_one: bool) -> impl Iterator<Item = String> + '_ {
-    let chars: Vec<char> = text.chars().collect();
-    let n_pieces = chars
-        .len()
-        .div_ceil(DELTA_CHARS)
-        .max(usize::from(at_least_one));
-    (0..n_pieces).map(move |idx| {
-        chars
-            .iter()
-            .skip(idx * DELTA_CHARS)
-            .take(DELTA_CHARS)
-            .collect()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use std::time::Duration;
 
     fn rendered(content: Vec<Block>) -> RenderedMessage {
@@ -281,6 +255,7 @@ mod tests {
                 id: None,
                 name: "Write".into(),
                 input,
+                namespace: None,
             },
         ]);
         assert_eq!(message.stop_reason, "tool_use");
@@ -341,15 +316,5 @@ mod tests {
             "message_stop"
         );
         assert_eq!(message_json(&message)["usage"]["input_tokens"], 100);
-    }
-
-    #[test]
-    fn pieces_split_on_char_boundaries() {
-        let text = "ä".repeat(50);
-        let parts: Vec<String> = pieces(&text, true).collect();
-        assert_eq!(parts.len(), 3);
-        assert_eq!(parts.concat(), text);
-        assert_eq!(pieces("", true).collect::<Vec<_>>(), vec![String::new()]);
-        assert_eq!(pieces("", false).count(), 0);
     }
 }

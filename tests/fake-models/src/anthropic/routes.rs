@@ -1,6 +1,7 @@
-//! The fake's routes and handlers; the state they share is `server.rs`.
+//! The Anthropic fake's routes and handlers; the state they share is `server.rs`, the
+//! streaming plumbing `http.rs`.
 //!
-//! Routes (PROTOCOL.md §9 lists what Claude Code 2.1.197 calls):
+//! Routes (claude-code PROTOCOL.md §9 lists what Claude Code 2.1.197 calls):
 //!
 //! | request | answer |
 //! | --- | --- |
@@ -10,21 +11,17 @@
 //! | any method on `/` (the CLI's start-up `HEAD /`) | 200 `{}` |
 //! | anything else | 404 `not_found_error` (recorded, so a test can see it) |
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
+use super::sse;
+use crate::http::{add_headers, fresh_id, sse_response, SseBody, SseEvent};
+use crate::request::MessagesView;
 use crate::script::{ApiError, ReplyKind};
 use crate::server::Shared;
-use crate::sse::{self, SseEvent};
-
-/// While a reply stalls, a `ping` is sent this often.
-const PING_EVERY: Duration = Duration::from_secs(1);
 /// Model ids `GET /v1/models` lists.
 const MODELS: [&str; 3] = [
     "claude-sonnet-4-5",
@@ -42,20 +39,6 @@ pub(crate) fn routes(config: &mut web::ServiceConfig) {
         .default_service(web::to(unknown));
 }
 
-fn fresh_id(prefix: &str) -> String {
-    format!(
-        "{prefix}{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..24]
-    )
-}
-
-/// Adds the script's extra headers (validated at load).
-fn add_headers(response: &mut HttpResponseBuilder, headers: &[(String, String)]) {
-    for (name, value) in headers {
-        response.insert_header((name.as_str(), value.as_str()));
-    }
-}
-
 /// An error response in the API's shape, with the script's extra headers.
 fn error_response(error: &ApiError, message: &str, headers: &[(String, String)]) -> HttpResponse {
     let request_id = fresh_id("req_fake_");
@@ -64,6 +47,11 @@ fn error_response(error: &ApiError, message: &str, headers: &[(String, String)])
     response.insert_header(("request-id", request_id.as_str()));
     add_headers(&mut response, headers);
     response.json(sse::error_json(error, message, &request_id))
+}
+
+/// The error's message with the script's placeholders filled.
+fn message_of(error: &ApiError, view: &MessagesView) -> String {
+    view.fill(&error.message_or(error.anthropic_type()))
 }
 
 /// `POST /v1/messages`: the script's reply (module docs).
@@ -79,19 +67,26 @@ async fn messages(
         shared.record(&request, &body, None);
         let error = ApiError {
             status: 400,
-            error_type: "invalid_request_error".into(),
-            message: String::new(),
+            error_type: None,
+            code: None,
+            message: None,
         };
         return error_response(&error, "fake: the body is not a JSON object", &[]);
     };
-    let (idx, view, step, reply) = shared.pick(&request, &body, &json);
+    let session = request
+        .headers()
+        .get("x-claude-code-session-id")
+        .and_then(|value| value.to_str().ok());
+    let (idx, view, step, reply) = shared.pick(&request, &body, |number| {
+        MessagesView::new(&json, session, number)
+    });
     tracing::info!(n = view.number, step, stream = view.stream, path = %request.uri(), "model call");
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
     match &reply.kind {
         ReplyKind::HttpError(error) => {
-            error_response(error, &view.fill(&error.message), &reply.headers)
+            error_response(error, &message_of(error, &view), &reply.headers)
         }
         ReplyKind::StreamError {
             error,
@@ -104,15 +99,11 @@ async fn messages(
             ];
             let tail = vec![sse::error_event(
                 error,
-                &view.fill(&error.message),
+                &message_of(error, &view),
                 &request_id,
             )];
-            let stream = SseBody {
-                head,
-                stall: *stall_after_start,
-                tail,
-            };
-            sse_response(
+            let stream = body_of(head, *stall_after_start, tail);
+            streamed(
                 shared.into_inner(),
                 idx,
                 stream,
@@ -121,7 +112,7 @@ async fn messages(
             )
         }
         ReplyKind::StreamError { error, .. } => {
-            error_response(error, &view.fill(&error.message), &reply.headers)
+            error_response(error, &message_of(error, &view), &reply.headers)
         }
         ReplyKind::Message(message) => {
             let input_tokens_estimate = (body.len() / 4).max(1) as u64;
@@ -133,12 +124,9 @@ async fn messages(
             let request_id = fresh_id("req_fake_");
             if view.stream {
                 let head = vec![sse::message_start(&rendered), sse::ping()];
-                let stream = SseBody {
-                    head,
-                    stall: message.stall_after_start,
-                    tail: sse::content_events(&rendered),
-                };
-                sse_response(
+                let tail = sse::content_events(&rendered);
+                let stream = body_of(head, message.stall_after_start, tail);
+                streamed(
                     shared.into_inner(),
                     idx,
                     stream,
@@ -155,58 +143,28 @@ async fn messages(
     }
 }
 
-/// The events of one streamed reply: `head`, then `stall` with a ping each second, then `tail`.
-struct SseBody {
-    head: Vec<SseEvent>,
-    stall: Duration,
-    tail: Vec<SseEvent>,
-}
-
-/// Marks the log entry abandoned when the body is dropped before its last event was sent.
-struct AbandonGuard {
-    shared: Arc<Shared>,
-    idx: usize,
-    finished: bool,
-}
-
-impl Drop for AbandonGuard {
-    fn drop(&mut self) {
-        if !self.finished {
-            tracing::info!(idx = self.idx, "client dropped the stream");
-            self.shared.mark_abandoned(self.idx);
-        }
+/// A streamed body: `head`, `stall` with a `ping` each second, then `tail`.
+fn body_of(head: Vec<SseEvent>, stall: std::time::Duration, tail: Vec<SseEvent>) -> SseBody {
+    let bytes = |events: Vec<SseEvent>| events.iter().map(SseEvent::to_bytes).collect();
+    SseBody {
+        head: bytes(head),
+        stall,
+        keepalive: sse::ping().to_bytes(),
+        tail: bytes(tail),
     }
 }
 
-fn sse_response(
+/// The SSE response with the API's `request-id` header.
+fn streamed(
     shared: Arc<Shared>,
     idx: usize,
     body: SseBody,
     headers: &[(String, String)],
     request_id: &str,
 ) -> HttpResponse {
-    let events = async_stream::stream! {
-        let mut guard = AbandonGuard { shared, idx, finished: false };
-        for event in body.head {
-            yield Ok::<_, Infallible>(event.to_bytes());
-        }
-        let stall_end = Instant::now() + body.stall;
-        while Instant::now() < stall_end {
-            tokio::time::sleep(PING_EVERY.min(stall_end - Instant::now())).await;
-            yield Ok(sse::ping().to_bytes());
-        }
-        for event in body.tail {
-            yield Ok(event.to_bytes());
-        }
-        guard.finished = true;
-    };
     let mut response = HttpResponse::Ok();
-    response
-        .content_type("text/event-stream; charset=utf-8")
-        .insert_header(("cache-control", "no-cache"))
-        .insert_header(("request-id", request_id));
-    add_headers(&mut response, headers);
-    response.streaming(events)
+    response.insert_header(("request-id", request_id));
+    sse_response(shared, idx, body, response, headers)
 }
 
 /// `POST /v1/messages/count_tokens`: a rough count (4 bytes a token).
@@ -258,8 +216,9 @@ async fn unknown(
     tracing::warn!(method = %request.method(), path = %request.uri(), "unexpected request");
     let error = ApiError {
         status: 404,
-        error_type: "not_found_error".into(),
-        message: String::new(),
+        error_type: None,
+        code: None,
+        message: None,
     };
     error_response(
         &error,
