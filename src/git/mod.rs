@@ -4,6 +4,8 @@
 //! `tokio::task::spawn_blocking`. None of them touches the user's own checkout
 //! (its HEAD, index or working files): agents work in linked worktrees.
 
+pub mod views;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};

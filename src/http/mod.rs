@@ -18,6 +18,7 @@ mod projects;
 mod sessions;
 mod status;
 mod tasks;
+mod views;
 mod workflows;
 
 pub use error::ApiError;
@@ -208,23 +209,23 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/tasks/{taskId}/changes",
-        not_implemented("getTaskChanges", TOOLS),
+        web::get().to(views::get_task_changes),
     )
     .route(
         "/api/tasks/{taskId}/image",
-        not_implemented("getTaskImage", TOOLS),
+        web::get().to(views::get_task_image),
     )
     .route(
         "/api/tasks/{taskId}/diff",
-        not_implemented("getTaskDiff", TOOLS),
+        web::get().to(views::get_task_diff),
     )
     .route(
         "/api/tasks/{taskId}/dir",
-        not_implemented("getTaskDir", TOOLS),
+        web::get().to(views::get_task_dir),
     )
     .route(
         "/api/tasks/{taskId}/file",
-        not_implemented("getTaskFile", TOOLS),
+        web::get().to(views::get_task_file),
     )
     .route(
         "/api/tasks/{taskId}/terminal",

@@ -16,4 +16,5 @@ mod me;
 mod old_logs;
 mod projects;
 mod tasks;
+mod views;
 mod workflows;
