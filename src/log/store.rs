@@ -453,8 +453,46 @@ fn fold_txn(txn: &redb::ReadTransaction, until: u64) -> Result<State, OpenError>
                 found: seq,
             });
         }
-        let event = StoredEvent::decode(seq, v.value())?.to_event()?;
-        state.apply(&event);
+        state.apply(&StoredEventRef::decode(seq, v.value())?.to_event()?);
     }
     Ok(state)
+}
+
+/// [`StoredEvent`] borrowed from the stored bytes, for the fold: the kind and payload (most of
+/// an event's bytes) are read in place rather than copied into new strings. Same fields, same
+/// order, so the same bincode bytes decode into it.
+#[derive(Deserialize)]
+struct StoredEventRef<'a> {
+    format: u16,
+    seq: u64,
+    created_at_us: i64,
+    kind: &'a str,
+    project_id: Option<&'a str>,
+    task_id: Option<&'a str>,
+    agent_session_id: Option<&'a str>,
+    owner: Option<&'a str>,
+    actor: &'a str,
+    payload: &'a str,
+}
+
+impl<'a> StoredEventRef<'a> {
+    fn decode(seq: u64, bytes: &'a [u8]) -> Result<StoredEventRef<'a>, OpenError> {
+        bincode::serde::borrow_decode_from_slice(bytes, bincode::config::standard())
+            .map(|(e, _)| e)
+            .map_err(|e| OpenError::Undecodable { seq, reason: format!("envelope: {e}") })
+    }
+
+    fn to_event(&self) -> Result<Event, OpenError> {
+        let body = upcast(self.format, self.kind, self.payload).map_err(|e: UpcastError| OpenError::Undecodable { seq: self.seq, reason: e.to_string() })?;
+        Ok(Event {
+            seq: self.seq,
+            created_at_us: self.created_at_us,
+            project_id: self.project_id.map(str::to_owned),
+            task_id: self.task_id.map(str::to_owned),
+            agent_session_id: self.agent_session_id.map(str::to_owned),
+            owner: self.owner.map(str::to_owned),
+            actor: self.actor.to_owned(),
+            body,
+        })
+    }
 }
