@@ -44,8 +44,11 @@ pub struct Config {
     pub stuck_after_seconds: u64,
     /// The `claude` program; `None`: `BYRE_CLAUDE_BIN`, else `claude` on PATH.
     pub claude_bin: Option<PathBuf>,
+    /// The `codex` program; `None`: `BYRE_CODEX_BIN`, else `codex` on PATH.
+    pub codex_bin: Option<PathBuf>,
     /// Variables set in every agent's environment on top of those passed through from byre's
-    /// own (`ANTHROPIC_*`, …); e.g. a model API endpoint per server.
+    /// own (`ANTHROPIC_*`, `OPENAI_API_KEY`, …); e.g. a model API endpoint per server. Codex's
+    /// settings (`OPENAI_BASE_URL`, `BYRE_CODEX_*_MAX_RETRIES`) are read here first.
     pub agent_env: Vec<(String, String)>,
 }
 
@@ -59,6 +62,7 @@ impl Config {
             heartbeat: Duration::from_secs(15),
             stuck_after_seconds: 300,
             claude_bin: None,
+            codex_bin: None,
             agent_env: Vec::new(),
         }
     }

@@ -236,6 +236,13 @@ pub enum Command {
         /// What happened.
         exit: crate::sessions::ProcessExited,
     },
+    /// The vendor runtime learned the vendor's id of a session's conversation (a Codex thread).
+    RecordVendorSession {
+        /// The session.
+        session_id: String,
+        /// The vendor's id.
+        vendor_session_id: String,
+    },
     /// At start-up: a session whose turn was running when byre stopped.
     ResumeAfterRestart {
         /// The session.

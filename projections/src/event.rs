@@ -206,6 +206,8 @@ event_kinds! {
     SessionCompleted = "session.completed" (crate::sessions::SessionCompleted),
     /// The agent's process ended.
     ProcessExited = "session.process_exited" (crate::sessions::ProcessExited),
+    /// The vendor started its own conversation for a session (a Codex thread): its id.
+    VendorSessionStarted = "session.vendor_session_started" (crate::sessions::VendorSessionStarted),
     /// A vendor line byre does not understand, kept for re-normalisation.
     VendorUnrecognized = "vendor.unrecognized" (crate::sessions::VendorUnrecognized),
     /// An inbox item was created (a question, a session error, a rate limit).

@@ -331,8 +331,17 @@ TurnEnded {
     /// HTTP status of the API error that ended it, if any.
     #[serde(default)]
     api_error_status: Option<u16>,
+    /// The vendor's own rate-limit status when the turn ended, if it reports one (Codex: its
+    /// last `account/rateLimits/updated`); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate_limits: Option<Value>,
     /// The vendor line (empty when byre ended the turn itself).
     raw: String,
+});
+payload!(/// `session.vendor_session_started` payload.
+VendorSessionStarted {
+    /// The vendor's id of the conversation (Codex: its thread id), from now on resumed.
+    vendor_session_id: String,
 });
 payload!(/// `session.compact_requested` payload.
 CompactRequested {
@@ -695,7 +704,10 @@ fn end_turn(
     if ended.outcome == TurnOutcome::Failed {
         let id = ctx.id(0);
         let (kind, payload) = if rate_limited {
-            let rate_limit = serde_json::json!({ "api_error_status": ended.api_error_status, "last_retry": s.last_api_retry });
+            let mut rate_limit = serde_json::json!({ "api_error_status": ended.api_error_status, "last_retry": s.last_api_retry });
+            if let Some(status) = &ended.rate_limits {
+                rate_limit["vendor_status"] = status.clone();
+            }
             (
                 InboxKind::RateLimited,
                 serde_json::json!({ "vendor": s.vendor.as_str(), "rate_limit": rate_limit, "error": ended.error }),
@@ -789,6 +801,27 @@ pub(crate) fn record_output(
     Ok(events)
 }
 
+/// Decides `RecordVendorSession`: the vendor named its conversation (a Codex thread started);
+/// recorded once per new id, so a later process resumes it.
+pub(crate) fn record_vendor_session(
+    state: &State,
+    session_id: &str,
+    vendor_session_id: &str,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let s = session(state, session_id)?;
+    if vendor_session_id.is_empty() || s.vendor_session_id == vendor_session_id {
+        return Ok(Vec::new());
+    }
+    Ok(vec![session_event(
+        s,
+        state,
+        "byre",
+        EventBody::VendorSessionStarted(VendorSessionStarted {
+            vendor_session_id: vendor_session_id.into(),
+        }),
+    )])
+}
+
 /// Decides `RecordProcessExit`: recorded; a running turn fails with a session error.
 pub(crate) fn record_exit(
     state: &State,
@@ -815,6 +848,7 @@ pub(crate) fn record_exit(
             duration_ms: 0,
             num_turns: 0,
             api_error_status: None,
+            rate_limits: None,
             raw: String::new(),
         };
         events.extend(end_turn(state, ctx, s, ended, false));
@@ -844,6 +878,7 @@ pub(crate) fn resume_after_restart(
         duration_ms: 0,
         num_turns: 0,
         api_error_status: None,
+        rate_limits: None,
         raw: String::new(),
     };
     let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];
@@ -1117,6 +1152,11 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 }));
             }
         }
+        EventBody::VendorSessionStarted(p) => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                s.vendor_session_id.clone_from(&p.vendor_session_id);
+            }
+        }
         EventBody::CompactRequested(p) => {
             if let Some(s) = state.sessions.get_mut(sid) {
                 s.compact_to = Some((p.model.clone(), p.head.clone()));
@@ -1265,6 +1305,7 @@ mod tests {
                 duration_ms: 1,
                 num_turns: 1,
                 api_error_status: status,
+                rate_limits: None,
                 raw: "{}".into(),
             };
             self.ok(Command::RecordVendorOutput {
@@ -1455,6 +1496,82 @@ mod tests {
             head: "h".into(),
         });
         assert!(matches!(r, Err(Rejection::Invalid(_))));
+    }
+
+    #[test]
+    fn a_codex_session_records_its_thread_once_and_keeps_its_vendor() {
+        let mut w = World::new();
+        let task_id = w.task();
+        w.ok(Command::CreateSession {
+            actor: "ada".into(),
+            task_id,
+            model: Some("gpt-5.5".into()),
+            prompt: "hi".into(),
+            images: vec![],
+            head: "h".into(),
+        });
+        let sid = w.session().id.clone();
+        assert_eq!(
+            (w.session().vendor, w.session().vendor_session_id.as_str()),
+            (Vendor::Codex, ""),
+            "no thread until Codex starts one"
+        );
+        let record = |id: &str| Command::RecordVendorSession {
+            session_id: sid.clone(),
+            vendor_session_id: id.into(),
+        };
+        let events = w.ok(record("thread-1"));
+        assert_eq!(World::kinds(&events), ["session.vendor_session_started"]);
+        assert_eq!(w.session().vendor_session_id, "thread-1");
+        assert!(w.ok(record("thread-1")).is_empty(), "the same id again");
+        assert!(w.ok(record("")).is_empty());
+        assert!(matches!(
+            w.when(Command::RecordVendorSession {
+                session_id: "nope".into(),
+                vendor_session_id: "t".into()
+            }),
+            Err(Rejection::NotFound(_))
+        ));
+        let r = w.when(Command::SendMessage {
+            actor: "ada".into(),
+            session_id: sid,
+            text: "x".into(),
+            images: vec![],
+            model: Some("opus".into()),
+            head: "h".into(),
+        });
+        assert!(matches!(r, Err(Rejection::Invalid(_))), "{r:?}");
+    }
+
+    #[test]
+    fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
+        let mut w = World::new();
+        let sid = w.start("one");
+        let ended = TurnEnded {
+            turn: 0,
+            outcome: TurnOutcome::Failed,
+            summary: false,
+            result: String::new(),
+            error: "429".into(),
+            usage: Usage::default(),
+            cost_micro_usd: 0,
+            duration_ms: 1,
+            num_turns: 1,
+            api_error_status: Some(429),
+            rate_limits: Some(serde_json::json!({"primary": {"usedPercent": 100}})),
+            raw: "{}".into(),
+        };
+        w.ok(Command::RecordVendorOutput {
+            session_id: sid,
+            items: vec![VendorItem::TurnEnded(ended)],
+        });
+        let item = w.state.inbox.values().next().unwrap();
+        assert_eq!(item.kind, InboxKind::RateLimited);
+        assert_eq!(
+            item.payload["rate_limit"]["vendor_status"]["primary"]["usedPercent"],
+            100
+        );
+        assert_eq!(item.payload["rate_limit"]["api_error_status"], 429);
     }
 
     #[test]

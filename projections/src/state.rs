@@ -219,6 +219,10 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::RecordProcessExit { session_id, exit } => {
             sessions::record_exit(state, ctx, session_id, exit)
         }
+        Command::RecordVendorSession {
+            session_id,
+            vendor_session_id,
+        } => sessions::record_vendor_session(state, session_id, vendor_session_id),
         Command::CompactSession {
             actor,
             session_id,

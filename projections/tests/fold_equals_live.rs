@@ -157,6 +157,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 duration_ms: 1,
                 num_turns: 1,
                 api_error_status: [None, Some(429), Some(500)][rng.below(3)],
+                rate_limits: None,
                 raw: "{}".into(),
             };
             Command::RecordVendorOutput {

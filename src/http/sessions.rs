@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use actix_web::{web, HttpResponse};
 use byre_projections::inbox::InboxState;
-use byre_projections::sessions::Vendor;
 use byre_projections::Command;
 use serde::Deserialize;
 
@@ -23,20 +22,6 @@ pub(crate) async fn worktree_head(app: &App, task_id: &str) -> Result<String, Ap
         .await
 }
 
-/// Refuses models whose vendor has no driver yet.
-pub(crate) fn check_vendor_supported(
-    model: Option<&str>,
-    default_model: &str,
-) -> Result<(), ApiError> {
-    let model = model.filter(|m| !m.is_empty()).unwrap_or(default_model);
-    if Vendor::for_model(model) == Vendor::Codex {
-        return Err(ApiError::NotImplemented(format!(
-            "model `{model}` runs on Codex, whose sessions are not built yet; use a Claude model"
-        )));
-    }
-    Ok(())
-}
-
 fn session_json(app: &App, id: &str) -> Result<api::AgentSession, ApiError> {
     app.writer
         .read(|s| s.sessions.get(id).map(api::AgentSession::from))
@@ -52,11 +37,6 @@ pub(crate) async fn start_session(
     prompt: String,
     images: Vec<String>,
 ) -> Result<String, ApiError> {
-    let default_model = app
-        .writer
-        .read(|s| s.users.get(&caller.login).map(|u| u.default_model.clone()))
-        .unwrap_or_default();
-    check_vendor_supported(model.as_deref(), &default_model)?;
     let head = worktree_head(app, task_id).await?;
     let ack = app
         .submit(Command::CreateSession {
@@ -260,15 +240,10 @@ pub async fn compact_session(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let model = body.and_then(|b| b.into_inner().model);
-    let (task_id, old_model) = app
+    let task_id = app
         .writer
-        .read(|s| {
-            s.sessions
-                .get(&id)
-                .map(|x| (x.task_id.clone(), x.model.clone()))
-        })
+        .read(|s| s.sessions.get(&id).map(|x| x.task_id.clone()))
         .ok_or_else(|| ApiError::NotFound(format!("no session `{id}`")))?;
-    check_vendor_supported(model.as_deref(), &old_model)?;
     let head = worktree_head(&app, &task_id).await?;
     app.submit(Command::CompactSession {
         actor: caller.login,

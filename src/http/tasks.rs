@@ -77,13 +77,23 @@ pub async fn create_task(
         ));
     }
     if let Some(prompt) = &body.prompt {
-        let default_model = app
-            .writer
-            .read(|s| s.users.get(&caller.login).map(|u| u.default_model.clone()))
-            .unwrap_or_default();
-        super::sessions::check_vendor_supported(body.model.as_deref(), &default_model)?;
+        // Everything the session will check is checked before the task exists, so a refused
+        // prompt leaves no task behind.
         if prompt.trim().is_empty() && body.images.is_empty() {
             return Err(ApiError::BadRequest("prompt must not be empty".into()));
+        }
+        if let Some(model) = body.model.as_deref().filter(|m| !m.is_empty()) {
+            byre_projections::users::check_model(model)?;
+        }
+        if let Some(b) = app.writer.read(|s| {
+            body.images
+                .iter()
+                .find(|b| !s.blobs.contains_key(*b))
+                .cloned()
+        }) {
+            return Err(ApiError::BadRequest(format!(
+                "no blob `{b}`: upload images with uploadBlob first"
+            )));
         }
     }
     if body.workflow.is_some() {

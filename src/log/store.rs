@@ -479,11 +479,19 @@ impl<'a> StoredEventRef<'a> {
     fn decode(seq: u64, bytes: &'a [u8]) -> Result<StoredEventRef<'a>, OpenError> {
         bincode::serde::borrow_decode_from_slice(bytes, bincode::config::standard())
             .map(|(e, _)| e)
-            .map_err(|e| OpenError::Undecodable { seq, reason: format!("envelope: {e}") })
+            .map_err(|e| OpenError::Undecodable {
+                seq,
+                reason: format!("envelope: {e}"),
+            })
     }
 
     fn to_event(&self) -> Result<Event, OpenError> {
-        let body = upcast(self.format, self.kind, self.payload).map_err(|e: UpcastError| OpenError::Undecodable { seq: self.seq, reason: e.to_string() })?;
+        let body = upcast(self.format, self.kind, self.payload).map_err(|e: UpcastError| {
+            OpenError::Undecodable {
+                seq: self.seq,
+                reason: e.to_string(),
+            }
+        })?;
         Ok(Event {
             seq: self.seq,
             created_at_us: self.created_at_us,

@@ -1,16 +1,23 @@
-//! Agent vendors: every CLI behind one small interface ([`Driver`]), and the runtime that runs
-//! one process per live session ([`runtime`]).
+//! Agent vendors: every CLI behind one small interface ([`Driver`] and the per-process
+//! [`Protocol`] it makes), and the runtime that runs one process per live session
+//! ([`runtime`]).
 //!
-//! A driver says how to start its CLI for a session (argv and environment, never a shell),
-//! how to write a user message or an interrupt to it, and how to read its output lines
-//! ([`claude::wire`]). The runtime owns the processes: each in its own process group, reaped,
-//! none outliving the server (DESIGN.md invariant 7).
+//! A driver says how to start its CLI for a session (argv and environment, never a shell)
+//! and makes, for each process, a [`Protocol`]: the state of the conversation on its stdio —
+//! the lines to write for a start-up handshake, a user message, an interrupt or a model
+//! switch, and what each output line means ([`Reaction`]: items to record, live text, lines to
+//! write back, the vendor's session id, its rate-limit status). Claude Code's stream-json is
+//! nearly stateless ([`claude`]); Codex's app-server speaks JSON-RPC and keeps ids, threads
+//! and turns ([`codex`]). The parsers behind them are pure and total. The runtime owns the
+//! processes: each in its own process group, reaped, none outliving the server (DESIGN.md
+//! invariant 7).
 
 use std::path::PathBuf;
 
-use byre_projections::sessions::Vendor;
+use byre_projections::sessions::{Vendor, VendorItem};
 
 pub mod claude;
+pub mod codex;
 pub mod runtime;
 mod session;
 
@@ -49,7 +56,8 @@ pub struct Image {
 pub struct SpawnSpec {
     /// byre's session id.
     pub session_id: String,
-    /// The vendor's session id.
+    /// The vendor's session id (Claude Code: chosen by byre; Codex: the thread id, empty
+    /// until its first thread started).
     pub vendor_session_id: String,
     /// Model.
     pub model: String,
@@ -61,8 +69,43 @@ pub struct SpawnSpec {
     pub resume: bool,
 }
 
+/// What one output line of an agent process means, once its [`Protocol`] read it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reaction {
+    /// Items to record in the log (an unrecognised line is one too).
+    pub items: Vec<VendorItem>,
+    /// Streamed text for live subscribers only (`agent.delta`), never logged.
+    pub delta: Option<String>,
+    /// Lines to write to the process's stdin now (answers to its requests, the next step of a
+    /// handshake, a turn waiting for its thread).
+    pub replies: Vec<String>,
+    /// The vendor's id of the conversation, when this line revealed a new one (a Codex thread
+    /// started); the runtime records it (`session.vendor_session_started`).
+    pub vendor_session_id: Option<String>,
+    /// The vendor's rate-limit status, when this line reported it (Codex's
+    /// `account/rateLimits/updated`); the runtime shows the latest in `getStatus`.
+    pub rate_limits: Option<serde_json::Value>,
+}
+
+/// The conversation with one agent process over its stdio: what to write and what its lines
+/// mean. Made by [`Driver::protocol`] for each process and owned by that process's loop, so
+/// it may keep state (request ids, the running turn). Every method returns the stdin lines to
+/// write, without their `\n`. Never panics, whatever the process prints.
+pub trait Protocol: Send {
+    /// Lines to write as soon as the process runs (a handshake; none for Claude Code).
+    fn start(&mut self) -> Vec<String>;
+    /// Lines handing over a user message: a new turn. `input_id` is byre's id of it.
+    fn message(&mut self, text: &str, images: &[Image], input_id: u64) -> Vec<String>;
+    /// Lines asking to interrupt the running turn.
+    fn interrupt(&mut self) -> Vec<String>;
+    /// Lines switching the model from the next turn on.
+    fn set_model(&mut self, model: &str) -> Vec<String>;
+    /// Reads one stdout line.
+    fn on_line(&mut self, line: &str) -> Reaction;
+}
+
 /// One agent CLI. Implementations are pure except [`Driver::command`], which reads the
-/// environment.
+/// environment (and may write the CLI's own configuration under byre's data dir).
 pub trait Driver: Send + Sync {
     /// Which vendor.
     fn vendor(&self) -> Vendor;
@@ -72,14 +115,6 @@ pub trait Driver: Send + Sync {
     fn program(&self) -> (String, &'static str);
     /// Whether the vendor already has the conversation `spec` names, so it must be resumed.
     fn has_conversation(&self, spec: &SpawnSpec) -> bool;
-    /// A stdin line carrying a user message.
-    fn message_line(&self, text: &str, images: &[Image], input_id: u64) -> String;
-    /// A stdin line asking to interrupt the running turn.
-    fn interrupt_line(&self, request_id: &str) -> String;
-    /// A stdin line switching the model.
-    fn set_model_line(&self, request_id: &str, model: &str) -> String;
-    /// A stdin line refusing a request the CLI made of the host.
-    fn refuse_line(&self, request_id: &str, why: &str) -> String;
-    /// Parses one stdout line.
-    fn parse(&self, line: &str) -> claude::wire::Parsed;
+    /// The protocol state of one new process started for `spec`.
+    fn protocol(&self, spec: &SpawnSpec) -> Box<dyn Protocol>;
 }

@@ -3,7 +3,9 @@
 //! - `user.message` → the session's process (started, or resumed with the vendor's own resume,
 //!   when none runs) gets the message;
 //! - `session.interrupt_requested` → the process gets an interrupt;
-//! - every stdout line → `RecordVendorOutput`; the process's end → `RecordProcessExit`.
+//! - every stdout line → its [`super::Protocol`]'s reaction: `RecordVendorOutput`, a new
+//!   vendor session id → `RecordVendorSession`, lines written back, a delta broadcast, a
+//!   rate-limit status kept for `getStatus`; the process's end → `RecordProcessExit`.
 //!
 //! Start-up: process groups a previous server left (found by their pid files under
 //! `{data}/run/`) are killed; sessions whose turn was running are resumed
@@ -21,6 +23,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::claude::ClaudeDriver;
+use super::codex::CodexDriver;
 use super::session::{self, Input};
 use super::{Driver, Image, SpawnSpec};
 use crate::log::subscription::subscribe;
@@ -84,7 +87,11 @@ pub struct Runtime {
     writer: Writer,
     run_dir: PathBuf,
     claude: Arc<ClaudeDriver>,
+    codex: Arc<CodexDriver>,
     live: DashMap<String, Arc<Live>>,
+    /// The latest rate-limit status each vendor reported (Codex's `account/rateLimits/updated`),
+    /// since this server started.
+    vendor_rate_limits: DashMap<&'static str, serde_json::Value>,
     protocol_counts: DashMap<String, u64>,
     protocol_recent: Mutex<std::collections::VecDeque<ProtocolError>>,
     leftover_zombies: Mutex<Vec<Zombie>>,
@@ -111,7 +118,13 @@ impl Runtime {
                 config.claude_bin.clone(),
                 config.agent_env.clone(),
             )),
+            codex: Arc::new(CodexDriver::new(
+                data_dir,
+                config.codex_bin.clone(),
+                config.agent_env.clone(),
+            )),
             live: DashMap::new(),
+            vendor_rate_limits: DashMap::new(),
             protocol_counts: DashMap::new(),
             protocol_recent: Mutex::new(Default::default()),
             leftover_zombies: Mutex::new(leftovers),
@@ -149,8 +162,12 @@ impl Runtime {
     fn driver(&self, vendor: Vendor) -> Option<Arc<dyn Driver>> {
         match vendor {
             Vendor::Claude => Some(self.claude.clone()),
-            Vendor::Codex => None,
+            Vendor::Codex => Some(self.codex.clone()),
         }
+    }
+
+    pub(crate) fn rate_limits(&self, vendor: Vendor, status: serde_json::Value) {
+        self.vendor_rate_limits.insert(vendor.as_str(), status);
     }
 
     pub(crate) async fn record(&self, cmd: Command) {
@@ -308,16 +325,19 @@ impl Runtime {
                 live
             }
         };
-        let mut lines = Vec::new();
-        if let Some(m) = wanted_model {
+        let model = wanted_model.filter(|m| {
             let mut current = live.model.lock().unwrap_or_else(|e| e.into_inner());
-            if *current != m {
-                lines.push(driver.set_model_line(&uuid::Uuid::new_v4().to_string(), &m));
-                *current = m;
-            }
-        }
-        lines.push(driver.message_line(&text, &images, input_id));
-        let _ = live.tx.send(Input::Lines(lines)).await;
+            let switch = *current != *m;
+            current.clone_from(m);
+            switch
+        });
+        let message = Input::Message {
+            text,
+            images,
+            input_id,
+            model,
+        };
+        let _ = live.tx.send(message).await;
     }
 
     async fn images(&self, ids: Vec<serde_json::Value>) -> Vec<Image> {
@@ -384,14 +404,17 @@ impl Runtime {
                     .await
                     .is_err()
                 {
-                    session::kill_group(l.pid.load(Ordering::Relaxed) as i32);
+                    session::kill_tree(l.pid.load(Ordering::Relaxed) as i32);
                 }
             }
         }
     }
 
     /// `getStatus`'s agent figures: `live_agents`, `agent_processes`, `running_turns`,
-    /// `zombies`, `protocol_errors`, `rate_limits`.
+    /// `zombies`, `protocol_errors`, `rate_limits`. `rate_limits[vendor]` is the `rate_limit`
+    /// of the vendor's latest `rate_limited` inbox item (`{api_error_status, last_retry,
+    /// vendor_status?}`), with `vendor_status` replaced by the latest status the vendor
+    /// reported since this server started (Codex's `account/rateLimits/updated`), if any.
     pub fn status(&self, stuck_after_seconds: u64) -> serde_json::Value {
         let now = chrono::Utc::now().timestamp_micros();
         let (sessions, rate_limits): (
@@ -424,6 +447,15 @@ impl Runtime {
             }
             (sessions, limits)
         });
+        let mut rate_limits = rate_limits;
+        for entry in self.vendor_rate_limits.iter() {
+            let slot = rate_limits
+                .entry(entry.key().to_string())
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(o) = slot.as_object_mut() {
+                o.insert("vendor_status".into(), entry.value().clone());
+            }
+        }
         let mut processes = Vec::new();
         let mut zombies: Vec<Zombie> = self
             .leftover_zombies

@@ -7,19 +7,29 @@ use std::sync::Arc;
 use byre_projections::sessions::{ProcessExited, VendorItem};
 use byre_projections::Command;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 
 use super::runtime::Runtime;
-use super::{Driver, SpawnSpec};
+use super::{Driver, Image, Reaction, SpawnSpec};
 
 /// What the runtime asks of a live session.
 #[derive(Debug)]
 pub(crate) enum Input {
-    /// Write these stdin lines.
-    Lines(Vec<String>),
+    /// Hand over a user message (a new turn), first switching the model if `model` is set.
+    Message {
+        /// Its text.
+        text: String,
+        /// Its images.
+        images: Vec<Image>,
+        /// byre's id of it.
+        input_id: u64,
+        /// A model to switch to first.
+        model: Option<String>,
+    },
     /// Interrupt the running turn.
     Interrupt,
-    /// Close stdin, give the process a moment, then kill its group.
+    /// Close stdin, give the process a moment, then kill its group (and its descendants').
     Stop,
 }
 
@@ -90,24 +100,22 @@ pub(crate) async fn run(
         String::from_utf8_lossy(&buf[start..]).trim().to_owned()
     });
     let mut lines = BufReader::new(stdout).lines();
-    let mut last_total_cost = 0u64;
+    let mut protocol = driver.protocol(&spec);
     let mut n_lines = 0u64;
-    let mut stdin_open = true;
+    let mut stdin_open = write_lines(&mut stdin, protocol.start()).await;
     loop {
         tokio::select! {
             input = rx.recv(), if stdin_open => match input {
-                Some(Input::Lines(ls)) => {
-                    for l in ls {
-                        if stdin.write_all(format!("{l}\n").as_bytes()).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = stdin.flush().await;
+                Some(Input::Message { text, images, input_id, model }) => {
+                    let mut out = match model {
+                        Some(m) => protocol.set_model(&m),
+                        None => Vec::new(),
+                    };
+                    out.extend(protocol.message(&text, &images, input_id));
+                    write_lines(&mut stdin, out).await;
                 }
                 Some(Input::Interrupt) => {
-                    let line = driver.interrupt_line(&uuid::Uuid::new_v4().to_string());
-                    let _ = stdin.write_all(format!("{line}\n").as_bytes()).await;
-                    let _ = stdin.flush().await;
+                    write_lines(&mut stdin, protocol.interrupt()).await;
                 }
                 Some(Input::Stop) | None => {
                     stdin_open = false;
@@ -115,7 +123,7 @@ pub(crate) async fn run(
                     let group = pid as i32;
                     tokio::spawn(async move {
                         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-                        kill_group(group);
+                        kill_tree(group);
                     });
                 }
             },
@@ -125,35 +133,19 @@ pub(crate) async fn run(
                     if let Some(l) = rt.live(&spec.session_id) {
                         l.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
                     }
-                    match driver.parse(&line) {
-                        super::claude::wire::Parsed::Items(mut items) => {
-                            for item in &mut items {
-                                match item {
-                                    VendorItem::TurnEnded(t) => {
-                                        let total = t.cost_micro_usd;
-                                        t.cost_micro_usd = total.saturating_sub(last_total_cost);
-                                        last_total_cost = total;
-                                    }
-                                    VendorItem::Unrecognized(u) => rt.protocol_error(&spec.session_id, u),
-                                    _ => {}
-                                }
-                            }
-                            rt.record(Command::RecordVendorOutput { session_id: spec.session_id.clone(), items }).await;
-                        }
-                        super::claude::wire::Parsed::Delta(text) => rt.delta(&spec.session_id, &task_id, &text),
-                        super::claude::wire::Parsed::ControlRequest { request_id, subtype } => {
-                            let line = driver.refuse_line(&request_id, &format!("byre does not answer `{subtype}` requests"));
-                            let _ = stdin.write_all(format!("{line}\n").as_bytes()).await;
-                        }
-                        super::claude::wire::Parsed::Known => {}
+                    let mut reaction = protocol.on_line(&line);
+                    let replies = std::mem::take(&mut reaction.replies);
+                    if stdin_open && !replies.is_empty() {
+                        write_lines(&mut stdin, replies).await;
                     }
+                    react(&rt, &spec, &task_id, driver.vendor(), reaction).await;
                 }
                 Ok(None) | Err(_) => break,
             },
         }
     }
     let status = child.wait().await;
-    kill_group(pid as i32); // tools the agent left running
+    kill_group(pid as i32); // tools the agent left running in its group
     let reason_tail = stderr_tail.await.unwrap_or_default();
     rt.forget(&spec.session_id);
     let (code, signal) = match &status {
@@ -180,6 +172,98 @@ pub(crate) async fn run(
         },
     })
     .await;
+}
+
+/// Writes lines to the process's stdin, each with its `\n`, and flushes; false once stdin is
+/// closed (the process is going away, and its exit is recorded then).
+async fn write_lines(stdin: &mut ChildStdin, lines: Vec<String>) -> bool {
+    for l in lines {
+        if stdin.write_all(format!("{l}\n").as_bytes()).await.is_err() {
+            return false;
+        }
+    }
+    stdin.flush().await.is_ok()
+}
+
+/// Records what a line meant: the vendor's session id first (so a restart resumes it), then
+/// the items; streams the delta; keeps the rate-limit status for `getStatus`.
+async fn react(
+    rt: &Runtime,
+    spec: &SpawnSpec,
+    task_id: &str,
+    vendor: byre_projections::sessions::Vendor,
+    reaction: Reaction,
+) {
+    if let Some(vendor_session_id) = reaction.vendor_session_id {
+        rt.record(Command::RecordVendorSession {
+            session_id: spec.session_id.clone(),
+            vendor_session_id,
+        })
+        .await;
+    }
+    if let Some(limits) = reaction.rate_limits {
+        rt.rate_limits(vendor, limits);
+    }
+    if let Some(text) = reaction.delta {
+        rt.delta(&spec.session_id, task_id, &text);
+    }
+    if !reaction.items.is_empty() {
+        for item in &reaction.items {
+            if let VendorItem::Unrecognized(u) = item {
+                rt.protocol_error(&spec.session_id, u);
+            }
+        }
+        rt.record(Command::RecordVendorOutput {
+            session_id: spec.session_id.clone(),
+            items: reaction.items,
+        })
+        .await;
+    }
+}
+
+/// SIGKILLs the process groups of `pgid`'s descendants that left it (Codex runs each command
+/// in a session of its own), then the group itself. Descendants are found through `/proc`
+/// while the group's leader lives; orphans of a leader that already died are not.
+pub(crate) fn kill_tree(pgid: i32) {
+    for group in descendant_groups(pgid) {
+        kill_group(group);
+    }
+    kill_group(pgid);
+}
+
+/// Process groups other than `pid`'s own that hold descendants of `pid` (Linux `/proc`).
+fn descendant_groups(pid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    // (pid, ppid, pgid) of every process.
+    let procs: Vec<(i32, i32, i32)> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(1);
+            let ppid = fields.next()?.parse().ok()?;
+            let pgid = fields.next()?.parse().ok()?;
+            Some((p, ppid, pgid))
+        })
+        .collect();
+    let mut tree = vec![pid];
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for &(p, ppid, pgid) in &procs {
+            if ppid == parent && !tree.contains(&p) {
+                tree.push(p);
+                if pgid != pid && pgid > 1 && !groups.contains(&pgid) {
+                    groups.push(pgid);
+                }
+            }
+        }
+        i += 1;
+    }
+    groups
 }
 
 /// SIGKILLs a process group; harmless when it is gone.

@@ -9,6 +9,7 @@ mod schema;
 mod blobs;
 mod claude;
 mod cli;
+mod codex;
 mod contract;
 mod crash;
 mod events;

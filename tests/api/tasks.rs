@@ -110,9 +110,14 @@ async fn create_task_refuses_bad_input() {
         ),
         ("an empty prompt", json!({"title": "x", "prompt": " "}), 400),
         (
-            "a Codex model before Codex sessions exist",
-            json!({"title": "x", "prompt": "do it", "model": "gpt-5.5"}),
-            501,
+            "a malformed model",
+            json!({"title": "x", "prompt": "do it", "model": "two words"}),
+            400,
+        ),
+        (
+            "an unknown image",
+            json!({"title": "x", "prompt": "look", "images": ["no-such-blob"]}),
+            400,
         ),
         (
             "a workflow before runs exist",

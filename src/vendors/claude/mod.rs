@@ -2,15 +2,16 @@
 //! (`vendors/claude-code/PROTOCOL.md`).
 //!
 //! - `wire`: its output lines, parsed (pure).
-//! - [`ClaudeDriver`]: argv, environment and input lines.
+//! - [`ClaudeDriver`]: argv and environment; [`ClaudeProtocol`]: input lines, and each output
+//!   line's [`Reaction`].
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use byre_projections::sessions::Vendor;
+use byre_projections::sessions::{Vendor, VendorItem};
 use serde_json::json;
 
-use super::{Driver, Image, SpawnSpec};
+use super::{Driver, Image, Protocol, Reaction, SpawnSpec};
 
 pub mod wire;
 
@@ -148,8 +149,25 @@ impl Driver for ClaudeDriver {
             .exists()
     }
 
-    fn message_line(&self, text: &str, images: &[Image], input_id: u64) -> String {
-        let _ = input_id;
+    fn protocol(&self, _spec: &SpawnSpec) -> Box<dyn Protocol> {
+        Box::new(ClaudeProtocol::default())
+    }
+}
+
+/// One Claude Code process's stdio: stream-json lines in, [`wire::parse`] on each line out.
+/// Its only state is the CLI's cumulative cost, turned into each turn's own.
+#[derive(Debug, Default)]
+pub struct ClaudeProtocol {
+    /// `total_cost_usd` of the last result line, in millionths of a dollar.
+    last_total_cost: u64,
+}
+
+impl Protocol for ClaudeProtocol {
+    fn start(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn message(&mut self, text: &str, images: &[Image], _input_id: u64) -> Vec<String> {
         let content = if images.is_empty() {
             json!(text)
         } else {
@@ -162,22 +180,58 @@ impl Driver for ClaudeDriver {
             }
             json!(blocks)
         };
-        json!({"type": "user", "message": {"role": "user", "content": content}, "parent_tool_use_id": null}).to_string()
+        vec![json!({"type": "user", "message": {"role": "user", "content": content}, "parent_tool_use_id": null}).to_string()]
     }
 
-    fn interrupt_line(&self, request_id: &str) -> String {
-        control(request_id, json!({"subtype": "interrupt"}))
+    fn interrupt(&mut self) -> Vec<String> {
+        vec![control(
+            &uuid::Uuid::new_v4().to_string(),
+            json!({"subtype": "interrupt"}),
+        )]
     }
 
-    fn set_model_line(&self, request_id: &str, model: &str) -> String {
-        control(request_id, json!({"subtype": "set_model", "model": model}))
+    fn set_model(&mut self, model: &str) -> Vec<String> {
+        vec![control(
+            &uuid::Uuid::new_v4().to_string(),
+            json!({"subtype": "set_model", "model": model}),
+        )]
     }
 
-    fn refuse_line(&self, request_id: &str, why: &str) -> String {
-        json!({"type": "control_response", "response": {"subtype": "error", "request_id": request_id, "error": why}}).to_string()
+    fn on_line(&mut self, line: &str) -> Reaction {
+        match wire::parse(line) {
+            wire::Parsed::Items(mut items) => {
+                for item in &mut items {
+                    if let VendorItem::TurnEnded(t) = item {
+                        let total = t.cost_micro_usd;
+                        t.cost_micro_usd = total.saturating_sub(self.last_total_cost);
+                        self.last_total_cost = total;
+                    }
+                }
+                Reaction {
+                    items,
+                    ..Reaction::default()
+                }
+            }
+            wire::Parsed::Delta(text) => Reaction {
+                delta: Some(text),
+                ..Reaction::default()
+            },
+            wire::Parsed::ControlRequest {
+                request_id,
+                subtype,
+            } => Reaction {
+                replies: vec![refusal(
+                    &request_id,
+                    &format!("byre does not answer `{subtype}` requests"),
+                )],
+                ..Reaction::default()
+            },
+            wire::Parsed::Known => Reaction::default(),
+        }
     }
+}
 
-    fn parse(&self, line: &str) -> wire::Parsed {
-        wire::parse(line)
-    }
+/// A `control_response` refusing the CLI's request `request_id`.
+fn refusal(request_id: &str, why: &str) -> String {
+    json!({"type": "control_response", "response": {"subtype": "error", "request_id": request_id, "error": why}}).to_string()
 }

@@ -267,6 +267,7 @@ fn result(v: &Value, raw: String) -> TurnEnded {
             .get("api_error_status")
             .and_then(Value::as_u64)
             .map(|s| s as u16),
+        rate_limits: None,
         raw,
     }
 }

@@ -1,0 +1,254 @@
+//! Codex: `codex app-server`, JSON-RPC over stdio (`vendors/codex/PROTOCOL.md`).
+//!
+//! - `wire`: its lines, classified and mapped to normalised items (pure).
+//! - `protocol`: [`CodexProtocol`], one process's JSON-RPC state (ids, thread, turn).
+//! - [`CodexDriver`]: argv, environment, and the `CODEX_HOME` byre owns.
+//!
+//! # Files
+//!
+//! Under `{data}/agents/codex/`: `home/` (the CLI's `HOME`) and `codex-home/` (its
+//! `CODEX_HOME`: `config.toml`, written by byre before every start, and Codex's own
+//! `sessions/` rollouts and sqlite state, which `thread/resume` needs).
+//!
+//! # Settings (byre's environment, or `Config::agent_env`, which wins)
+//!
+//! - `OPENAI_BASE_URL`: the Responses API base (default `https://api.openai.com/v1`);
+//!   `OPENAI_API_KEY`: the key, handed to the CLI, which sends it as a bearer token.
+//! - `BYRE_CODEX_REQUEST_MAX_RETRIES`, `BYRE_CODEX_STREAM_MAX_RETRIES`: the provider's
+//!   `request_max_retries` (silent retries of a 5xx) and `stream_max_retries` (announced
+//!   retries: a 429, a cut stream, a 5xx once the first budget is spent); Codex's defaults
+//!   (4 and 5) when unset. Tests set them low.
+//! - `BYRE_CODEX_BIN`: the program, when `Config::codex_bin` is not set; else `codex` on PATH.
+//!
+//! # Commands the agent leaves running
+//!
+//! Codex runs each shell command as a background terminal in a session (and process group) of
+//! its own, so killing the app-server's group does not reach it, and an interrupted turn
+//! leaves it running (PROTOCOL.md §7). So: after a turn that ended interrupted with a command
+//! open, byre sends `thread/backgroundTerminals/clean` (an experimental method, hence
+//! `experimentalApi: true` at `initialize`); at a session's stop byre closes stdin, on which
+//! the app-server kills its commands and exits, and two seconds later kills the process groups
+//! of whatever descendants remain with the app-server's own (`session::kill_tree`). A
+//! command outlives byre only if the app-server itself dies abruptly (SIGKILL, a crash) while
+//! it runs: the orphan is no longer byre's descendant, and nothing finds it. When byre itself
+//! is killed, the app-server sees stdin close and stops its commands.
+
+use std::path::{Path, PathBuf};
+
+use byre_projections::sessions::Vendor;
+
+use super::{Driver, Protocol, SpawnSpec};
+
+mod protocol;
+pub mod wire;
+
+pub use protocol::CodexProtocol;
+
+/// Variables of byre's own environment handed to the CLI.
+const PASSED_THROUGH: [&str; 8] = [
+    "PATH",
+    "LANG",
+    "TZ",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "OPENAI_API_KEY",
+];
+
+/// The Responses API when `OPENAI_BASE_URL` is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Starts Codex's app-server.
+#[derive(Debug, Clone)]
+pub struct CodexDriver {
+    /// The `codex` program: `Config::codex_bin`, else `BYRE_CODEX_BIN`, else `codex` on PATH.
+    pub program: PathBuf,
+    /// `HOME` of the CLI (byre-owned).
+    pub home: PathBuf,
+    /// `CODEX_HOME`: `config.toml` and the threads, so `thread/resume` finds them.
+    pub codex_home: PathBuf,
+    /// Variables set on top of those passed through (and read before byre's own).
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl CodexDriver {
+    /// A driver keeping the CLI's state under `{data_dir}/agents/codex`.
+    pub fn new(
+        data_dir: &Path,
+        program: Option<PathBuf>,
+        extra_env: Vec<(String, String)>,
+    ) -> CodexDriver {
+        let program = program
+            .or_else(|| {
+                std::env::var_os("BYRE_CODEX_BIN")
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(|| PathBuf::from("codex"));
+        let root = data_dir.join("agents/codex");
+        CodexDriver {
+            program,
+            home: root.join("home"),
+            codex_home: root.join("codex-home"),
+            extra_env,
+        }
+    }
+
+    /// A setting: the last of `extra_env`, else byre's environment; empty counts as unset.
+    fn setting(&self, name: &str) -> Option<String> {
+        self.extra_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn retries(&self, name: &str) -> Option<u32> {
+        let value = self.setting(name)?;
+        let parsed = value.trim().parse().ok();
+        if parsed.is_none() {
+            tracing::warn!(name, value, "not a retry count; Codex's default is used");
+        }
+        parsed
+    }
+
+    /// `CODEX_HOME/config.toml`: the one model provider, `byre` (the Responses API at
+    /// `OPENAI_BASE_URL` with the key in `OPENAI_API_KEY`), commands that run without asking
+    /// (`approval_policy = "never"`, no sandbox: the agent acts as byre's user, as Claude Code
+    /// does), and nothing that calls home (update check, analytics, feedback, plugins).
+    pub fn config_toml(&self) -> String {
+        let base_url = self
+            .setting("OPENAI_BASE_URL")
+            .unwrap_or_else(|| DEFAULT_BASE_URL.into());
+        let mut text = format!(
+            r#"# Written by byre before each start of `codex app-server`; edits are overwritten.
+model_provider = "byre"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+plugins = false
+
+[model_providers.byre]
+name = "OpenAI (through byre)"
+base_url = {base_url}
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+supports_websockets = false
+"#,
+            base_url = toml::Value::String(base_url),
+        );
+        for (key, var) in [
+            ("request_max_retries", "BYRE_CODEX_REQUEST_MAX_RETRIES"),
+            ("stream_max_retries", "BYRE_CODEX_STREAM_MAX_RETRIES"),
+        ] {
+            if let Some(n) = self.retries(var) {
+                text.push_str(&format!("{key} = {n}\n"));
+            }
+        }
+        text
+    }
+
+    /// Makes the directories and (re)writes `config.toml` when it differs.
+    fn prepare(&self) {
+        let _ = std::fs::create_dir_all(&self.home);
+        let _ = std::fs::create_dir_all(&self.codex_home);
+        let path = self.codex_home.join("config.toml");
+        let text = self.config_toml();
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            if let Err(e) = std::fs::write(&path, text) {
+                tracing::error!(error = %e, path = %path.display(), "cannot write Codex's config");
+            }
+        }
+    }
+}
+
+impl Driver for CodexDriver {
+    fn vendor(&self) -> Vendor {
+        Vendor::Codex
+    }
+
+    fn program(&self) -> (String, &'static str) {
+        (
+            self.program.to_string_lossy().into_owned(),
+            "BYRE_CODEX_BIN",
+        )
+    }
+
+    fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
+        self.prepare();
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.arg("app-server");
+        cmd.current_dir(&spec.cwd).env_clear();
+        for name in PASSED_THROUGH {
+            if let Some(v) = std::env::var_os(name) {
+                cmd.env(name, v);
+            }
+        }
+        cmd.env("HOME", &self.home)
+            .env("CODEX_HOME", &self.codex_home)
+            .env("PORT", spec.port_base.to_string());
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// A session has a thread once Codex started one (`session.vendor_session_started`).
+    fn has_conversation(&self, spec: &SpawnSpec) -> bool {
+        !spec.vendor_session_id.is_empty()
+    }
+
+    fn protocol(&self, spec: &SpawnSpec) -> Box<dyn Protocol> {
+        let resume = spec.resume.then(|| spec.vendor_session_id.clone());
+        Box::new(CodexProtocol::new(
+            &spec.cwd.to_string_lossy(),
+            &spec.model,
+            resume,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_points_at_the_api_and_turns_off_what_calls_home() {
+        let driver = CodexDriver::new(
+            Path::new("/data"),
+            Some("/bin/codex".into()),
+            vec![
+                ("OPENAI_BASE_URL".into(), "http://127.0.0.1:9/v1".into()),
+                ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
+                ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "lots".into()),
+            ],
+        );
+        let config: toml::Table = toml::from_str(&driver.config_toml()).expect("valid TOML");
+        let provider = &config["model_providers"]["byre"];
+        assert_eq!(provider["base_url"].as_str(), Some("http://127.0.0.1:9/v1"));
+        assert_eq!(provider["env_key"].as_str(), Some("OPENAI_API_KEY"));
+        assert_eq!(provider["stream_max_retries"].as_integer(), Some(2));
+        assert!(
+            provider.get("request_max_retries").is_none(),
+            "not a number: default"
+        );
+        assert_eq!(config["approval_policy"].as_str(), Some("never"));
+        assert_eq!(config["analytics"]["enabled"].as_bool(), Some(false));
+        assert_eq!(config["features"]["plugins"].as_bool(), Some(false));
+        assert_eq!(
+            driver.codex_home,
+            Path::new("/data/agents/codex/codex-home")
+        );
+    }
+}
