@@ -1,0 +1,219 @@
+//! The session events' payloads and the vendor-neutral [`VendorItem`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{SessionRole, SessionState, TurnOutcome, Usage, Vendor};
+
+macro_rules! payload {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        pub struct $name { $($(#[$fmeta])* pub $field: $ty),* }
+    };
+}
+
+payload!(/// `session.created` payload.
+SessionCreated {
+    /// Session id.
+    id: String,
+    /// Task.
+    task_id: String,
+    /// Vendor.
+    vendor: Vendor,
+    /// Model.
+    model: String,
+    /// The vendor's session id (Claude Code: chosen by byre; Codex: empty until its thread starts).
+    vendor_session_id: String,
+    /// Role.
+    role: SessionRole,
+});
+payload!(/// `session.state` payload.
+SessionStateChanged {
+    /// The new state.
+    state: SessionState,
+});
+payload!(/// `user.message` payload: a message handed to the agent.
+UserMessage {
+    /// The input's id.
+    input_id: u64,
+    /// Text.
+    text: String,
+    /// Blob ids sent as images.
+    images: Vec<String>,
+    /// The task worktree's HEAD when the message was sent.
+    head: String,
+    /// Model switched to for this turn, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+});
+payload!(/// `user.queued` payload.
+UserQueued {
+    /// The input's id (for `withdrawMessage`).
+    input_id: u64,
+    /// Text.
+    text: String,
+    /// Blob ids.
+    images: Vec<String>,
+    /// The worktree's HEAD when sent.
+    head: String,
+    /// Model to switch to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+});
+payload!(/// `user.unqueued` payload.
+UserUnqueued {
+    /// The withdrawn input's id.
+    input_id: u64,
+});
+payload!(/// `turn.started` payload.
+TurnStarted {
+    /// The turn's number in its session, from 1.
+    turn: u32,
+    /// The inputs it answers.
+    input_ids: Vec<u64>,
+});
+payload!(/// `agent.text` payload.
+AgentText {
+    /// The text (Markdown).
+    text: String,
+    /// The vendor's message id.
+    message_id: String,
+    /// The vendor line it came from.
+    raw: String,
+});
+payload!(/// `tool.call` payload.
+ToolCall {
+    /// The vendor's tool-call id.
+    tool_use_id: String,
+    /// Tool name (e.g. `Write`, `Bash`, `mcp__byre__ask_human`).
+    name: String,
+    /// Its input.
+    input: Value,
+    /// The vendor line.
+    raw: String,
+});
+payload!(/// `tool.result` payload.
+ToolResult {
+    /// The call it answers.
+    tool_use_id: String,
+    /// The output as text.
+    output: String,
+    /// Whether the tool failed.
+    is_error: bool,
+    /// The vendor line.
+    raw: String,
+});
+payload!(/// `agent.api_retry` payload.
+ApiRetry {
+    /// Attempt number.
+    attempt: u32,
+    /// The vendor's retry limit.
+    max_retries: u32,
+    /// Delay before the retry, in ms.
+    retry_delay_ms: u64,
+    /// HTTP status of the failed call, if any.
+    #[serde(default)]
+    error_status: Option<u16>,
+    /// The vendor's error class (`server_error`, `rate_limit`, …).
+    error: String,
+    /// The vendor line.
+    raw: String,
+});
+payload!(/// `turn.ended` payload.
+TurnEnded {
+    /// The turn's number.
+    turn: u32,
+    /// How it ended.
+    outcome: TurnOutcome,
+    /// Whether it ended with a summary: a final text of a normally completed turn.
+    summary: bool,
+    /// The final text (empty when none).
+    result: String,
+    /// Why it failed (empty otherwise).
+    error: String,
+    /// Tokens.
+    usage: Usage,
+    /// Cost in millionths of a US dollar, as the vendor computed it (0 when unknown).
+    cost_micro_usd: u64,
+    /// Wall time of the turn, ms.
+    duration_ms: u64,
+    /// Model round trips in the turn.
+    num_turns: u32,
+    /// HTTP status of the API error that ended it, if any.
+    #[serde(default)]
+    api_error_status: Option<u16>,
+    /// The vendor's own rate-limit status when the turn ended, if it reports one (Codex: its
+    /// last `account/rateLimits/updated`); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate_limits: Option<Value>,
+    /// The vendor line (empty when byre ended the turn itself).
+    raw: String,
+});
+payload!(/// `session.vendor_session_started` payload.
+VendorSessionStarted {
+    /// The vendor's id of the conversation (Codex: its thread id), from now on resumed.
+    vendor_session_id: String,
+});
+payload!(/// `session.compact_requested` payload.
+CompactRequested {
+    /// The successor session's model.
+    model: String,
+    /// The worktree's HEAD when asked.
+    head: String,
+});
+payload!(/// `session.completed` payload.
+SessionCompleted {
+    /// Why: `compacted`.
+    reason: String,
+    /// The session that continues it, if any.
+    successor_id: String,
+});
+payload!(/// `session.interrupt_requested` payload.
+InterruptRequested {
+    /// The turn to interrupt.
+    turn: u32,
+});
+payload!(/// `session.process_exited` payload.
+ProcessExited {
+    /// Process id (0 when it never started).
+    pid: u32,
+    /// Exit code, if it exited.
+    #[serde(default)]
+    code: Option<i32>,
+    /// Signal, if killed by one.
+    #[serde(default)]
+    signal: Option<i32>,
+    /// Why, for the user: the last lines of stderr, or why it could not start.
+    reason: String,
+});
+payload!(/// `vendor.unrecognized` payload.
+VendorUnrecognized {
+    /// `claude` or `codex`.
+    vendor: Vendor,
+    /// Why it was not understood.
+    reason: String,
+    /// The line, cut to its first 4 KiB.
+    raw: String,
+    /// The line's full length in bytes.
+    size: u64,
+});
+
+/// One normalised piece of vendor output, vendor-neutral: what a vendor's wire parser turns
+/// its lines into and the runtime records with `RecordVendorOutput`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "item", rename_all = "snake_case")]
+pub enum VendorItem {
+    /// Agent text.
+    Text(AgentText),
+    /// A tool call.
+    ToolCall(ToolCall),
+    /// A tool result.
+    ToolResult(ToolResult),
+    /// An API retry.
+    ApiRetry(ApiRetry),
+    /// The turn's end as the vendor reported it (`turn` is filled in by `decide`).
+    TurnEnded(TurnEnded),
+    /// A line not understood.
+    Unrecognized(VendorUnrecognized),
+}

@@ -1,0 +1,433 @@
+//! Given / when / then for the session commands.
+use super::*;
+use crate::{decide, derived_events, Command, Event};
+
+struct World {
+    state: State,
+    n: u128,
+}
+
+impl World {
+    fn new() -> World {
+        let mut w = World {
+            state: State::default(),
+            n: 1,
+        };
+        w.ok(Command::EnsureUser {
+            login: "ada".into(),
+            display_name: "Ada".into(),
+            default_model: "sonnet".into(),
+        });
+        w.ok(Command::CreateProject {
+            actor: "ada".into(),
+            name: "p".into(),
+            repo_path: "/r".into(),
+            default_branch: "main".into(),
+            remote: String::new(),
+            worktrees_root: "/w".into(),
+        });
+        let pid = w.state.projects.keys().next().unwrap().clone();
+        w.ok(Command::CreateTask {
+            actor: "ada".into(),
+            project_id: pid,
+            title: "t".into(),
+            base_ref: "abc".into(),
+        });
+        w
+    }
+
+    fn task(&self) -> String {
+        self.state.tasks.keys().next().unwrap().clone()
+    }
+
+    fn session(&self) -> &Session {
+        self.state
+            .sessions
+            .values()
+            .max_by_key(|s| s.created_seq)
+            .unwrap()
+    }
+
+    fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
+        self.n += 1;
+        let ctx = DecideCtx {
+            now_us: self.n as i64,
+            seed: self.n << 64,
+        };
+        let events = decide(&self.state, &cmd, &ctx)?;
+        let mut committed = Vec::new();
+        for ne in events {
+            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+            self.state.apply(&e);
+            committed.push(e);
+        }
+        for ne in derived_events(&self.state, &committed) {
+            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+            self.state.apply(&e);
+            committed.push(e);
+        }
+        Ok(committed)
+    }
+
+    fn ok(&mut self, cmd: Command) -> Vec<Event> {
+        self.when(cmd).expect("command passes")
+    }
+
+    fn kinds(events: &[Event]) -> Vec<&'static str> {
+        events.iter().map(|e| e.body.kind()).collect()
+    }
+
+    fn start(&mut self, prompt: &str) -> String {
+        let task_id = self.task();
+        self.ok(Command::CreateSession {
+            actor: "ada".into(),
+            task_id,
+            model: None,
+            prompt: prompt.into(),
+            images: vec![],
+            head: "h".into(),
+        });
+        self.session().id.clone()
+    }
+
+    fn end_turn(
+        &mut self,
+        sid: &str,
+        outcome: TurnOutcome,
+        result: &str,
+        status: Option<u16>,
+    ) -> Vec<Event> {
+        let ended = TurnEnded {
+            turn: 0,
+            outcome,
+            summary: false,
+            result: result.into(),
+            error: if outcome == TurnOutcome::Failed {
+                "boom".into()
+            } else {
+                String::new()
+            },
+            usage: Usage::default(),
+            cost_micro_usd: 0,
+            duration_ms: 1,
+            num_turns: 1,
+            api_error_status: status,
+            rate_limits: None,
+            raw: "{}".into(),
+        };
+        self.ok(Command::RecordVendorOutput {
+            session_id: sid.into(),
+            items: vec![VendorItem::TurnEnded(ended)],
+        })
+    }
+}
+
+#[test]
+fn a_new_session_starts_its_first_turn_and_the_task_runs() {
+    let mut w = World::new();
+    let task_id = w.task();
+    let events = w.ok(Command::CreateSession {
+        actor: "ada".into(),
+        task_id: task_id.clone(),
+        model: None,
+        prompt: "go".into(),
+        images: vec![],
+        head: "h".into(),
+    });
+    assert_eq!(
+        World::kinds(&events),
+        [
+            "session.created",
+            "user.message",
+            "turn.started",
+            "session.state",
+            "task.state"
+        ]
+    );
+    assert_eq!(w.session().model, "sonnet", "the caller's default model");
+    assert_eq!(
+        w.state.tasks[&task_id].state,
+        crate::tasks::TaskState::Running
+    );
+    let again = w.when(Command::CreateSession {
+        actor: "ada".into(),
+        task_id,
+        model: None,
+        prompt: "go".into(),
+        images: vec![],
+        head: "h".into(),
+    });
+    assert!(matches!(again, Err(Rejection::Conflict(_))));
+}
+
+#[test]
+fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    let q1 = w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "two".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    assert_eq!(World::kinds(&q1), ["user.queued"]);
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "three".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let ended = w.end_turn(&sid, TurnOutcome::Completed, "done", None);
+    assert_eq!(
+        World::kinds(&ended),
+        ["turn.ended", "user.message", "turn.started"]
+    );
+    let EventBody::UserMessage(m) = &ended[1].body else {
+        panic!()
+    };
+    assert_eq!(m.text, "two");
+    assert_eq!(w.session().queue.len(), 1);
+    assert_eq!(
+        w.state.tasks[&w.task()].summary_seq,
+        ended[0].seq,
+        "a completed turn with text is a summary"
+    );
+}
+
+#[test]
+fn withdraw_works_only_while_queued() {
+    let mut w = World::new();
+    let task_id = w.task();
+    let sid = w.start("one");
+    let q = w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "two".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let EventBody::UserQueued(p) = &q[0].body else {
+        panic!()
+    };
+    let withdraw = |id| Command::WithdrawMessage {
+        actor: "ada".into(),
+        task_id: task_id.clone(),
+        input_id: id,
+    };
+    assert_eq!(World::kinds(&w.ok(withdraw(p.input_id))), ["user.unqueued"]);
+    assert!(matches!(
+        w.when(withdraw(p.input_id)),
+        Err(Rejection::Conflict(_))
+    ));
+    assert!(
+        matches!(w.when(withdraw(1)), Err(Rejection::Conflict(_))),
+        "the first message was handed over"
+    );
+    assert!(matches!(w.when(withdraw(99)), Err(Rejection::NotFound(_))));
+    let ended = w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    assert_eq!(
+        World::kinds(&ended),
+        ["turn.ended", "session.state", "task.state"],
+        "nothing queued is left"
+    );
+}
+
+#[test]
+fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    let failed = w.end_turn(&sid, TurnOutcome::Failed, "", Some(429));
+    assert!(World::kinds(&failed).contains(&"inbox.item_created"));
+    let item = w.state.inbox.values().next().unwrap();
+    assert_eq!(item.kind, InboxKind::RateLimited);
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "again".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    w.ok(Command::InterruptSession {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+    });
+    let exit = ProcessExited {
+        pid: 1,
+        code: Some(0),
+        signal: None,
+        reason: "gone".into(),
+    };
+    let events = w.ok(Command::RecordProcessExit {
+        session_id: sid.clone(),
+        exit,
+    });
+    let ended = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::TurnEnded(t) => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(ended.outcome, TurnOutcome::Interrupted);
+    assert_eq!(
+        w.state.inbox.len(),
+        1,
+        "no new item for an interrupted turn"
+    );
+    assert!(matches!(
+        w.when(Command::InterruptSession {
+            actor: "ada".into(),
+            session_id: sid
+        }),
+        Err(Rejection::Conflict(_))
+    ));
+}
+
+#[test]
+fn a_model_of_the_other_vendor_is_refused() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    let r = w.when(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid,
+        text: "x".into(),
+        images: vec![],
+        model: Some("gpt-5.5".into()),
+        head: "h".into(),
+    });
+    assert!(matches!(r, Err(Rejection::Invalid(_))));
+}
+
+#[test]
+fn a_codex_session_records_its_thread_once_and_keeps_its_vendor() {
+    let mut w = World::new();
+    let task_id = w.task();
+    w.ok(Command::CreateSession {
+        actor: "ada".into(),
+        task_id,
+        model: Some("gpt-5.5".into()),
+        prompt: "hi".into(),
+        images: vec![],
+        head: "h".into(),
+    });
+    let sid = w.session().id.clone();
+    assert_eq!(
+        (w.session().vendor, w.session().vendor_session_id.as_str()),
+        (Vendor::Codex, ""),
+        "no thread until Codex starts one"
+    );
+    let record = |id: &str| Command::RecordVendorSession {
+        session_id: sid.clone(),
+        vendor_session_id: id.into(),
+    };
+    let events = w.ok(record("thread-1"));
+    assert_eq!(World::kinds(&events), ["session.vendor_session_started"]);
+    assert_eq!(w.session().vendor_session_id, "thread-1");
+    assert!(w.ok(record("thread-1")).is_empty(), "the same id again");
+    assert!(w.ok(record("")).is_empty());
+    assert!(matches!(
+        w.when(Command::RecordVendorSession {
+            session_id: "nope".into(),
+            vendor_session_id: "t".into()
+        }),
+        Err(Rejection::NotFound(_))
+    ));
+    let r = w.when(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid,
+        text: "x".into(),
+        images: vec![],
+        model: Some("opus".into()),
+        head: "h".into(),
+    });
+    assert!(matches!(r, Err(Rejection::Invalid(_))), "{r:?}");
+}
+
+#[test]
+fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    let ended = TurnEnded {
+        turn: 0,
+        outcome: TurnOutcome::Failed,
+        summary: false,
+        result: String::new(),
+        error: "429".into(),
+        usage: Usage::default(),
+        cost_micro_usd: 0,
+        duration_ms: 1,
+        num_turns: 1,
+        api_error_status: Some(429),
+        rate_limits: Some(serde_json::json!({"primary": {"usedPercent": 100}})),
+        raw: "{}".into(),
+    };
+    w.ok(Command::RecordVendorOutput {
+        session_id: sid,
+        items: vec![VendorItem::TurnEnded(ended)],
+    });
+    let item = w.state.inbox.values().next().unwrap();
+    assert_eq!(item.kind, InboxKind::RateLimited);
+    assert_eq!(
+        item.payload["rate_limit"]["vendor_status"]["primary"]["usedPercent"],
+        100
+    );
+    assert_eq!(item.payload["rate_limit"]["api_error_status"], 429);
+}
+
+#[test]
+fn compaction_completes_the_session_and_starts_its_successor() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        model: Some("opus".into()),
+        head: "h".into(),
+    });
+    let events = w.end_turn(&sid, TurnOutcome::Completed, "the handoff", None);
+    assert!(World::kinds(&events).starts_with(&[
+        "turn.ended",
+        "session.completed",
+        "session.created",
+        "user.message",
+        "turn.started"
+    ]));
+    assert!(w.state.sessions[&sid].completed);
+    assert_eq!(w.session().model, "opus");
+    assert!(w.session().turn_running);
+}
+
+#[test]
+fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    let events = w.ok(Command::ResumeAfterRestart {
+        session_id: sid.clone(),
+        head: "h".into(),
+    });
+    assert_eq!(
+        World::kinds(&events)[..3],
+        ["turn.ended", "user.message", "turn.started"]
+    );
+    let EventBody::UserMessage(m) = &events[1].body else {
+        panic!()
+    };
+    assert_eq!(m.text, RESTART_NOTE);
+    w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    assert!(
+        w.ok(Command::ResumeAfterRestart {
+            session_id: sid,
+            head: "h".into()
+        })
+        .is_empty(),
+        "nothing to resume when idle"
+    );
+}
