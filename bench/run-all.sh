@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
 # Runs every benchmark of bench/README.md in release mode and saves the output in
-# bench/results/<UTC date>.txt. The machine is shared: each bench waits (up to 10 minutes) until
-# no rustc has run for 10 s; a bench that starts while one runs prints a NOTE line.
+# bench/results/<UTC date>.txt. The machine is shared: each bench waits (up to 10 minutes) for
+# 10 idle seconds, and reports how much CPU other processes used while it ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p byre-bench
+# BYRE_BENCH_BIN: a binary built elsewhere (e.g. from a clean checkout while the work tree does
+# not build); by default, build this tree's.
+SRC=${BYRE_BENCH_BIN:-}
+if [ -z "$SRC" ]; then
+    cargo build --release -p byre-bench
+    SRC=target/release/byre-bench
+fi
 # A private copy, so that a concurrent build cannot replace the binary mid-run.
 BIN=$(mktemp /tmp/byre-bench.XXXXXX)
-cp target/release/byre-bench "$BIN"
+cp "$SRC" "$BIN"
+chmod 755 "$BIN"
 trap 'rm -f "$BIN"' EXIT
 mkdir -p bench/results
 OUT=bench/results/$(date -u +%Y-%m-%dT%H%MZ).txt
 
+# Busy CPU ticks of the whole machine (user nice system irq softirq steal).
+busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
+
+# Waits (up to 10 minutes) until, for 10 s in a row, no rustc runs and the machine used less
+# than 20% of a core.
 wait_idle() {
-    local quiet=0 waited=0
+    local quiet=0 waited=0 before after
     while [ "$quiet" -lt 10 ] && [ "$waited" -lt 600 ]; do
-        if pgrep -x rustc >/dev/null; then quiet=0; else quiet=$((quiet + 1)); fi
+        before=$(busy_ticks)
         sleep 1
+        after=$(busy_ticks)
+        if pgrep -x rustc >/dev/null || [ $((after - before)) -gt 20 ]; then
+            quiet=0
+        else
+            quiet=$((quiet + 1))
+        fi
         waited=$((waited + 1))
     done
+    [ "$quiet" -ge 10 ] || echo "NOTE: the machine did not become idle within 10 minutes"
 }
 
 run() {
@@ -29,7 +48,11 @@ run() {
 }
 
 {
-    echo "# $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src projections || echo ' + uncommitted changes in src/ or projections/')"
+    if [ -n "${BYRE_BENCH_BIN:-}" ]; then
+        echo "# binary: $BYRE_BENCH_BIN (${BYRE_BENCH_REV:-revision not given})"
+    else
+        echo "# $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src projections || echo ' + uncommitted changes in src/ or projections/')"
+    fi
     echo "# $(nproc) cores, $(uname -r)"
     run plain-redb --producers 1 --seconds 10
     run append --producers 1 --seconds 10

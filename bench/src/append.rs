@@ -10,7 +10,7 @@ use byre_projections::Command;
 use serde_json::json;
 
 use crate::batches;
-use crate::stats::{emit, note_load, Summary};
+use crate::stats::{emit, note_load, Machine, Summary};
 
 /// Runs the byre append bench.
 pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> {
@@ -38,6 +38,7 @@ pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<(
     let warmup = Duration::from_millis(500);
     let start = Instant::now() + warmup;
     let end = start + Duration::from_secs_f64(seconds);
+    let machine = Machine::start();
     let go = Arc::new(tokio::sync::Barrier::new(producers));
     let mut tasks = Vec::new();
     for p in 0..producers {
@@ -53,7 +54,7 @@ pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<(
                 if t0 >= end {
                     break;
                 }
-                let model = if (i + p as u64) % 2 == 0 {
+                let model = if (i + p as u64).is_multiple_of(2) {
                     "opus"
                 } else {
                     "sonnet"
@@ -82,6 +83,7 @@ pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<(
     }
     let measured_end = Instant::now();
     let elapsed = measured_end.saturating_duration_since(start);
+    let others = machine.report("the run");
     writer.stop().await;
     tokio::task::spawn_blocking(move || thread.join()).await?;
     let file_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -117,7 +119,7 @@ pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<(
         "bench": "append", "impl": "byre", "producers": producers, "seconds": elapsed.as_secs_f64(),
         "events": events, "events_per_s": rate, "ack": ack,
         "group_commits": batches.len(), "commands_per_group_mean": group.mean_ms,
-        "commit_ms": commit,
+        "commit_ms": commit, "others_cpu_percent": others,
     }));
     Ok(())
 }

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::http::{read_head, request, Dechunker};
-use crate::stats::{emit, note_load, Summary};
+use crate::stats::{cpu_time, emit, note_load, thread_cpu, Machine, Summary};
 
 /// Raises the soft RLIMIT_NOFILE to at least `want` (up to the hard limit).
 fn raise_nofile(want: u64) -> anyhow::Result<u64> {
@@ -37,15 +37,6 @@ fn raise_nofile(want: u64) -> anyhow::Result<u64> {
         }
     }
     Ok(lim.rlim_cur)
-}
-
-/// Process CPU time (user + system) so far.
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage fills the struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// What one SSE client saw.
@@ -260,6 +251,8 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
     let pool: Arc<Mutex<Vec<(TcpStream, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now() + Duration::from_millis(200);
     let cpu0 = cpu_time();
+    let machine = Machine::start();
+    let threads0 = thread_cpu();
     let anchor = Instant::now();
     let anchor_us = chrono::Utc::now().timestamp_micros();
     let mut reqs = Vec::with_capacity(total);
@@ -312,6 +305,8 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
     }
     let mut logs = Vec::new();
     let cpu = cpu_time() - cpu0;
+    let others = machine.report("the run");
+    let threads1 = thread_cpu();
     let wall = Instant::now() - start;
     let _ = stop_tx.send(true);
     for h in handles {
@@ -391,6 +386,20 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
         "  writer begin_write..commit (incl. fsync): {}",
         commit.line()
     );
+    let mut by_thread: Vec<(String, f64)> = threads1
+        .iter()
+        .map(|(k, v)| (k.clone(), v - threads0.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v > 0.05)
+        .collect();
+    by_thread.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let by_thread_text: Vec<String> = by_thread
+        .iter()
+        .map(|(k, v)| format!("{k} {:.0}%", 100.0 * v / wall.as_secs_f64()))
+        .collect();
+    println!(
+        "  CPU by thread (share of one core; actix-server wo = the server's HTTP workers, tokio-rt-worker = the bench's clients and producer, and the server's accept loop, byre-writer = the log writer): {}",
+        by_thread_text.join(", ")
+    );
     println!(
         "  process CPU over the run: {:.2} s in {:.2} s wall = {:.0}% of one core (2 cores = 200%)",
         cpu.as_secs_f64(),
@@ -402,7 +411,8 @@ pub async fn run(clients: usize, rate: f64, seconds: f64, dir: &Path) -> anyhow:
         "events": expected.len(), "pairs": from_ack.len(), "mapped": mapped,
         "missed": missed, "out_of_order": out_of_order, "client_errors": errors,
         "created_at_to_client": lat_decide, "ack_to_client": lat_ack, "send_to_client": lat_send, "producer_ack": ack, "commit_ms": commit,
-        "cpu_percent": 100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
+        "cpu_percent": 100.0 * cpu.as_secs_f64() / wall.as_secs_f64(), "others_cpu_percent": others,
+        "thread_cpu_percent": by_thread.iter().map(|(k, v)| json!([k, 100.0 * v / wall.as_secs_f64()])).collect::<Vec<_>>(),
     }));
     Ok(())
 }

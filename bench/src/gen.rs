@@ -212,7 +212,7 @@ impl Gen {
                 Command::SetPaneFocus {
                     login,
                     focused,
-                    drafting: self.next() % 2 == 0,
+                    drafting: self.next().is_multiple_of(2),
                 }
             }
             // 5%: user.updated.

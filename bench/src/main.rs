@@ -63,8 +63,8 @@ enum Cmd {
         #[arg(long)]
         keep: Option<PathBuf>,
     },
-    /// Times Store::open + Store::fold of an existing log (e.g. one kept by `rebuild --keep`),
-    /// for profiling.
+    /// Times one way of folding an existing log (e.g. one kept by `rebuild --keep`) in this
+    /// process; `rebuild` runs it as a child for every timed fold.
     Fold {
         /// The log file.
         #[arg(long)]
@@ -72,9 +72,9 @@ enum Cmd {
         /// Runs.
         #[arg(long, default_value_t = 3)]
         runs: usize,
-        /// Also time the prototypes of a faster fold (bench/src/proto.rs).
-        #[arg(long)]
-        prototypes: bool,
+        /// What to time.
+        #[arg(long, value_enum, default_value = "store")]
+        mode: rebuild::Mode,
     },
     /// SSE fan-out through the real server.
     Fanout {
@@ -108,11 +108,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Rebuild { events, runs, keep } => {
             rebuild::run(events, runs.max(1), &cli.dir, keep.as_deref())?
         }
-        Cmd::Fold {
-            log,
-            runs,
-            prototypes,
-        } => rebuild::fold_only(&log, runs.max(1), prototypes)?,
+        Cmd::Fold { log, runs, mode } => rebuild::fold_only(&log, runs.max(1), mode)?,
         Cmd::Fanout {
             clients,
             rate,

@@ -15,7 +15,7 @@ use redb::{ReadableDatabase, TableDefinition};
 use serde_json::json;
 
 use crate::gen;
-use crate::stats::{emit, note_load, Summary};
+use crate::stats::{emit, note_load, Machine, Summary};
 
 const VALUES: TableDefinition<u64, &[u8]> = TableDefinition::new("values");
 
@@ -52,6 +52,7 @@ pub fn append(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> 
     let warmup = Duration::from_millis(500);
     let start = Instant::now() + warmup;
     let end = start + Duration::from_secs_f64(seconds);
+    let machine = Machine::start();
     let mut lat: Vec<Duration> = Vec::new();
     let mut events = 0u64;
     let mut n_commits = 0u64;
@@ -149,6 +150,7 @@ pub fn append(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> 
             .map_err(|_| anyhow::anyhow!("the committer panicked"))??;
     }
     let elapsed = Instant::now().saturating_duration_since(start);
+    let others = machine.report("the run");
     let ack = Summary::of(&lat);
     let rate = events as f64 / elapsed.as_secs_f64();
     println!("plain redb append, {producers} producer(s), {seconds} s:");
@@ -168,7 +170,7 @@ pub fn append(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> 
     emit(json!({
         "bench": "append", "impl": "plain-redb", "producers": producers,
         "seconds": elapsed.as_secs_f64(), "events": events, "events_per_s": rate, "ack": ack,
-        "commits": n_commits,
+        "commits": n_commits, "others_cpu_percent": others,
     }));
     Ok(())
 }

@@ -4,7 +4,8 @@
 //!
 //! - borrowed: the envelope is decoded borrowing its strings from the redb page (same bytes,
 //!   same bincode format, no `String` per field), the payload is parsed straight from that
-//!   slice, and only the envelope fields that `Event` keeps are allocated, once.
+//!   slice, and only the envelope fields that `Event` keeps are allocated, once. Since
+//!   bf2c204 this is what `Store::fold` itself does (`StoredEventRef`).
 //! - pipelined: the same, with scan + decode + upcast on a second thread feeding `State::apply`
 //!   on the caller's thread in chunks (2 cores: the two halves overlap).
 
@@ -36,6 +37,13 @@ struct EnvelopeRef<'a> {
     owner: Option<&'a str>,
     actor: &'a str,
     payload: &'a str,
+}
+
+/// Decodes the envelope only, borrowing (for the breakdown); returns its seq.
+pub fn decode_ref(bytes: &[u8]) -> anyhow::Result<u64> {
+    let (e, _): (EnvelopeRef, _) =
+        bincode::serde::borrow_decode_from_slice(bytes, bincode::config::standard())?;
+    Ok(e.seq)
 }
 
 fn event(bytes: &[u8]) -> anyhow::Result<Event> {

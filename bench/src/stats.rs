@@ -102,3 +102,121 @@ pub fn note_load(what: &str) {
         println!("NOTE: {n} rustc process(es) running during {what}: the machine was not idle");
     }
 }
+
+/// This process's CPU time (user + system) so far.
+pub fn cpu_time() -> std::time::Duration {
+    // SAFETY: getrusage fills the struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// CPU time of this process and of its waited-for children (`rebuild` times folds in
+/// children).
+fn cpu_time_with_children() -> Duration {
+    // SAFETY: getrusage fills the struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    cpu_time() + tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// How busy the machine was during a bench: CPU used by other processes (from /proc/stat,
+/// minus this process's own CPU time) and sectors written to disk by everyone.
+pub struct Machine {
+    at: std::time::Instant,
+    busy_ticks: u64,
+    own: Duration,
+    sectors_written: u64,
+}
+
+fn busy_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or("");
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| v.get(i)).sum()
+}
+
+fn sectors_written() -> u64 {
+    let stats = std::fs::read_to_string("/proc/diskstats").unwrap_or_default();
+    stats
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Whole disks only (vda, sda, nvme0n1), not partitions.
+            let name = *f.get(2)?;
+            let whole = (name.starts_with("vd") || name.starts_with("sd"))
+                && !name.ends_with(|c: char| c.is_ascii_digit())
+                || name.starts_with("nvme") && !name.contains('p');
+            if whole {
+                f.get(9)?.parse::<u64>().ok()
+            } else {
+                None
+            }
+        })
+        .sum()
+}
+
+impl Machine {
+    /// Starts measuring.
+    pub fn start() -> Machine {
+        Machine {
+            at: std::time::Instant::now(),
+            busy_ticks: busy_ticks(),
+            own: cpu_time_with_children(),
+            sectors_written: sectors_written(),
+        }
+    }
+
+    /// Prints how busy the machine was since [`Machine::start`]; returns the share of one core
+    /// that other processes used, in percent.
+    pub fn report(&self, what: &str) -> f64 {
+        let wall = self.at.elapsed().as_secs_f64();
+        // SAFETY: sysconf is always safe to call.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let all = (busy_ticks() - self.busy_ticks) as f64 / hz;
+        let own = (cpu_time_with_children() - self.own).as_secs_f64();
+        let others = ((all - own) / wall * 100.0).max(0.0);
+        let mib = (sectors_written() - self.sectors_written) as f64 * 512.0 / 1048576.0;
+        println!(
+            "  machine during {what}: this process {:.0}% of a core, other processes {others:.0}% (2 cores = 200%); disk writes by all {mib:.1} MiB",
+            own / wall * 100.0
+        );
+        others
+    }
+}
+
+/// CPU seconds used so far by this process's threads, summed by thread name (the kernel's
+/// 15-character `comm`, with digits dropped so that numbered workers add up).
+pub fn thread_cpu() -> std::collections::BTreeMap<String, f64> {
+    // SAFETY: sysconf is always safe to call.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in dir.filter_map(Result::ok) {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ... utime stime: fields 14 and 15, counted after the `)`.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name: String = stat[open + 1..close]
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect();
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks: u64 = rest.get(11).and_then(|x| x.parse().ok()).unwrap_or(0)
+            + rest.get(12).and_then(|x| x.parse().ok()).unwrap_or(0);
+        *out.entry(name).or_insert(0.0) += ticks as f64 / hz;
+    }
+    out
+}
