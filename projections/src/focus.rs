@@ -196,6 +196,15 @@ pub fn active_summary_reads(state: &State, login: &str) -> std::collections::BTr
         .unwrap_or_default()
 }
 
+/// The user's UI state, made on first use; the key is allocated only then (the fold runs this
+/// for most events of a busy log).
+fn ui_of<'a>(state: &'a mut State, login: &str) -> &'a mut UserUi {
+    if !state.ui.contains_key(login) {
+        state.ui.insert(login.to_owned(), UserUi::default());
+    }
+    state.ui.get_mut(login).expect("inserted above")
+}
+
 /// Folds the per-user UI events.
 pub(crate) fn apply(
     state: &mut State,
@@ -206,7 +215,7 @@ pub(crate) fn apply(
     let Some(login) = owner else { return };
     match body {
         EventBody::FocusUpdated(p) => {
-            state.ui.entry(login.to_owned()).or_default().focus = Focus {
+            ui_of(state, login).focus = Focus {
                 project_id: p.project_id.clone(),
                 task_id: p.task_id.clone(),
                 tabs: p.tabs.clone(),
@@ -214,15 +223,19 @@ pub(crate) fn apply(
             };
         }
         EventBody::PaneFocusUpdated(p) => {
-            let ui = state.ui.entry(login.to_owned()).or_default();
+            let ui = ui_of(state, login);
             ui.pane_focused = p.focused;
             ui.pane_drafting = p.drafting;
         }
         EventBody::SummaryRead(p) => {
             if let Some(task_id) = task_id {
-                let reads = &mut state.ui.entry(login.to_owned()).or_default().summary_reads;
-                let e = reads.entry(task_id.to_owned()).or_insert(0);
-                *e = (*e).max(p.seq);
+                let reads = &mut ui_of(state, login).summary_reads;
+                match reads.get_mut(task_id) {
+                    Some(e) => *e = (*e).max(p.seq),
+                    None => {
+                        reads.insert(task_id.to_owned(), p.seq);
+                    }
+                }
             }
         }
         _ => {}

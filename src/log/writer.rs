@@ -185,6 +185,7 @@ fn run(
 ) {
     let mut last_checkpoint = (state.last_seq, Instant::now());
     let mut stopping = false;
+    let mut background: Option<std::thread::JoinHandle<()>> = None;
     while !stopping {
         let Some(first) = rx.blocking_recv() else {
             break;
@@ -273,9 +274,20 @@ fn run(
             && (since >= CHECKPOINT_EVERY || idle)
             && !failed.load(Ordering::Acquire)
         {
-            checkpoint(&store, &state, &failed);
+            // Digesting a large state takes tens of ms: do it on a copy, off the writer
+            // thread, so commits go on meanwhile. One at a time.
+            if let Some(previous) = background.take() {
+                let _ = previous.join();
+            }
+            let (store, snapshot, failed) = (store.clone(), state.clone(), failed.clone());
+            background = Some(std::thread::spawn(move || {
+                checkpoint(&store, &snapshot, &failed)
+            }));
             last_checkpoint = (state.last_seq, Instant::now());
         }
+    }
+    if let Some(previous) = background.take() {
+        let _ = previous.join();
     }
     if state.last_seq > last_checkpoint.0 && !failed.load(Ordering::Acquire) {
         checkpoint(&store, &state, &failed);
