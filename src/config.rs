@@ -95,6 +95,25 @@ pub fn default_data_dir() -> PathBuf {
     PathBuf::from("byre-data")
 }
 
+/// Checks a login: 1 to 256 bytes, no spaces or control characters, and not `byre` (the actor
+/// name of byre's own events).
+/// # Errors
+/// Why it is refused, for the user.
+pub fn check_login(login: &str) -> Result<(), String> {
+    if login.is_empty()
+        || login.len() > 256
+        || login.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "login {login:?} must be 1 to 256 characters without spaces or control characters"
+        ));
+    }
+    if login == "byre" {
+        return Err("the login `byre` is reserved for byre's own events".into());
+    }
+    Ok(())
+}
+
 /// Reads a token file: TOML with a `[tokens]` table of `"<token>" = "<login>"`.
 /// # Errors
 /// A message naming the file when it cannot be read or parsed, or holds no token.
@@ -109,13 +128,11 @@ pub fn read_tokens(path: &Path) -> Result<HashMap<String, String>, String> {
     if file.tokens.is_empty() {
         return Err(format!("{} maps no tokens", path.display()));
     }
-    if let Some((_, login)) = file
-        .tokens
-        .iter()
-        .find(|(t, l)| t.len() < 16 || l.trim().is_empty())
-    {
+    if let Some((_, login)) = file.tokens.iter().find(|(t, l)| {
+        t.trim().len() < 16 || t.chars().any(char::is_whitespace) || check_login(l).is_err()
+    }) {
         return Err(format!(
-            "{}: every token must be at least 16 characters and map to a login (see `{login}`)",
+            "{}: every token must be at least 16 characters without spaces and map to a valid login (see {login:?})",
             path.display()
         ));
     }

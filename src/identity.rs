@@ -25,7 +25,9 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
     match auth {
         AuthMode::Local { login } => Ok((login.clone(), None)),
         AuthMode::Tailscale => {
-            let peer_is_loopback = req.peer_addr().is_some_and(|a| a.ip().is_loopback());
+            let peer_is_loopback = req
+                .peer_addr()
+                .is_some_and(|a| a.ip().to_canonical().is_loopback());
             if !peer_is_loopback {
                 return Err(ApiError::Unauthorized("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
             }
@@ -39,7 +41,7 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
             let login = header("Tailscale-User-Login").ok_or_else(|| {
                 ApiError::Unauthorized("missing Tailscale-User-Login header".into())
             })?;
-            if login.chars().any(char::is_control) || login.len() > 256 {
+            if crate::config::check_login(login).is_err() {
                 return Err(ApiError::Unauthorized(
                     "invalid Tailscale-User-Login header".into(),
                 ));

@@ -79,7 +79,7 @@ impl Running {
 /// auth mode does not authenticate.
 pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() && !config.auth.authenticates() {
+    if !addr.ip().to_canonical().is_loopback() && !config.auth.authenticates() {
         anyhow::bail!("refusing to listen on {addr} without authentication: use --auth tailscale or --auth token, or a loopback address");
     }
     std::fs::create_dir_all(&config.data_dir)
@@ -137,6 +137,13 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             .wrap(middleware::from_fn(http::trace_request))
             .configure(http::routes)
             .default_service(web::to(http::no_route))
+    })
+    // Event frames are small and must leave at once: no Nagle delay waiting for the client's
+    // (possibly delayed) acknowledgement of the previous frame.
+    .on_connect(|conn, _| {
+        if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
+            let _ = tcp.set_nodelay(true);
+        }
     })
     .workers(
         std::thread::available_parallelism()

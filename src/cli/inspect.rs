@@ -3,8 +3,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
-
 use crate::config::log_path;
 use crate::log::store::{ReadOnlyStore, Record};
 
@@ -13,7 +11,13 @@ fn open(data: &Path) -> anyhow::Result<ReadOnlyStore> {
     if !path.exists() {
         anyhow::bail!("no log at {} (is --data right?)", path.display());
     }
-    ReadOnlyStore::open(&path).with_context(|| format!("cannot open {}", path.display()))
+    ReadOnlyStore::open(&path).map_err(|e| {
+        if e.to_string().to_lowercase().contains("repair") {
+            anyhow::anyhow!("{} was not closed cleanly (byre was killed) and a read-only open cannot recover it: start `byre serve` on this data dir once (it recovers the file on open), then retry", path.display())
+        } else {
+            anyhow::Error::new(e).context(format!("cannot open {}", path.display()))
+        }
+    })
 }
 
 /// `byre log`: events from `from` to `to`, optionally one task's or one kind's.

@@ -115,11 +115,13 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
-                Auth::Local => AuthMode::Local {
-                    login: login
+                Auth::Local => {
+                    let login = login
                         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-                        .unwrap_or_else(|| "local".into()),
-                },
+                        .unwrap_or_else(|| "local".into());
+                    config::check_login(&login).map_err(anyhow::Error::msg)?;
+                    AuthMode::Local { login }
+                }
                 Auth::Tailscale => AuthMode::Tailscale,
                 Auth::Token => {
                     let path = tokens.unwrap_or_else(|| data_dir.join("tokens.toml"));
@@ -128,7 +130,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     }
                 }
             };
-            if !listen.ip().is_loopback() && !auth.authenticates() {
+            if !listen.ip().to_canonical().is_loopback() && !auth.authenticates() {
                 anyhow::bail!("refusing to listen on {listen} without authentication: use --auth tailscale or --auth token, or a loopback address");
             }
             let listener =

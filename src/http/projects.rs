@@ -90,18 +90,22 @@ pub async fn get_project(
 /// An http(s) remote URL without its `user:password@` part, so credentials never reach the
 /// log. Other URLs (ssh's `git@host`) are kept as they are: their user is not a secret.
 fn without_credentials(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest))
-            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
-        {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            match authority.rsplit_once('@') {
-                Some((_, host)) => format!("{scheme}://{host}{path}"),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    // A query may carry a token (`?access_token=`): never kept.
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    let http = scheme.to_ascii_lowercase().ends_with("http")
+        || scheme.to_ascii_lowercase().ends_with("https");
+    let authority = match authority.rsplit_once('@') {
+        // http(s): any user info is a credential. Elsewhere (ssh's `git@`) the user is kept
+        // and only a password dropped.
+        Some((_, host)) if http => host.to_owned(),
+        Some((user, host)) => format!("{}@{host}", user.split_once(':').map_or(user, |(u, _)| u)),
+        None => authority.to_owned(),
+    };
+    format!("{scheme}://{authority}{path}")
 }
 
 #[cfg(test)]
@@ -123,6 +127,18 @@ mod tests {
         assert_eq!(
             super::without_credentials("ssh://git@host/x"),
             "ssh://git@host/x"
+        );
+        assert_eq!(
+            super::without_credentials("ssh://git:hunter2@host/x"),
+            "ssh://git@host/x"
+        );
+        assert_eq!(
+            super::without_credentials("git+https://u:tok@host/x"),
+            "git+https://host/x"
+        );
+        assert_eq!(
+            super::without_credentials("https://host/x?access_token=S"),
+            "https://host/x"
         );
     }
 }

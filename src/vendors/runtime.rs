@@ -185,9 +185,12 @@ impl Runtime {
             l.pid.store(pid, Ordering::Relaxed);
         }
         let _ = std::fs::create_dir_all(&self.run_dir);
+        // The pid and its start time: a later start kills the group only if that same process
+        // still runs (pids are reused, e.g. after a reboot).
+        let started = start_time(pid as i32).unwrap_or(0);
         let _ = std::fs::write(
             self.run_dir.join(format!("{session_id}.pgid")),
-            pid.to_string(),
+            format!("{pid} {started}"),
         );
     }
 
@@ -395,7 +398,7 @@ impl Runtime {
     pub async fn stop_all(&self) {
         let lives: Vec<Arc<Live>> = self.live.iter().map(|l| l.clone()).collect();
         for l in &lives {
-            let _ = l.tx.send(Input::Stop).await;
+            let _ = l.tx.send(Input::Shutdown).await;
         }
         for l in lives {
             let handle = l.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -548,11 +551,15 @@ pub async fn clear_leftovers(data_dir: &Path) -> Vec<Zombie> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let pgid: i32 = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut fields = text.split_whitespace();
+        let pgid: i32 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let recorded_start: Option<u64> = fields.next().and_then(|s| s.parse().ok());
         let _ = std::fs::remove_file(&path);
+        if recorded_start.is_none() || start_time(pgid) != recorded_start {
+            // Not the process byre started (gone, or its pid reused): leave it alone.
+            continue;
+        }
         if pgid <= 1 || !group_alive(pgid) {
             continue;
         }
@@ -582,4 +589,12 @@ pub async fn clear_leftovers(data_dir: &Path) -> Vec<Zombie> {
         }
     }
     zombies
+}
+
+/// A process's start time (clock ticks since boot, `/proc/<pid>/stat` field 22), to tell it
+/// from a later process that reuses its pid.
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
 }

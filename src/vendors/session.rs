@@ -31,6 +31,9 @@ pub(crate) enum Input {
     Interrupt,
     /// Close stdin, give the process a moment, then kill its group (and its descendants').
     Stop,
+    /// As `Stop`, because byre shuts down: the exit is not recorded, so a running turn stays
+    /// running in the log and the next start resumes it.
+    Shutdown,
 }
 
 /// Longest stderr tail kept for an exit's reason, in bytes.
@@ -52,6 +55,13 @@ pub(crate) async fn run(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
+    // After a restart the worktree reactor may still be making the worktree again.
+    for _ in 0..300 {
+        if spec.cwd.is_dir() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let spawned = if spec.cwd.is_dir() {
         cmd.spawn().map_err(Some)
     } else {
@@ -99,7 +109,11 @@ pub(crate) async fn run(
         let start = buf.len().saturating_sub(STDERR_TAIL_BYTES);
         String::from_utf8_lossy(&buf[start..]).trim().to_owned()
     });
-    let mut lines = BufReader::new(stdout).lines();
+    let mut reader = BufReader::new(stdout);
+    // Raw bytes per line: a line that is not UTF-8 is read lossily and recorded as
+    // unrecognised, never stops the reading.
+    let mut buf: Vec<u8> = Vec::new();
+    let mut shutting_down = false;
     let mut protocol = driver.protocol(&spec);
     let mut n_lines = 0u64;
     let mut stdin_open = write_lines(&mut stdin, protocol.start()).await;
@@ -117,7 +131,8 @@ pub(crate) async fn run(
                 Some(Input::Interrupt) => {
                     write_lines(&mut stdin, protocol.interrupt()).await;
                 }
-                Some(Input::Stop) | None => {
+                stop @ (None | Some(Input::Stop) | Some(Input::Shutdown)) => {
+                    shutting_down = matches!(stop, Some(Input::Shutdown));
                     stdin_open = false;
                     let _ = stdin.shutdown().await;
                     let group = pid as i32;
@@ -127,8 +142,11 @@ pub(crate) async fn run(
                     });
                 }
             },
-            line = lines.next_line() => match line {
-                Ok(Some(line)) => {
+            n = reader.read_until(b'\n', &mut buf) => match n {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
+                    buf.clear();
                     n_lines += 1;
                     if let Some(l) = rt.live(&spec.session_id) {
                         l.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
@@ -140,7 +158,6 @@ pub(crate) async fn run(
                     }
                     react(&rt, &spec, &task_id, driver.vendor(), reaction).await;
                 }
-                Ok(None) | Err(_) => break,
             },
         }
     }
@@ -162,6 +179,10 @@ pub(crate) async fn run(
         _ => "the agent process ended".to_owned(),
     };
     tracing::info!(n_lines, ?code, ?signal, "agent process ended");
+    if shutting_down {
+        // The log keeps the turn running: the next start resumes it (ResumeAfterRestart).
+        return;
+    }
     rt.record(Command::RecordProcessExit {
         session_id: spec.session_id.clone(),
         exit: ProcessExited {
@@ -208,14 +229,27 @@ async fn react(
         rt.delta(&spec.session_id, task_id, &text);
     }
     if !reaction.items.is_empty() {
-        for item in &reaction.items {
+        let mut items = reaction.items;
+        // One line can hold several items (parallel tool calls, several text blocks): its raw
+        // text is kept once, on the first, not copied into every event.
+        for item in items.iter_mut().skip(1) {
+            match item {
+                VendorItem::Text(p) => p.raw.clear(),
+                VendorItem::ToolCall(p) => p.raw.clear(),
+                VendorItem::ToolResult(p) => p.raw.clear(),
+                VendorItem::ApiRetry(p) => p.raw.clear(),
+                VendorItem::TurnEnded(p) => p.raw.clear(),
+                VendorItem::Unrecognized(_) => {}
+            }
+        }
+        for item in &items {
             if let VendorItem::Unrecognized(u) = item {
                 rt.protocol_error(&spec.session_id, u);
             }
         }
         rt.record(Command::RecordVendorOutput {
             session_id: spec.session_id.clone(),
-            items: reaction.items,
+            items,
         })
         .await;
     }

@@ -813,3 +813,87 @@ async fn compaction_hands_off_to_a_new_session_on_the_requested_model() {
     );
     b.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
+    let fake = FakeAnthropic::fixture("r_restart").await.unwrap();
+    let bin = claude_bin().await;
+    let configure = |bin: std::path::PathBuf, url: String| {
+        move |c: &mut byre::config::Config| {
+            c.claude_bin = Some(bin);
+            c.agent_env = vec![
+                ("ANTHROPIC_BASE_URL".into(), url),
+                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+            ];
+        }
+    };
+    let server = TestServer::spawn_configured(
+        TempDir::new().unwrap(),
+        AuthMode::Local {
+            login: "ada".into(),
+        },
+        configure(bin.clone(), fake.url.clone()),
+    )
+    .await;
+    let api = server.api();
+    let repo = make_repo("basic");
+    let pid = api.create_project("basic", repo.path()).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let task = api
+        .call(
+            "createTask",
+            &[&pid],
+            &[],
+            Some(json!({"title": "stop", "prompt": "long work"})),
+        )
+        .await
+        .body;
+    let tid = task["id"].as_str().unwrap().to_owned();
+    fake.wait_until(|rs| {
+        rs.iter()
+            .any(|r| r.is_messages() && r.last_user_text().is_some_and(|t| t.contains("long work")))
+    })
+    .await;
+    let data = server.stop().await;
+    let log = byre::log::store::ReadOnlyStore::open(&data.path().join("byre.redb")).unwrap();
+    let mut kinds = Vec::new();
+    log.for_each(1, u64::MAX, |e| {
+        kinds.push(e.kind);
+        true
+    })
+    .unwrap();
+    assert!(
+        !kinds.iter().any(|k| k == "turn.ended"),
+        "a graceful stop leaves the turn running: {kinds:?}"
+    );
+    drop(log);
+    let server = TestServer::spawn_configured(
+        data,
+        AuthMode::Local {
+            login: "ada".into(),
+        },
+        configure(bin, fake.url.clone()),
+    )
+    .await;
+    let mut sse = server.api().events(&[("task_id", &tid)], None).await;
+    let mut outcomes = Vec::new();
+    let mut texts = Vec::new();
+    while outcomes.len() < 2 {
+        let e = sse
+            .next(TURN_WAIT)
+            .await
+            .unwrap_or_else(|| panic!("so far {outcomes:?}"));
+        match e.data["kind"].as_str().unwrap() {
+            "turn.ended" => {
+                outcomes.push(e.data["payload"]["outcome"].as_str().unwrap().to_owned())
+            }
+            "agent.text" => texts.push(e.data["payload"]["text"].as_str().unwrap().to_owned()),
+            _ => {}
+        }
+    }
+    assert_eq!(outcomes, ["interrupted", "completed"]);
+    assert_eq!(texts, ["Resumed after the restart."]);
+    server.stop().await;
+}
