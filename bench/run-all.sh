@@ -60,5 +60,6 @@ run() {
     run append --producers 8 --seconds 10
     run rebuild --events 1000000 --runs 5
     run fanout --clients 1000 --rate 100 --seconds 20
+    run vendor-latency --lines 2000 --rate 200
 } 2>&1 | tee "$OUT"
 echo "saved $OUT"

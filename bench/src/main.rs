@@ -6,6 +6,8 @@
 //! - `rebuild`: `Store::open` + `Store::fold` of a large log, with a breakdown and the plain
 //!   redb scan baseline.
 //! - `fanout`: the real server, C raw SSE clients, R events/s; commit-to-client latency.
+//! - `vendor-latency`: the real server running a fake `claude` (this binary, see
+//!   `vendor::fake_claude`); vendor stdout line to SSE client latency.
 
 mod append;
 mod batches;
@@ -16,6 +18,7 @@ mod plain;
 mod proto;
 mod rebuild;
 mod stats;
+mod vendor;
 
 use std::path::PathBuf;
 
@@ -88,9 +91,32 @@ enum Cmd {
         #[arg(long, default_value_t = 20.0)]
         seconds: f64,
     },
+    /// Vendor stdout line to SSE client, through the real server and a fake `claude` (this
+    /// binary).
+    VendorLatency {
+        /// `assistant` lines the fake CLI prints.
+        #[arg(long, default_value_t = 2000)]
+        lines: u64,
+        /// Lines per second.
+        #[arg(long, default_value_t = 200.0)]
+        rate: f64,
+        /// The SSE client acknowledges every read at once (TCP_QUICKACK), to show what the
+        /// server's Nagle + the client's delayed ACK add.
+        #[arg(long)]
+        quickack: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
+    // Started by byre as its `claude` (`vendor-latency`): act as the agent CLI.
+    if let Some(lines) = std::env::var_os(vendor::LINES_VAR) {
+        let lines = lines
+            .to_str()
+            .and_then(|l| l.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("{} is not a number", vendor::LINES_VAR))?;
+        vendor::fake_claude(lines)?;
+        return Ok(());
+    }
     let cli = Cli::parse();
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
@@ -116,6 +142,15 @@ fn main() -> anyhow::Result<()> {
         } => {
             batches::install();
             runtime()?.block_on(fanout::run(clients, rate, seconds, &cli.dir))?;
+        }
+        Cmd::VendorLatency {
+            lines,
+            rate,
+            quickack,
+        } => {
+            anyhow::ensure!(rate > 0.0, "--rate must be positive");
+            batches::install();
+            runtime()?.block_on(vendor::run(lines, rate, quickack, &cli.dir))?;
         }
     }
     Ok(())
