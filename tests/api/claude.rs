@@ -9,7 +9,7 @@ use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{make_repo, Api, Sse, SseEvent, TestServer, WAIT};
+use crate::helpers::{find, kinds, make_repo, until_kind, Api, Sse, SseEvent, TestServer, WAIT};
 
 /// How long a test waits for a turn of the real CLI to end.
 const TURN_WAIT: Duration = Duration::from_secs(120);
@@ -98,51 +98,12 @@ impl Bench {
 
     /// Events up to the next `turn.ended`.
     async fn turn(&mut self) -> Vec<SseEvent> {
-        let mut seen = Vec::new();
-        loop {
-            let e = self
-                .sse
-                .next(TURN_WAIT)
-                .await
-                .unwrap_or_else(|| panic!("no turn.ended; saw {:?}", kinds(&seen)));
-            let done = e.data["kind"] == "turn.ended";
-            seen.push(e);
-            if done {
-                return seen;
-            }
-        }
+        until_kind(&mut self.sse, "turn.ended", TURN_WAIT).await
     }
 
     async fn until(&mut self, kind: &str) -> Vec<SseEvent> {
-        let mut seen = Vec::new();
-        loop {
-            let e = self
-                .sse
-                .next(TURN_WAIT)
-                .await
-                .unwrap_or_else(|| panic!("no {kind}; saw {:?}", kinds(&seen)));
-            let done = e.data["kind"] == kind;
-            seen.push(e);
-            if done {
-                return seen;
-            }
-        }
+        until_kind(&mut self.sse, kind, TURN_WAIT).await
     }
-}
-
-fn kinds(events: &[SseEvent]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e.data["kind"].as_str().unwrap_or("").to_owned())
-        .collect()
-}
-
-fn find<'a>(events: &'a [SseEvent], kind: &str) -> &'a Value {
-    &events
-        .iter()
-        .find(|e| e.data["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind} in {:?}", kinds(events)))
-        .data
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use byre_fake_models::{FakeOpenAi, RecordedRequest};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{make_repo, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{find, kinds, make_repo, until_kind, Api, Sse, SseEvent, TestServer};
 
 /// How long a test waits for a turn of the real CLI to end.
 const TURN_WAIT: Duration = Duration::from_secs(90);
@@ -122,38 +122,8 @@ impl Bench {
     }
 
     async fn until(&mut self, kind: &str) -> Vec<SseEvent> {
-        until(&mut self.sse, kind).await
+        until_kind(&mut self.sse, kind, TURN_WAIT).await
     }
-}
-
-async fn until(sse: &mut Sse, kind: &str) -> Vec<SseEvent> {
-    let mut seen = Vec::new();
-    loop {
-        let e = sse
-            .next(TURN_WAIT)
-            .await
-            .unwrap_or_else(|| panic!("no {kind}; saw {:?}", kinds(&seen)));
-        let done = e.data["kind"] == kind;
-        seen.push(e);
-        if done {
-            return seen;
-        }
-    }
-}
-
-fn kinds(events: &[SseEvent]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e.data["kind"].as_str().unwrap_or("").to_owned())
-        .collect()
-}
-
-fn find<'a>(events: &'a [SseEvent], kind: &str) -> &'a Value {
-    &events
-        .iter()
-        .find(|e| e.data["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind} in {:?}", kinds(events)))
-        .data
 }
 
 fn all<'a>(events: &'a [SseEvent], kind: &str) -> Vec<&'a Value> {
@@ -449,7 +419,7 @@ async fn after_a_restart_the_next_message_resumes_the_codex_thread() {
     let mut sse = api.events(&[], None).await;
     let body = json!({"title": "restart", "prompt": "The first question.", "model": "gpt-5.5"});
     let task = api.call("createTask", &[&pid], &[], Some(body)).await.body;
-    let first = until(&mut sse, "turn.ended").await;
+    let first = until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
     assert_eq!(texts(&first), ["Answer one."]);
     let tid = task["id"].as_str().unwrap();
     let session = api.call("listSessions", &[tid], &[], None).await.body[0].clone();
@@ -476,7 +446,7 @@ async fn after_a_restart_the_next_message_resumes_the_codex_thread() {
         .iter()
         .any(|e: &SseEvent| e.data["kind"] == "turn.ended" && e.data["payload"]["turn"] == 2)
     {
-        next = until(&mut sse, "turn.ended").await;
+        next = until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
     }
     assert_eq!(texts(&next), ["Answer three."]);
     assert_eq!(find(&next, "turn.ended")["payload"]["outcome"], "completed");
@@ -621,7 +591,7 @@ async fn a_missing_codex_gives_a_clear_session_error() {
             .status,
         201
     );
-    let events = until(&mut sse, "turn.ended").await;
+    let events = until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
     let ended = &find(&events, "turn.ended")["payload"];
     assert_eq!(ended["outcome"], "failed");
     let error = ended["error"].as_str().unwrap();

@@ -548,3 +548,37 @@ pub fn canonical(p: &Path) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// The events of `sse` up to and including the next of kind `kind`; panics after `timeout`,
+/// naming the kinds seen.
+pub async fn until_kind(sse: &mut Sse, kind: &str, timeout: Duration) -> Vec<SseEvent> {
+    let mut seen = Vec::new();
+    loop {
+        let e = sse
+            .next(timeout)
+            .await
+            .unwrap_or_else(|| panic!("no {kind}; saw {:?}", kinds(&seen)));
+        let done = e.data["kind"] == kind;
+        seen.push(e);
+        if done {
+            return seen;
+        }
+    }
+}
+
+/// The kinds of `events`, in order.
+pub fn kinds(events: &[SseEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e.data["kind"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// The first event of kind `kind`; panics naming the kinds there are.
+pub fn find<'a>(events: &'a [SseEvent], kind: &str) -> &'a Value {
+    &events
+        .iter()
+        .find(|e| e.data["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {:?}", kinds(events)))
+        .data
+}
