@@ -212,7 +212,10 @@ fn session_event(s: &Session, state: &State, actor: &str, body: EventBody) -> Ne
     e
 }
 
-fn check_images(state: &State, images: &[String]) -> Result<(), Rejection> {
+/// Refuses blob ids that `uploadBlob` never stored.
+/// # Errors
+/// `Rejection::Invalid` naming the first unknown blob.
+pub fn check_images(state: &State, images: &[String]) -> Result<(), Rejection> {
     match images.iter().find(|b| !state.blobs.contains_key(*b)) {
         Some(b) => Err(Rejection::Invalid(format!(
             "no blob `{b}`: upload images with uploadBlob first"

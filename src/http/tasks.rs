@@ -85,16 +85,8 @@ pub async fn create_task(
         if let Some(model) = body.model.as_deref().filter(|m| !m.is_empty()) {
             byre_projections::users::check_model(model)?;
         }
-        if let Some(b) = app.writer.read(|s| {
-            body.images
-                .iter()
-                .find(|b| !s.blobs.contains_key(*b))
-                .cloned()
-        }) {
-            return Err(ApiError::BadRequest(format!(
-                "no blob `{b}`: upload images with uploadBlob first"
-            )));
-        }
+        app.writer
+            .read(|s| byre_projections::sessions::check_images(s, &body.images))?;
     }
     if body.workflow.is_some() {
         return Err(ApiError::NotImplemented(
