@@ -292,8 +292,8 @@ fn run(
     if state.last_seq > last_checkpoint.0 && !failed.load(Ordering::Acquire) {
         checkpoint(&store, &state, &failed);
     }
-    // Refuse whatever is still queued, and everything after.
-    failed.store(true, Ordering::Release);
+    // Refuse whatever is still queued; once closed, later submissions fail to send and are
+    // told the writer has stopped (not that a commit failed: none did).
     rx.close();
     while let Ok(msg) = rx.try_recv() {
         if let Msg::Submit(s) = msg {
