@@ -640,19 +640,7 @@ async fn after_kill_9_mid_turn_the_session_resumes_and_queued_messages_follow_in
         "the old server's agent process is gone (or a zombie awaiting init)"
     );
     let mut sse = api.events(&[("task_id", &tid)], None).await;
-    let mut texts = Vec::new();
-    let mut ends = Vec::new();
-    while ends.len() < 3 {
-        let e = sse
-            .next(TURN_WAIT)
-            .await
-            .unwrap_or_else(|| panic!("turns so far: {ends:?} {texts:?}"));
-        match e.data["kind"].as_str().unwrap() {
-            "turn.ended" => ends.push(e.data["payload"]["outcome"].as_str().unwrap().to_owned()),
-            "agent.text" => texts.push(e.data["payload"]["text"].as_str().unwrap().to_owned()),
-            _ => {}
-        }
-    }
+    let (ends, texts) = turns(&mut sse, 3).await;
     assert_eq!(
         ends,
         ["interrupted", "completed", "completed"],
@@ -839,22 +827,30 @@ async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
     )
     .await;
     let mut sse = server.api().events(&[("task_id", &tid)], None).await;
-    let mut outcomes = Vec::new();
-    let mut texts = Vec::new();
-    while outcomes.len() < 2 {
-        let e = sse
-            .next(TURN_WAIT)
-            .await
-            .unwrap_or_else(|| panic!("so far {outcomes:?}"));
-        match e.data["kind"].as_str().unwrap() {
-            "turn.ended" => {
-                outcomes.push(e.data["payload"]["outcome"].as_str().unwrap().to_owned())
-            }
-            "agent.text" => texts.push(e.data["payload"]["text"].as_str().unwrap().to_owned()),
-            _ => {}
-        }
-    }
+    let (outcomes, texts) = turns(&mut sse, 2).await;
     assert_eq!(outcomes, ["interrupted", "completed"]);
     assert_eq!(texts, ["Resumed after the restart."]);
     server.stop().await;
+}
+
+/// The outcomes of the next `n` turns on `sse`, and the agent texts seen meanwhile.
+async fn turns(sse: &mut Sse, n: usize) -> (Vec<String>, Vec<String>) {
+    let (mut outcomes, mut texts) = (Vec::new(), Vec::new());
+    while outcomes.len() < n {
+        let e = sse
+            .next(TURN_WAIT)
+            .await
+            .unwrap_or_else(|| panic!("turns so far: {outcomes:?} {texts:?}"));
+        match e.data["kind"].as_str().unwrap_or("") {
+            "turn.ended" => outcomes.push(
+                e.data["payload"]["outcome"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
+            "agent.text" => texts.push(e.data["payload"]["text"].as_str().unwrap_or("").to_owned()),
+            _ => {}
+        }
+    }
+    (outcomes, texts)
 }
