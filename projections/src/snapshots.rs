@@ -184,9 +184,12 @@ pub(crate) fn request(
             "the worktree of task `{task_id}` is not made yet"
         )));
     }
-    let mut e = NewEvent::new("byre", EventBody::SnapshotRequested(SnapshotRequested { trigger }))
-        .project(task.project_id.clone())
-        .task(task_id);
+    let mut e = NewEvent::new(
+        "byre",
+        EventBody::SnapshotRequested(SnapshotRequested { trigger }),
+    )
+    .project(task.project_id.clone())
+    .task(task_id);
     e.agent_session_id = agent_session(state, task_id);
     Ok(vec![e])
 }
@@ -476,12 +479,19 @@ mod tests {
         let first = w.turn();
         assert_eq!(w.pending(), [first]);
         let second = w.turn();
-        assert_eq!(w.pending(), [second], "the older turn's snapshot is not needed");
+        assert_eq!(
+            w.pending(),
+            [second],
+            "the older turn's snapshot is not needed"
+        );
         let events = w.record(second, 1).unwrap();
         let EventBody::SnapshotTaken(t) = &events[0].body else {
             panic!("snapshot.taken expected")
         };
-        assert_eq!((t.n, t.trigger, t.cause_seq), (1, SnapshotTrigger::TurnEnd, second));
+        assert_eq!(
+            (t.n, t.trigger, t.cause_seq),
+            (1, SnapshotTrigger::TurnEnd, second)
+        );
         assert!(events[0].agent_session_id.is_some());
         assert!(w.pending().is_empty());
         let snaps = w.state.task_snapshots(&w.task());
@@ -517,10 +527,7 @@ mod tests {
         assert_eq!(requested[0].body.kind(), "snapshot.requested");
         let turn = w.turn();
         assert_eq!(w.pending(), [requested[0].seq, turn]);
-        assert!(matches!(
-            w.record(turn, 2),
-            Err(Rejection::Conflict(_))
-        ));
+        assert!(matches!(w.record(turn, 2), Err(Rejection::Conflict(_))));
         w.record(requested[0].seq, 1).unwrap();
         let failed = w
             .when(Command::RecordSnapshot {
