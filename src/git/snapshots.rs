@@ -104,17 +104,15 @@ pub fn take_snapshot(job: &SnapshotJob<'_>) -> Result<Snapshot, GitError> {
         if head.id() == snap.id() {
             branch_advanced = true; // done before a restart
         } else if parent == Some(head.id()) && tree != head.tree_id() {
-            set_index(&repo, &mut staged, staged_tree, tree)?;
-            let branch_ref = format!("refs/heads/{}", job.branch);
-            let msg = format!("byre: end-of-turn commit {}", snap.id());
+            // The snapshot exists at its ref from here on: a failure of this step leaves the
+            // branch where it was and is logged, not returned, so the ref gets its event.
             branch_advanced =
-                match repo.reference_matching(&branch_ref, snap.id(), true, head.id(), &msg) {
-                    Ok(_) => true,
-                    // The branch moved meanwhile (the agent committed): leave it where it is.
-                    Err(e) if e.code() == ErrorCode::Modified || e.code() == ErrorCode::Exists => {
+                match end_of_turn(&repo, job.branch, &snap, &head, &mut staged, staged_tree) {
+                    Ok(advanced) => advanced,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the end-of-turn commit could not be made");
                         false
                     }
-                    Err(e) => return Err(e.into()),
                 };
         }
     }
@@ -196,6 +194,28 @@ fn recorded_event_seq(commit: &Commit<'_>) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("Byre-Event-Seq: "))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// The end-of-turn step for snapshot `snap` whose parent is `head`: the worktree's index
+/// becomes its tree, then the task branch moves from `head` to it by compare-and-swap.
+/// Whether the branch moved (not when the agent moved it meanwhile).
+fn end_of_turn(
+    repo: &Repository,
+    branch: &str,
+    snap: &Commit<'_>,
+    head: &Commit<'_>,
+    staged: &mut Index,
+    staged_tree: Oid,
+) -> Result<bool, GitError> {
+    set_index(repo, staged, staged_tree, snap.tree_id())?;
+    let branch_ref = format!("refs/heads/{branch}");
+    let msg = format!("byre: end-of-turn commit {}", snap.id());
+    match repo.reference_matching(&branch_ref, snap.id(), true, head.id(), &msg) {
+        Ok(_) => Ok(true),
+        // The branch moved meanwhile (the agent committed): leave it where it is.
+        Err(e) if e.code() == ErrorCode::Modified || e.code() == ErrorCode::Exists => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Sets the worktree's index to `tree`: the in-memory `staged` index's entries when it is that

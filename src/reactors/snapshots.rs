@@ -19,6 +19,7 @@ use byre_projections::tasks::TaskStatus;
 use byre_projections::Command;
 use futures_util::StreamExt;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::git::snapshots::{take_snapshot, SnapshotJob};
 use crate::log::subscription::subscribe;
@@ -67,7 +68,10 @@ fn job(writer: &Writer, task_id: &str, cause_seq: u64) -> Option<Job> {
 /// Does one job and records its outcome.
 async fn handle(writer: &Writer, job: Job) {
     let span = tracing::info_span!("snapshot", task_id = %job.task_id, cause_seq = job.cause_seq);
-    let _enter = span.enter();
+    handle_in_span(writer, job).instrument(span).await;
+}
+
+async fn handle_in_span(writer: &Writer, job: Job) {
     let Job {
         task_id,
         cause_seq,
