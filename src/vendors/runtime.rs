@@ -176,6 +176,18 @@ impl Runtime {
         }
     }
 
+    /// Whether a turn end of `task_id` still waits for its snapshot (the snapshot reactor has
+    /// not recorded `snapshot.taken` or `snapshot.failed` for it yet).
+    pub(crate) fn snapshot_due(&self, task_id: &str) -> bool {
+        self.writer.read(|s| {
+            s.snapshots.get(task_id).is_some_and(|t| {
+                t.pending
+                    .values()
+                    .any(|p| p.trigger == byre_projections::snapshots::SnapshotTrigger::TurnEnd)
+            })
+        })
+    }
+
     pub(crate) fn live(&self, session_id: &str) -> Option<Arc<Live>> {
         self.live.get(session_id).map(|l| l.clone())
     }

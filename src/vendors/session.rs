@@ -39,6 +39,13 @@ pub(crate) enum Input {
 /// Longest stderr tail kept for an exit's reason, in bytes.
 const STDERR_TAIL_BYTES: usize = 2048;
 
+/// Longest a message waits for the snapshot of the task's previous turn end (a reactor that
+/// never answers must not stall the task for good).
+const SNAPSHOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How often a held message looks whether that snapshot is taken.
+const SNAPSHOT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Runs the session's process until it exits or is stopped; records its output and its exit.
 pub(crate) async fn run(
     rt: Arc<Runtime>,
@@ -117,17 +124,25 @@ pub(crate) async fn run(
     let mut protocol = driver.protocol(&spec);
     let mut n_lines = 0u64;
     let mut stdin_open = write_lines(&mut stdin, protocol.start()).await;
+    // Messages (and interrupts after them) held until the snapshot reactor has answered the
+    // task's last turn end, so its end-of-turn commit and snapshot hold that turn alone and
+    // never race the agent's next turn in the worktree; with when the first was held.
+    let mut held: Vec<Input> = Vec::new();
+    let mut held_since = tokio::time::Instant::now();
     loop {
         tokio::select! {
             input = rx.recv(), if stdin_open => match input {
-                Some(Input::Message { text, images, input_id, model }) => {
-                    let mut out = match model {
-                        Some(m) => protocol.set_model(&m),
-                        None => Vec::new(),
-                    };
-                    out.extend(protocol.message(&text, &images, input_id));
-                    write_lines(&mut stdin, out).await;
+                Some(message @ Input::Message { .. }) => {
+                    if held.is_empty() && rt.snapshot_due(&task_id) {
+                        held_since = tokio::time::Instant::now();
+                    }
+                    if !held.is_empty() || rt.snapshot_due(&task_id) {
+                        held.push(message);
+                    } else {
+                        write_lines(&mut stdin, input_lines(protocol.as_mut(), message)).await;
+                    }
                 }
+                Some(Input::Interrupt) if !held.is_empty() => held.push(Input::Interrupt),
                 Some(Input::Interrupt) => {
                     write_lines(&mut stdin, protocol.interrupt()).await;
                 }
@@ -142,6 +157,17 @@ pub(crate) async fn run(
                     });
                 }
             },
+            _ = tokio::time::sleep(SNAPSHOT_POLL), if stdin_open && !held.is_empty() => {
+                let waited = held_since.elapsed() >= SNAPSHOT_WAIT;
+                if waited || !rt.snapshot_due(&task_id) {
+                    if waited {
+                        tracing::warn!("the previous turn's snapshot is still not taken; the next turn starts anyway");
+                    }
+                    for input in std::mem::take(&mut held) {
+                        write_lines(&mut stdin, input_lines(protocol.as_mut(), input)).await;
+                    }
+                }
+            }
             n = reader.read_until(b'\n', &mut buf) => match n {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
@@ -193,6 +219,27 @@ pub(crate) async fn run(
         },
     })
     .await;
+}
+
+/// The lines that hand `input` (a message or an interrupt) to the agent; none for the others.
+fn input_lines(protocol: &mut dyn super::Protocol, input: Input) -> Vec<String> {
+    match input {
+        Input::Message {
+            text,
+            images,
+            input_id,
+            model,
+        } => {
+            let mut out = match model {
+                Some(m) => protocol.set_model(&m),
+                None => Vec::new(),
+            };
+            out.extend(protocol.message(&text, &images, input_id));
+            out
+        }
+        Input::Interrupt => protocol.interrupt(),
+        Input::Stop | Input::Shutdown => Vec::new(),
+    }
 }
 
 /// Writes lines to the process's stdin, each with its `\n`, and flushes; false once stdin is

@@ -318,15 +318,36 @@ async fn two_turns_share_a_thread_and_a_claude_model_is_refused() {
 async fn a_message_sent_during_a_turn_is_queued_and_runs_as_the_next_turn() {
     let mut b = Bench::start("codex_h_queued").await;
     let task = b.task_with_prompt("first task", json!([])).await;
+    // A large file for the first turn's snapshot to hash: the queued turn still waits for it.
+    let big = PathBuf::from(task["worktree_path"].as_str().unwrap()).join("big.bin");
+    std::fs::write(&big, vec![7u8; 40 << 20]).unwrap();
     let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
     assert_eq!(b.send(&sid, json!({"text": "second task"})).await, 202);
     let queued = b.until("user.queued").await;
     let input_id = find(&queued, "user.queued")["payload"]["input_id"].clone();
     let first = b.turn().await;
     assert_eq!(texts(&first), ["First task done."]);
+    let first_end = find(&first, "turn.ended")["seq"].clone();
     let next = b.turn().await;
     assert_eq!(find(&next, "user.message")["payload"]["input_id"], input_id);
     assert_eq!(texts(&next), ["Second task done."]);
+    // The queued turn reached the agent only once the first turn's snapshot (and end-of-turn
+    // commit) was made: nothing of the agent's comes before it.
+    let kinds_in_order: Vec<&str> = next
+        .iter()
+        .map(|e| e.data["kind"].as_str().unwrap_or(""))
+        .collect();
+    let snap_at = next
+        .iter()
+        .position(|e| {
+            e.data["kind"] == "snapshot.taken" && e.data["payload"]["cause_seq"] == first_end
+        })
+        .unwrap_or_else(|| panic!("no snapshot of the first turn in {kinds_in_order:?}"));
+    let text_at = next
+        .iter()
+        .position(|e| e.data["kind"] == "agent.text")
+        .unwrap();
+    assert!(snap_at < text_at, "{kinds_in_order:?}");
     assert_eq!(
         user_texts(&b.fake.responses_requests()),
         ["first task", "second task"]
