@@ -23,6 +23,7 @@ pub mod inbox;
 pub mod projects;
 pub mod sessions;
 pub mod tasks;
+pub mod tools;
 pub mod upcast;
 pub mod users;
 pub mod workflows;
