@@ -6,6 +6,7 @@ mod helpers;
 mod process;
 mod schema;
 
+mod ask_human;
 mod blobs;
 mod claude;
 mod cli;
