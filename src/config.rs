@@ -53,6 +53,9 @@ pub struct Config {
     /// The byre binary agents start as their MCP server (`byre mcp`); `None`: this process's
     /// own executable.
     pub byre_bin: Option<PathBuf>,
+    /// The `tailscale` binary that publishes previews; `None`: `tailscale` on PATH, if any
+    /// (resolved at start-up; still `None` then: previews are recorded, not published).
+    pub tailscale_bin: Option<PathBuf>,
 }
 
 impl Config {
@@ -68,6 +71,7 @@ impl Config {
             codex_bin: None,
             agent_env: Vec::new(),
             byre_bin: None,
+            tailscale_bin: None,
         }
     }
 

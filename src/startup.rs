@@ -135,8 +135,16 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         mcp.clone(),
         shutdown_rx.clone(),
     );
+    if config.tailscale_bin.is_none() {
+        config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
+    }
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::previews::start(
+            writer.clone(),
+            config.tailscale_bin.clone(),
+            shutdown_rx.clone(),
+        ),
         agents_task,
     ];
 

@@ -8,6 +8,7 @@ mod schema;
 
 mod ask_human;
 mod blobs;
+mod inbox;
 mod claude;
 mod cli;
 mod codex;
