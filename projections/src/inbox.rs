@@ -201,9 +201,14 @@ pub struct Question {
     pub attachments: Vec<serde_json::Value>,
 }
 
-fn open_questions<'a>(state: &'a State, session_id: &'a str) -> impl Iterator<Item = &'a InboxItem> {
+fn open_questions<'a>(
+    state: &'a State,
+    session_id: &'a str,
+) -> impl Iterator<Item = &'a InboxItem> {
     state.inbox.values().filter(move |i| {
-        i.agent_session_id == session_id && i.kind == InboxKind::Question && i.state == InboxState::Open
+        i.agent_session_id == session_id
+            && i.kind == InboxKind::Question
+            && i.state == InboxState::Open
     })
 }
 
@@ -221,7 +226,9 @@ pub(crate) fn ask_human(
         .get(session_id)
         .ok_or_else(|| Rejection::NotFound(format!("no session `{session_id}`")))?;
     if s.completed {
-        return Err(Rejection::Conflict(format!("session `{session_id}` is completed")));
+        return Err(Rejection::Conflict(format!(
+            "session `{session_id}` is completed"
+        )));
     }
     if q.question.trim().is_empty() {
         return Err(Rejection::Invalid("`question` must not be empty".into()));
@@ -291,7 +298,8 @@ fn check_response(state: &State, item: &InboxItem, r: &ResponseInput) -> Result<
             }
             if !multiple && (!r.text.is_empty() || !r.images.is_empty()) {
                 return Err(Rejection::Invalid(
-                    "text and images go with `other`, or with options of a pick-any question".into(),
+                    "text and images go with `other`, or with options of a pick-any question"
+                        .into(),
                 ));
             }
         }
@@ -300,9 +308,7 @@ fn check_response(state: &State, item: &InboxItem, r: &ResponseInput) -> Result<
                 return Err(Rejection::Invalid("`options` go with type `option`".into()));
             }
             if r.text.trim().is_empty() && r.images.is_empty() {
-                return Err(Rejection::Invalid(
-                    "`other` needs text, or images".into(),
-                ));
+                return Err(Rejection::Invalid("`other` needs text, or images".into()));
             }
         }
         ResponseType::Dismiss => {
@@ -391,7 +397,9 @@ pub(crate) fn respond(
     let sessions: BTreeSet<&str> = items.iter().map(|i| i.agent_session_id.as_str()).collect();
     let mut next_input = state.last_input_id;
     for sid in sessions {
-        let Some(s) = state.sessions.get(sid) else { continue };
+        let Some(s) = state.sessions.get(sid) else {
+            continue;
+        };
         if s.turn_running || s.completed || s.compact_to.is_some() || !s.queue.is_empty() {
             continue;
         }
@@ -400,7 +408,12 @@ pub(crate) fn respond(
         }
         let mine: Vec<InboxResponse> = fresh
             .iter()
-            .filter(|r| state.inbox.get(&r.item_id).is_some_and(|i| i.agent_session_id == sid))
+            .filter(|r| {
+                state
+                    .inbox
+                    .get(&r.item_id)
+                    .is_some_and(|i| i.agent_session_id == sid)
+            })
             .cloned()
             .collect();
         let (evs, used) = deliver(state, s, &mine, next_input, "");
@@ -459,7 +472,9 @@ pub(crate) fn deliver(
             }),
         ));
         if n == 0 {
-            events.extend(hand_over(state, s, user, input_id, &text, &images, head, None));
+            events.extend(hand_over(
+                state, s, user, input_id, &text, &images, head, None,
+            ));
         } else {
             events.push(session_event(
                 s,

@@ -75,7 +75,9 @@ pub(crate) fn set_merge_title(
     let (s, t) = task_session(state, session_id)?;
     let title = title.trim();
     if title.is_empty() || title.contains(['\n', '\r']) {
-        return Err(Rejection::Invalid("the merge title must be one non-empty line".into()));
+        return Err(Rejection::Invalid(
+            "the merge title must be one non-empty line".into(),
+        ));
     }
     let n = title.chars().count();
     if n > MAX_MERGE_TITLE_CHARS {
@@ -107,7 +109,9 @@ pub(crate) fn expose_port(
     let (s, t) = task_session(state, session_id)?;
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 64 || name.contains(['\n', '\r']) {
-        return Err(Rejection::Invalid("the name must be one line of 1 to 64 characters".into()));
+        return Err(Rejection::Invalid(
+            "the name must be one line of 1 to 64 characters".into(),
+        ));
     }
     let last = t.port_base + PORTS_PER_TASK - 1;
     if port < t.port_base || port > last {

@@ -53,7 +53,9 @@ pub async fn call_tool(
     if role.0 != SessionRole::Implementer {
         return Ok(answer(
             true,
-            format!("`{tool}` is for a task's implementing agent only; this session may not use it"),
+            format!(
+                "`{tool}` is for a task's implementing agent only; this session may not use it"
+            ),
         ));
     }
     let args: Value = match serde_json::from_slice(&body) {
@@ -142,7 +144,9 @@ fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
             format!("Your question is posted to the humans' inbox (item {id}). End your turn now: do not wait, poll or ask again. Their answer will arrive as the next user message.")
         }
         "set_merge_title" => "The merge title is set.".into(),
-        "expose_port" => "The port is exposed as a preview; the humans see its link in the task.".into(),
+        "expose_port" => {
+            "The port is exposed as a preview; the humans see its link in the task.".into()
+        }
         _ => "Done.".into(),
     }
 }

@@ -267,8 +267,13 @@ pub async fn respond_inbox(
             attachments: r.attachments,
         })
         .collect();
-    if responses.iter().any(|r| !r.attachments.iter().all(|a| a.is_object())) {
-        return Err(ApiError::BadRequest("each attachment must be an object".into()));
+    if responses
+        .iter()
+        .any(|r| !r.attachments.iter().all(|a| a.is_object()))
+    {
+        return Err(ApiError::BadRequest(
+            "each attachment must be an object".into(),
+        ));
     }
     let ids: Vec<String> = responses.iter().map(|r| r.item_id.clone()).collect();
     app.submit(Command::RespondInbox {

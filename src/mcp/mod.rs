@@ -160,7 +160,8 @@ mod tests {
         assert_eq!(host.session_of("s1"), None);
         assert_eq!(host.session_of("s1.00"), None);
         let other = tempfile::tempdir().expect("temp dir");
-        let stranger = McpHost::open(other.path(), String::new(), "/bin/byre".into()).expect("open");
+        let stranger =
+            McpHost::open(other.path(), String::new(), "/bin/byre".into()).expect("open");
         assert_eq!(stranger.session_of(&token), None);
     }
 }

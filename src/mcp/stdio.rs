@@ -89,7 +89,10 @@ impl Forwarder {
             Ok(r) if r.status().is_success() => match r.json::<serde_json::Value>().await {
                 Ok(v) => (
                     v["is_error"].as_bool().unwrap_or(true),
-                    v["text"].as_str().unwrap_or("byre gave no answer").to_owned(),
+                    v["text"]
+                        .as_str()
+                        .unwrap_or("byre gave no answer")
+                        .to_owned(),
                 ),
                 Err(e) => (true, format!("byre's answer was unreadable: {e}")),
             },
@@ -97,7 +100,10 @@ impl Forwarder {
                 let status = r.status();
                 let body: serde_json::Value = r.json().await.unwrap_or_default();
                 let message = body["message"].as_str().unwrap_or("").to_owned();
-                (true, format!("byre refused the call (HTTP {status}): {message}"))
+                (
+                    true,
+                    format!("byre refused the call (HTTP {status}): {message}"),
+                )
             }
             Err(e) => (true, format!("byre could not be reached: {e}")),
         };

@@ -89,7 +89,11 @@ pub fn start(
         for task_id in tasks {
             let (ports, active) = task_ports(&writer, &task_id);
             for port in ports {
-                let args = if active { publish_args(port) } else { withdraw_args(port) };
+                let args = if active {
+                    publish_args(port)
+                } else {
+                    withdraw_args(port)
+                };
                 tailscale(&bin, &args).await;
             }
         }

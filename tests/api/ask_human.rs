@@ -33,7 +33,9 @@ impl Fake {
 /// The fake for `vendor`, the server's environment, and the task's model.
 async fn setup(vendor: &str) -> (Fake, Vec<(String, String)>, &'static str) {
     if vendor == "claude" {
-        let fake = FakeAnthropic::fixture("q_ask_human").await.expect("fake API");
+        let fake = FakeAnthropic::fixture("q_ask_human")
+            .await
+            .expect("fake API");
         let bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
             .await
             .expect("install the CLI");
@@ -45,7 +47,9 @@ async fn setup(vendor: &str) -> (Fake, Vec<(String, String)>, &'static str) {
         ];
         (Fake::Anthropic(fake), env, "sonnet")
     } else {
-        let fake = FakeOpenAi::fixture("codex_q_ask_human").await.expect("fake API");
+        let fake = FakeOpenAi::fixture("codex_q_ask_human")
+            .await
+            .expect("fake API");
         let bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
             .await
             .expect("install the CLI");
@@ -100,14 +104,20 @@ async fn round_trip(vendor: &str, restart: bool) {
     assert_eq!(question["multiple"], false);
     assert_eq!(question["recommended"], json!(["blue"]));
     let item_id = item["payload"]["id"].as_str().unwrap().to_owned();
-    let ended = first.iter().rev().find(|e| e.data["kind"] == "turn.ended").unwrap();
+    let ended = first
+        .iter()
+        .rev()
+        .find(|e| e.data["kind"] == "turn.ended")
+        .unwrap();
     assert_eq!(ended.data["payload"]["outcome"], "completed");
     let tool_result = first
         .iter()
         .find(|e| e.data["kind"] == "tool.result")
         .unwrap_or_else(|| panic!("a tool.result in {:?}", kinds(&first)));
     assert!(
-        tool_result.data["payload"].to_string().contains("End your turn"),
+        tool_result.data["payload"]
+            .to_string()
+            .contains("End your turn"),
         "the agent is told to end its turn: {}",
         tool_result.data["payload"]
     );
@@ -118,7 +128,12 @@ async fn round_trip(vendor: &str, restart: bool) {
         api = Api::for_url(&server.url);
     }
     let open = api.call("listInbox", &[], &[("task_id", &tid)], None).await;
-    assert_eq!(open.body.as_array().map(Vec::len), Some(1), "{:?}", open.body);
+    assert_eq!(
+        open.body.as_array().map(Vec::len),
+        Some(1),
+        "{:?}",
+        open.body
+    );
     assert_eq!(open.body[0]["state"], "open");
 
     let last_seq = ended.data["seq"].as_u64().unwrap();
@@ -128,7 +143,9 @@ async fn round_trip(vendor: &str, restart: bool) {
             "respondInbox",
             &[],
             &[],
-            Some(json!({"responses": [{"item_id": item_id, "type": "option", "options": ["blue"]}]})),
+            Some(
+                json!({"responses": [{"item_id": item_id, "type": "option", "options": ["blue"]}]}),
+            ),
         )
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
@@ -137,7 +154,10 @@ async fn round_trip(vendor: &str, restart: bool) {
 
     let second = until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
     let message = find(&second, "user.message");
-    assert_eq!(message["actor"], "ada", "delivered under the answering human's name");
+    assert_eq!(
+        message["actor"], "ada",
+        "delivered under the answering human's name"
+    );
     let text = message["payload"]["text"].as_str().unwrap();
     assert!(text.contains("from ada: blue"), "{text}");
     let delivered = find(&second, "inbox.delivered");
@@ -145,14 +165,23 @@ async fn round_trip(vendor: &str, restart: bool) {
         delivered["payload"]["input_id"],
         message["payload"]["input_id"]
     );
-    let ended = second.iter().rev().find(|e| e.data["kind"] == "turn.ended").unwrap();
-    assert_eq!(ended.data["payload"]["outcome"], "completed", "{:?}", kinds(&second));
+    let ended = second
+        .iter()
+        .rev()
+        .find(|e| e.data["kind"] == "turn.ended")
+        .unwrap();
+    assert_eq!(
+        ended.data["payload"]["outcome"],
+        "completed",
+        "{:?}",
+        kinds(&second)
+    );
 
     let requests = fake.requests();
     assert!(
-        requests
-            .iter()
-            .any(|r| r.last_user_text().is_some_and(|t| t.contains("from ada: blue"))),
+        requests.iter().any(|r| r
+            .last_user_text()
+            .is_some_and(|t| t.contains("from ada: blue"))),
         "the model received the answer"
     );
     let written = std::fs::read_to_string(std::path::Path::new(&worktree).join("colour.txt"))

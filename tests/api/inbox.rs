@@ -148,24 +148,72 @@ async fn respond_inbox_refuses_bad_answers_and_delivers_good_ones_once() {
 
     let cases: Vec<(&str, Value, u16)> = vec![
         ("no responses", json!([]), 400),
-        ("an unknown item", json!([{"item_id": "nope", "type": "dismiss"}]), 404),
-        ("an option not offered", json!([{"item_id": one, "type": "option", "options": ["pink"]}]), 400),
-        ("two options of a pick-one question", json!([{"item_id": one, "type": "option", "options": ["red", "blue"]}]), 400),
-        ("no option", json!([{"item_id": one, "type": "option", "options": []}]), 400),
-        ("text with a pick-one option", json!([{"item_id": one, "type": "option", "options": ["red"], "text": "because"}]), 400),
-        ("an empty other", json!([{"item_id": one, "type": "other", "text": "  "}]), 400),
-        ("options with other", json!([{"item_id": one, "type": "other", "text": "x", "options": ["red"]}]), 400),
-        ("a dismissal with text", json!([{"item_id": one, "type": "dismiss", "text": "no"}]), 400),
-        ("an unknown image", json!([{"item_id": one, "type": "other", "text": "see", "images": ["no-such-blob"]}]), 400),
-        ("the same item twice", json!([{"item_id": one, "type": "dismiss"}, {"item_id": one, "type": "dismiss"}]), 400),
-        ("a good answer with an unknown item", json!([{"item_id": one, "type": "option", "options": ["red"]}, {"item_id": "nope", "type": "dismiss"}]), 404),
+        (
+            "an unknown item",
+            json!([{"item_id": "nope", "type": "dismiss"}]),
+            404,
+        ),
+        (
+            "an option not offered",
+            json!([{"item_id": one, "type": "option", "options": ["pink"]}]),
+            400,
+        ),
+        (
+            "two options of a pick-one question",
+            json!([{"item_id": one, "type": "option", "options": ["red", "blue"]}]),
+            400,
+        ),
+        (
+            "no option",
+            json!([{"item_id": one, "type": "option", "options": []}]),
+            400,
+        ),
+        (
+            "text with a pick-one option",
+            json!([{"item_id": one, "type": "option", "options": ["red"], "text": "because"}]),
+            400,
+        ),
+        (
+            "an empty other",
+            json!([{"item_id": one, "type": "other", "text": "  "}]),
+            400,
+        ),
+        (
+            "options with other",
+            json!([{"item_id": one, "type": "other", "text": "x", "options": ["red"]}]),
+            400,
+        ),
+        (
+            "a dismissal with text",
+            json!([{"item_id": one, "type": "dismiss", "text": "no"}]),
+            400,
+        ),
+        (
+            "an unknown image",
+            json!([{"item_id": one, "type": "other", "text": "see", "images": ["no-such-blob"]}]),
+            400,
+        ),
+        (
+            "the same item twice",
+            json!([{"item_id": one, "type": "dismiss"}, {"item_id": one, "type": "dismiss"}]),
+            400,
+        ),
+        (
+            "a good answer with an unknown item",
+            json!([{"item_id": one, "type": "option", "options": ["red"]}, {"item_id": "nope", "type": "dismiss"}]),
+            404,
+        ),
     ];
     for (name, responses, status) in cases {
         let (got, body) = b.respond(responses).await;
         assert_eq!(got, status, "{name}: {body}");
         assert!(body["message"].is_string(), "{name}: {body}");
     }
-    assert_eq!(b.item(&one).await["state"], "open", "nothing was half-answered");
+    assert_eq!(
+        b.item(&one).await["state"],
+        "open",
+        "nothing was half-answered"
+    );
 
     // A newer question supersedes the open one, which can no longer be answered.
     let any = b.ask("Pick:\n- [ ] tests\n- [x] docs\n").await;
@@ -175,9 +223,21 @@ async fn respond_inbox_refuses_bad_answers_and_delivers_good_ones_once() {
         .respond(json!([{"item_id": one, "type": "option", "options": ["red"]}]))
         .await;
     assert_eq!(status, 409, "a superseded item");
-    let open = b.api.call("listInbox", &[], &[("task_id", b.task_id())], None).await;
-    let open_ids: Vec<&str> = open.body.as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
-    assert!(open_ids.contains(&any.as_str()) && !open_ids.contains(&one.as_str()), "{open_ids:?}");
+    let open = b
+        .api
+        .call("listInbox", &[], &[("task_id", b.task_id())], None)
+        .await;
+    let open_ids: Vec<&str> = open
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        open_ids.contains(&any.as_str()) && !open_ids.contains(&one.as_str()),
+        "{open_ids:?}"
+    );
     let superseded = b
         .api
         .call("listInbox", &[], &[("state", "superseded")], None)
@@ -201,7 +261,10 @@ async fn respond_inbox_refuses_bad_answers_and_delivers_good_ones_once() {
     let message = find(&events, "user.message");
     assert_eq!(message["actor"], "ada");
     let text = message["payload"]["text"].as_str().unwrap();
-    assert_eq!(text, "Answer to your question \"Which?\" from ada: tests, docs\nboth");
+    assert_eq!(
+        text,
+        "Answer to your question \"Which?\" from ada: tests, docs\nboth"
+    );
     assert!(b.item(&any).await["responses"][0]["delivered_at"].is_string());
 
     let (status, _) = b
@@ -214,38 +277,88 @@ async fn respond_inbox_refuses_bad_answers_and_delivers_good_ones_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previews() {
     let b = Bench::start().await;
-    let (status, _) = b.raw_tool("set_merge_title", None, json!({"merge_title": "x"})).await;
+    let (status, _) = b
+        .raw_tool("set_merge_title", None, json!({"merge_title": "x"}))
+        .await;
     assert_eq!(status, 401, "no token");
     let (status, _) = b
-        .raw_tool("set_merge_title", Some("forged.0000"), json!({"merge_title": "x"}))
+        .raw_tool(
+            "set_merge_title",
+            Some("forged.0000"),
+            json!({"merge_title": "x"}),
+        )
         .await;
     assert_eq!(status, 403, "a forged token");
     let (status, _) = b
-        .raw_tool("set_merge_title", Some(&format!("{}x", b.token)), json!({"merge_title": "x"}))
+        .raw_tool(
+            "set_merge_title",
+            Some(&format!("{}x", b.token)),
+            json!({"merge_title": "x"}),
+        )
         .await;
     assert_eq!(status, 403, "a token of no session");
 
     let port_base = b.task["port_base"].as_u64().unwrap();
     let errors: Vec<(&str, Value, &str)> = vec![
         ("no_such_tool", json!({}), "no tool `no_such_tool`"),
-        ("ask_human", json!({"context": "- ( ) a"}), "`question` is required"),
-        ("ask_human", json!({"question": 3}), "`question` must be a string"),
-        ("ask_human", json!({"question": "?", "attachments": "file"}), "`attachments` must be an array"),
+        (
+            "ask_human",
+            json!({"context": "- ( ) a"}),
+            "`question` is required",
+        ),
+        (
+            "ask_human",
+            json!({"question": 3}),
+            "`question` must be a string",
+        ),
+        (
+            "ask_human",
+            json!({"question": "?", "attachments": "file"}),
+            "`attachments` must be an array",
+        ),
         ("take_snapshot", json!({}), "not available yet"),
-        ("set_merge_title", json!({"merge_title": "a".repeat(73)}), "at most 72"),
-        ("set_merge_title", json!({"merge_title": "two\nlines"}), "one non-empty line"),
+        (
+            "set_merge_title",
+            json!({"merge_title": "a".repeat(73)}),
+            "at most 72",
+        ),
+        (
+            "set_merge_title",
+            json!({"merge_title": "two\nlines"}),
+            "one non-empty line",
+        ),
         ("set_merge_title", json!({}), "`merge_title` is required"),
-        ("expose_port", json!({"port": port_base + 10, "name": "web"}), "not in this task's block"),
-        ("expose_port", json!({"port": -1, "name": "web"}), "`port` must be a port number"),
-        ("expose_port", json!({"port": port_base, "name": ""}), "1 to 64 characters"),
+        (
+            "expose_port",
+            json!({"port": port_base + 10, "name": "web"}),
+            "not in this task's block",
+        ),
+        (
+            "expose_port",
+            json!({"port": -1, "name": "web"}),
+            "`port` must be a port number",
+        ),
+        (
+            "expose_port",
+            json!({"port": port_base, "name": ""}),
+            "1 to 64 characters",
+        ),
     ];
     for (tool, args, says) in errors {
         let r = b.tool(tool, args.clone()).await;
         assert_eq!(r["is_error"], true, "{tool} {args}: {r}");
-        assert!(r["text"].as_str().unwrap().contains(says), "{tool} {args}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains(says),
+            "{tool} {args}: {r}"
+        );
     }
 
-    let r = b.tool("set_merge_title", json!({"merge_title": "Add the colour file"})).await;
+    let r = b
+        .tool(
+            "set_merge_title",
+            json!({"merge_title": "Add the colour file"}),
+        )
+        .await;
     assert_eq!(r["is_error"], false, "{r}");
     let task = b.api.call("getTask", &[b.task_id()], &[], None).await.body;
     assert_eq!(task["merge_title"], "Add the colour file");
@@ -253,20 +366,37 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
     let previews = b.api.call("listPreviews", &[b.task_id()], &[], None).await;
     assert_eq!(previews.status, 200);
     assert_eq!(previews.body, json!([]));
-    for (port, name) in [(port_base + 1, "web"), (port_base + 2, "api"), (port_base + 3, "web")] {
-        let r = b.tool("expose_port", json!({"port": port, "name": name})).await;
+    for (port, name) in [
+        (port_base + 1, "web"),
+        (port_base + 2, "api"),
+        (port_base + 3, "web"),
+    ] {
+        let r = b
+            .tool("expose_port", json!({"port": port, "name": name}))
+            .await;
         assert_eq!(r["is_error"], false, "{r}");
     }
-    let previews = b.api.call("listPreviews", &[b.task_id()], &[], None).await.body;
+    let previews = b
+        .api
+        .call("listPreviews", &[b.task_id()], &[], None)
+        .await
+        .body;
     let got: Vec<(u64, &str)> = previews
         .as_array()
         .unwrap()
         .iter()
         .map(|p| (p["port"].as_u64().unwrap(), p["name"].as_str().unwrap()))
         .collect();
-    assert_eq!(got, [(port_base + 2, "api"), (port_base + 3, "web")], "a name exposed again moves");
     assert_eq!(
-        b.api.call("listPreviews", &["nope"], &[], None).await.status,
+        got,
+        [(port_base + 2, "api"), (port_base + 3, "web")],
+        "a name exposed again moves"
+    );
+    assert_eq!(
+        b.api
+            .call("listPreviews", &["nope"], &[], None)
+            .await
+            .status,
         404
     );
     let status = b.api.call("getStatus", &[], &[], None).await.body;
@@ -292,7 +422,9 @@ async fn an_exposed_port_is_published_with_tailscale_serve() {
     let status = b.api.call("getStatus", &[], &[], None).await.body;
     assert_eq!(status["previews_published"], true);
     let port = b.task["port_base"].as_u64().unwrap() + 4;
-    let r = b.tool("expose_port", json!({"port": port, "name": "web"})).await;
+    let r = b
+        .tool("expose_port", json!({"port": port, "name": "web"}))
+        .await;
     assert_eq!(r["is_error"], false, "{r}");
     let expected = format!("serve --bg --https={port} http://127.0.0.1:{port}");
     let deadline = std::time::Instant::now() + WAIT;
@@ -301,7 +433,10 @@ async fn an_exposed_port_is_published_with_tailscale_serve() {
         if got.lines().any(|l| l == expected) {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "tailscale calls: {got:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tailscale calls: {got:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     b.server.stop().await;

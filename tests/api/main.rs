@@ -8,13 +8,13 @@ mod schema;
 
 mod ask_human;
 mod blobs;
-mod inbox;
 mod claude;
 mod cli;
 mod codex;
 mod contract;
 mod crash;
 mod events;
+mod inbox;
 mod me;
 mod old_logs;
 mod projects;

@@ -454,7 +454,12 @@ fn ask(w: &mut World, sid: &str, context: &str) -> String {
         .expect("an item")
 }
 
-fn answer(item_id: &str, kind: crate::inbox::ResponseType, options: &[&str], text: &str) -> crate::inbox::ResponseInput {
+fn answer(
+    item_id: &str,
+    kind: crate::inbox::ResponseType,
+    options: &[&str],
+    text: &str,
+) -> crate::inbox::ResponseInput {
     crate::inbox::ResponseInput {
         item_id: item_id.into(),
         kind,
@@ -475,19 +480,37 @@ fn an_answer_given_while_the_turn_runs_reaches_the_agent_when_the_turn_ends() {
         actor: "ada".into(),
         responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
     });
-    assert_eq!(World::kinds(&events), ["inbox.responded"], "the turn still runs");
+    assert_eq!(
+        World::kinds(&events),
+        ["inbox.responded"],
+        "the turn still runs"
+    );
     let events = w.end_turn(&sid, TurnOutcome::Completed, "Asked.", None);
     assert_eq!(
         World::kinds(&events),
-        ["turn.ended", "inbox.delivered", "user.message", "turn.started"]
+        [
+            "turn.ended",
+            "inbox.delivered",
+            "user.message",
+            "turn.started"
+        ]
     );
-    let message = events.iter().find(|e| e.body.kind() == "user.message").unwrap();
+    let message = events
+        .iter()
+        .find(|e| e.body.kind() == "user.message")
+        .unwrap();
     assert_eq!(message.actor, "ada");
-    let EventBody::UserMessage(m) = &message.body else { unreachable!() };
+    let EventBody::UserMessage(m) = &message.body else {
+        unreachable!()
+    };
     assert_eq!(m.text, "Answer to your question \"Which?\" from ada: blue");
     assert!(w.state.inbox[&q].responses[0].delivered_at_us.is_some());
     let again = w.end_turn(&sid, TurnOutcome::Completed, "Done.", None);
-    assert_eq!(World::kinds(&again), ["turn.ended", "session.state", "task.state"], "delivered once");
+    assert_eq!(
+        World::kinds(&again),
+        ["turn.ended", "session.state", "task.state"],
+        "delivered once"
+    );
 }
 
 #[test]
@@ -502,7 +525,11 @@ fn answers_wait_for_the_open_question_then_each_human_gets_one_message_oldest_fi
         actor: "bob".into(),
         responses: vec![answer(&error_item, ResponseType::Other, &[], "try again")],
     });
-    assert_eq!(World::kinds(&events), ["inbox.responded"], "a question is still open");
+    assert_eq!(
+        World::kinds(&events),
+        ["inbox.responded"],
+        "a question is still open"
+    );
     let events = w.ok(Command::RespondInbox {
         actor: "ada".into(),
         responses: vec![answer(&q, ResponseType::Option, &["red"], "")],
@@ -522,7 +549,10 @@ fn a_newer_question_supersedes_the_open_one() {
     let sid = w.start("go");
     let first = ask(&mut w, &sid, "");
     let second = ask(&mut w, &sid, "");
-    assert_eq!(w.state.inbox[&first].state, crate::inbox::InboxState::Superseded);
+    assert_eq!(
+        w.state.inbox[&first].state,
+        crate::inbox::InboxState::Superseded
+    );
     assert_eq!(w.state.inbox[&second].state, crate::inbox::InboxState::Open);
     let r = w.when(Command::RespondInbox {
         actor: "ada".into(),

@@ -258,7 +258,11 @@ mod tests {
     fn mcp_overrides_are_valid_toml_values() {
         let launch = crate::mcp::McpLaunch {
             program: "/opt/by re/\"byre\"".into(),
-            args: vec!["mcp".into(), "--token-file".into(), "/d/run/mcp/s.token".into()],
+            args: vec![
+                "mcp".into(),
+                "--token-file".into(),
+                "/d/run/mcp/s.token".into(),
+            ],
         };
         let argv = mcp_overrides(&launch);
         assert_eq!(argv.len(), 8);
