@@ -16,7 +16,8 @@
 //! secret is 32 random bytes kept in `{data}/mcp.secret` (mode 0600, made at the first start).
 //! So a token names its session, cannot be forged without the secret, and is the same after a
 //! restart (a resumed CLI keeps working). It reaches the `byre mcp` child as a file,
-//! `{data}/run/mcp/{session_id}.token` (0600), never in argv or the log.
+//! `{data}/mcp-tokens/{session_id}.token` (0600; not under `run/`, whose files are process
+//! records), never in argv or the log.
 //!
 //! [`choices`] reads a question's choices from its Markdown context.
 
@@ -75,7 +76,7 @@ impl McpHost {
             secret,
             url,
             program,
-            token_dir: data_dir.join("run/mcp"),
+            token_dir: data_dir.join("mcp-tokens"),
         })
     }
 

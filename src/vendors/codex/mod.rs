@@ -261,7 +261,7 @@ mod tests {
             args: vec![
                 "mcp".into(),
                 "--token-file".into(),
-                "/d/run/mcp/s.token".into(),
+                "/d/mcp-tokens/s.token".into(),
             ],
         };
         let argv = mcp_overrides(&launch);
