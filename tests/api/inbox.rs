@@ -271,6 +271,24 @@ async fn respond_inbox_refuses_bad_answers_and_delivers_good_ones_once() {
         .respond(json!([{"item_id": any, "type": "dismiss"}]))
         .await;
     assert_eq!(status, 409, "already answered");
+
+    // An answer with only an image: the image goes to the agent with the message.
+    let blob = b
+        .api
+        .call_raw("uploadBlob", &[], "image/png", crate::blobs::PNG.to_vec())
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let three = b.ask("No list here.").await;
+    let (status, body) = b
+        .respond(json!([{"item_id": three, "type": "other", "text": "", "images": [blob]}]))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["responses"][0]["images"], json!([blob]));
+    let events = until_kind(&mut b.sse, "user.message", WAIT).await;
+    assert_eq!(find(&events, "user.message")["payload"]["images"], json!([blob]));
     b.server.stop().await;
 }
 
