@@ -223,7 +223,6 @@ pub async fn get_inbox_item(
 
 /// One response of `respondInbox` (spec `InboxResponseCreate`).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct InboxResponseCreate {
     item_id: String,
     #[serde(rename = "type")]
@@ -240,7 +239,6 @@ pub struct InboxResponseCreate {
 
 /// Body of `respondInbox` (spec `InboxRespond`).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct InboxRespond {
     responses: Vec<InboxResponseCreate>,
 }
