@@ -222,6 +222,13 @@ event_kinds! {
     MergeTitleSet = "task.merge_title_set" (crate::tools::MergeTitleSet),
     /// The task's agent exposed a port of its block as a preview (`expose_port`).
     PreviewExposed = "preview.exposed" (crate::tools::PreviewExposed),
+    /// A snapshot of a task's worktree was asked for (intent).
+    SnapshotRequested = "snapshot.requested" (crate::snapshots::SnapshotRequested),
+    /// A snapshot's commit and ref exist; a `turn_end` one may have moved the task branch
+    /// (outcome).
+    SnapshotTaken = "snapshot.taken" (crate::snapshots::SnapshotTaken),
+    /// A snapshot could not be made; no ref was written (outcome).
+    SnapshotFailed = "snapshot.failed" (crate::snapshots::SnapshotFailed),
 }
 
 /// `user.created` payload.

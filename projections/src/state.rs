@@ -50,6 +50,9 @@ pub struct State {
     /// Previews by task id (`expose_port`), oldest first.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub previews: BTreeMap<String, Vec<crate::tools::Preview>>,
+    /// Snapshots and unanswered snapshot causes by task id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -72,6 +75,7 @@ impl State {
         crate::sessions::apply(self, e);
         crate::inbox::apply(self, e);
         crate::tools::apply(self, e);
+        crate::snapshots::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -252,6 +256,14 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             name,
             port,
         } => crate::tools::expose_port(state, session_id, name, *port),
+        Command::RequestSnapshot { task_id, trigger } => {
+            crate::snapshots::request(state, task_id, *trigger)
+        }
+        Command::RecordSnapshot {
+            task_id,
+            cause_seq,
+            outcome,
+        } => crate::snapshots::record(state, ctx, task_id, *cause_seq, outcome),
     }
 }
 

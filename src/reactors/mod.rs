@@ -3,4 +3,5 @@
 //! reconciles what the projections say should exist with what does.
 
 pub mod previews;
+pub mod snapshots;
 pub mod worktrees;

@@ -18,6 +18,7 @@ mod inbox;
 mod me;
 mod old_logs;
 mod projects;
+mod snapshots;
 mod tasks;
 mod views;
 mod workflows;
