@@ -63,14 +63,12 @@ pub async fn call_tool(
         Ok(Value::Null) => json!({}),
         _ => return Ok(answer(true, "the arguments must be a JSON object")),
     };
-    let cmd = match parse(&tool, &session_id, &args) {
-        Ok(Some(cmd)) => cmd,
-        Ok(None) => {
-            return Ok(answer(
-                true,
-                "take_snapshot is not available yet in this byre build; carry on without it",
-            ))
-        }
+    let task_id = app
+        .writer
+        .read(|s| s.sessions.get(&session_id).map(|x| x.task_id.clone()))
+        .unwrap_or_default();
+    let cmd = match parse(&tool, &session_id, &task_id, &args) {
+        Ok(cmd) => cmd,
         Err(message) => return Ok(answer(true, message)),
     };
     match app.writer.submit(cmd, None).await {
@@ -80,9 +78,8 @@ pub async fn call_tool(
     }
 }
 
-/// The command a call asks for; `Ok(None)` for a tool not built yet; `Err` a message for the
-/// model (unknown tool, bad arguments).
-fn parse(tool: &str, session_id: &str, args: &Value) -> Result<Option<Command>, String> {
+/// The command a call asks for; `Err` a message for the model (unknown tool, bad arguments).
+fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Result<Command, String> {
     let session_id = session_id.to_owned();
     match tool {
         "ask_human" => {
@@ -95,7 +92,7 @@ fn parse(tool: &str, session_id: &str, args: &Value) -> Result<Option<Command>, 
                 _ => return Err("`attachments` must be an array of objects".into()),
             };
             let choices = crate::mcp::choices::parse(&context);
-            Ok(Some(Command::AskHuman {
+            Ok(Command::AskHuman {
                 session_id,
                 question: byre_projections::inbox::Question {
                     context,
@@ -106,23 +103,26 @@ fn parse(tool: &str, session_id: &str, args: &Value) -> Result<Option<Command>, 
                     recommended: choices.recommended,
                     attachments,
                 },
-            }))
+            })
         }
-        "take_snapshot" => Ok(None),
-        "set_merge_title" => Ok(Some(Command::SetMergeTitle {
+        "take_snapshot" => Ok(Command::RequestSnapshot {
+            task_id: task_id.to_owned(),
+            trigger: byre_projections::snapshots::SnapshotTrigger::Requested,
+        }),
+        "set_merge_title" => Ok(Command::SetMergeTitle {
             session_id,
             merge_title: text_arg(args, "merge_title", true)?,
-        })),
+        }),
         "expose_port" => {
             let port = args["port"]
                 .as_u64()
                 .and_then(|p| u32::try_from(p).ok())
                 .ok_or("`port` must be a port number")?;
-            Ok(Some(Command::ExposePort {
+            Ok(Command::ExposePort {
                 session_id,
                 name: text_arg(args, "name", true)?,
                 port,
-            }))
+            })
         }
         other => Err(format!(
             "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title and expose_port"
@@ -144,6 +144,7 @@ fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
             format!("Your question is posted to the humans' inbox (item {id}). End your turn now: do not wait, poll or ask again. Their answer will arrive as the next user message.")
         }
         "set_merge_title" => "The merge title is set.".into(),
+        "take_snapshot" => "A snapshot of the worktree as it is now is being taken; it appears in the task's snapshots. Your branch and index are not touched.".into(),
         "expose_port" => {
             "The port is exposed as a preview; the humans see its link in the task.".into()
         }

@@ -90,7 +90,6 @@ fn not_implemented_handler(
 
 /// The route table: every operationId of the contract.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    const TOOLS: &str = "worktree views, snapshots and the inbox come with the agent-tools issue";
     const FINISH: &str = "merging and discarding come with the finishing-a-task issue";
     const LATER: &str = "not yet scheduled";
     cfg.app_data(

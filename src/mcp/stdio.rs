@@ -41,7 +41,7 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "take_snapshot",
-            "Record a snapshot of the task's worktree as it is now (every tracked and untracked file, ignored ones left out), without committing or touching your index. Use it before a risky change you may want to compare against.",
+            "Record a snapshot of the task's worktree as it is now (every tracked and untracked file, ignored ones left out) for the humans to review and compare against; it does not commit, move your branch or touch your index. byre also snapshots at the end of every turn, so use this only for a state worth keeping mid-turn, e.g. before a risky change.",
             schema(json!({"type": "object", "properties": {}})),
         ),
         Tool::new(

@@ -288,7 +288,10 @@ async fn respond_inbox_refuses_bad_answers_and_delivers_good_ones_once() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body[0]["responses"][0]["images"], json!([blob]));
     let events = until_kind(&mut b.sse, "user.message", WAIT).await;
-    assert_eq!(find(&events, "user.message")["payload"]["images"], json!([blob]));
+    assert_eq!(
+        find(&events, "user.message")["payload"]["images"],
+        json!([blob])
+    );
     b.server.stop().await;
 }
 
@@ -334,7 +337,6 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
             json!({"question": "?", "attachments": "file"}),
             "`attachments` must be an array",
         ),
-        ("take_snapshot", json!({}), "not available yet"),
         (
             "set_merge_title",
             json!({"merge_title": "a".repeat(73)}),
@@ -370,6 +372,27 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
             "{tool} {args}: {r}"
         );
     }
+
+    let mut sse = b.api.events(&[("task_id", b.task_id())], None).await;
+    let r = b.tool("take_snapshot", json!({})).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    loop {
+        let events = until_kind(&mut sse, "snapshot.taken", WAIT).await;
+        if events.last().unwrap().data["payload"]["trigger"] == "requested" {
+            break;
+        }
+    }
+    let snapshots = b.api.call("listSnapshots", &[b.task_id()], &[], None).await;
+    assert!(
+        snapshots
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["trigger"] == "requested"),
+        "{:?}",
+        snapshots.body
+    );
 
     let r = b
         .tool(
