@@ -573,6 +573,10 @@ pub async fn clear_leftovers(data_dir: &Path) -> Vec<Zombie> {
         let pgid: i32 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
         let recorded_start: Option<u64> = fields.next().and_then(|s| s.parse().ok());
         let _ = std::fs::remove_file(&path);
+        // Commands the agent ran in sessions of their own, orphaned if it died with byre.
+        if !session_id.is_empty() {
+            session::kill_strays(&session_id);
+        }
         if recorded_start.is_none() || start_time(pgid) != recorded_start {
             // Not the process byre started (gone, or its pid reused): leave it alone.
             continue;

@@ -57,6 +57,7 @@ pub(crate) async fn run(
     let span = tracing::info_span!("agent_session", session_id = %spec.session_id, task_id = %task_id, vendor = driver.vendor().as_str(), pid = tracing::field::Empty);
     let _enter = span.enter();
     let mut cmd = driver.command(&spec);
+    cmd.env(SESSION_ENV, &spec.session_id);
     cmd.process_group(0)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -189,6 +190,13 @@ pub(crate) async fn run(
     }
     let status = child.wait().await;
     kill_group(pid as i32); // tools the agent left running in its group
+    if status
+        .as_ref()
+        .is_ok_and(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some())
+    {
+        // Killed, it could not stop the commands it ran in sessions of their own (Codex).
+        kill_strays(&spec.session_id);
+    }
     let reason_tail = stderr_tail.await.unwrap_or_default();
     rt.forget(&spec.session_id);
     let (code, signal) = match &status {
@@ -345,6 +353,49 @@ fn descendant_groups(pid: i32) -> Vec<i32> {
         i += 1;
     }
     groups
+}
+
+/// The environment variable every agent process gets (and so every process it starts): its
+/// byre session id. It finds what an agent left running once the agent is gone.
+pub(crate) const SESSION_ENV: &str = "BYRE_AGENT_SESSION";
+
+/// SIGKILLs the process group of every process whose environment has [`SESSION_ENV`] =
+/// `session_id` (Linux `/proc`): the commands an agent killed by a signal left behind (Codex
+/// runs each in a session of its own, which its death orphans, so [`kill_tree`] cannot find
+/// them). Never byre's own group. Returns how many groups it killed.
+pub(crate) fn kill_strays(session_id: &str) -> usize {
+    let needle = format!("{SESSION_ENV}={session_id}");
+    // SAFETY: getpgrp has no preconditions.
+    let own = unsafe { libc::getpgrp() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut groups: Vec<i32> = Vec::new();
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            continue;
+        }
+        let pgid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let (_, rest) = stat.rsplit_once(')')?;
+                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+            });
+        if let Some(g) = pgid.filter(|g| *g > 1 && *g != own && !groups.contains(g)) {
+            groups.push(g);
+        }
+    }
+    for g in &groups {
+        tracing::warn!(pgid = g, "killed a process group the agent left running");
+        kill_group(*g);
+    }
+    groups.len()
 }
 
 /// SIGKILLs a process group; harmless when it is gone.

@@ -357,20 +357,7 @@ async fn a_message_sent_during_a_turn_is_queued_and_runs_as_the_next_turn() {
 
 /// Whether a child of `parent` runs `sleep 30` (Codex runs commands in sessions of their own).
 fn sleeping_child(parent: u32) -> bool {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .any(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            ppid == Some(parent) && cmd.starts_with(b"sleep\x0030")
-        })
+    sleeping_child_pid(parent).is_some()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -423,6 +410,101 @@ async fn an_interrupt_during_a_command_closes_it_stops_it_and_a_new_turn_runs() 
     let next = b.turn().await;
     assert_eq!(texts(&next), ["Fresh answer after the interrupt."]);
     assert_eq!(find(&next, "turn.ended")["payload"]["outcome"], "completed");
+    b.server.stop().await;
+}
+
+/// The pid of the `sleep 30` child of `parent`, if one runs.
+fn sleeping_child_pid(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent) && cmd.starts_with(b"sleep\x0030")
+        })
+}
+
+/// The pids of the children of `parent`.
+fn children(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok())
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Whether process `pid` still runs (a zombie does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_owned();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_killed_from_outside_fails_its_turn_and_leaves_no_command_running() {
+    let mut b = Bench::start("codex_l_killed").await;
+    b.task_with_prompt("Run the two step command.", json!([]))
+        .await;
+    b.until("tool.call").await;
+    let status = b.api.call("getStatus", &[], &[], None).await;
+    let app_server = status.body["agent_processes"][0]["pid"].as_u64().unwrap() as u32;
+    // The command's bash runs in a session of its own, a child of the app-server; its
+    // `sleep 30` under it outlives a killed Codex unless byre stops it.
+    let mut sleeper = None;
+    for _ in 0..100 {
+        sleeper = children(app_server)
+            .into_iter()
+            .find_map(sleeping_child_pid);
+        if sleeper.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sleeper = sleeper.expect("the command runs");
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(app_server as i32, libc::SIGKILL);
+    }
+    let events = b.turn().await;
+    let ended = &find(&events, "turn.ended")["payload"];
+    assert_eq!(ended["outcome"], "failed");
+    assert!(
+        ended["error"].as_str().unwrap().contains("signal 9"),
+        "{ended}"
+    );
+    let mut stopped = false;
+    for _ in 0..100 {
+        if !running(sleeper) {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(stopped, "the command Codex ran is not left running");
     b.server.stop().await;
 }
 
