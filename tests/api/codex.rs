@@ -413,6 +413,24 @@ async fn an_interrupt_during_a_command_closes_it_stops_it_and_a_new_turn_runs() 
     b.server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_sent_right_after_the_message_ends_the_turn() {
+    let mut b = Bench::start("codex_f_interrupt").await;
+    let task = b.task_with_prompt("slow answer", json!([])).await;
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    // At once: byre knows the turn from Codex's answer to turn/start before Codex has
+    // started it, when Codex still refuses to interrupt it.
+    let r = b.api.call("interruptSession", &[&sid], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let events = b.turn().await;
+    assert_eq!(
+        find(&events, "turn.ended")["payload"]["outcome"],
+        "interrupted"
+    );
+    assert!(texts(&events).is_empty(), "{:?}", texts(&events));
+    b.server.stop().await;
+}
+
 /// The pid of the `sleep 30` child of `parent`, if one runs.
 fn sleeping_child_pid(parent: u32) -> Option<u32> {
     std::fs::read_dir("/proc")
