@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Repository, RepositoryOpenFlags};
 
-mod changes;
+pub(crate) mod changes;
 
 pub use changes::{
     task_changes, task_diff, ChangeStatus, Changes, FileChange, MAX_DIFF_FILE_BYTES,
@@ -90,7 +90,7 @@ impl Worktree {
     }
 
     /// The repository of the worktree (no search upwards, no environment).
-    fn repo(&self) -> Result<Repository, ViewError> {
+    pub(crate) fn repo(&self) -> Result<Repository, ViewError> {
         let flags = RepositoryOpenFlags::NO_SEARCH;
         Repository::open_ext(&self.root, flags, std::iter::empty::<&std::ffi::OsStr>()).map_err(
             |e| {

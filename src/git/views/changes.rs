@@ -167,7 +167,7 @@ fn merge_base(
 /// an in-memory index that the repository handle (ours alone) uses for `add_all`. An untracked
 /// repository inside the worktree becomes a gitlink to its HEAD, as `git add` makes it (left
 /// out when it has no commit).
-fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oid, ViewError> {
+pub(crate) fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oid, ViewError> {
     let mut index = Index::new()?;
     for entry in repo.index()?.iter() {
         index.add(&entry)?;
