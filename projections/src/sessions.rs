@@ -202,7 +202,7 @@ fn session<'a>(state: &'a State, id: &str) -> Result<&'a Session, Rejection> {
         .ok_or_else(|| Rejection::NotFound(format!("no session `{id}`")))
 }
 
-fn session_event(s: &Session, state: &State, actor: &str, body: EventBody) -> NewEvent {
+pub(crate) fn session_event(s: &Session, state: &State, actor: &str, body: EventBody) -> NewEvent {
     let mut e = NewEvent::new(actor, body);
     e.agent_session_id = Some(s.id.clone());
     if !s.task_id.is_empty() {
@@ -224,9 +224,27 @@ pub fn check_images(state: &State, images: &[String]) -> Result<(), Rejection> {
     }
 }
 
+/// Refuses a human's message to a task that is merging or being discarded: nothing else is
+/// admitted while its merge or summary turn runs and the task is finished.
+fn check_not_finishing(task: &crate::tasks::Task) -> Result<(), Rejection> {
+    if task.merging {
+        return Err(Rejection::Conflict(format!(
+            "task `{}` is merging; nothing else is handed to its agent meanwhile",
+            task.id
+        )));
+    }
+    if task.discarding {
+        return Err(Rejection::Conflict(format!(
+            "task `{}` is being discarded; nothing else is handed to its agent meanwhile",
+            task.id
+        )));
+    }
+    Ok(())
+}
+
 /// A message's hand-over: `user.message` then `turn.started`.
 #[allow(clippy::too_many_arguments)]
-fn hand_over(
+pub(crate) fn hand_over(
     state: &State,
     s: &Session,
     actor: &str,
@@ -281,6 +299,7 @@ pub(crate) fn create(
     if task.status != TaskStatus::Active {
         return Err(Rejection::Conflict(format!("task `{task_id}` is closed")));
     }
+    check_not_finishing(task)?;
     if let Some(live) = state
         .sessions
         .values()
@@ -380,6 +399,7 @@ pub(crate) fn send(
         if task.status != TaskStatus::Active {
             return Err(Rejection::Conflict(format!("task `{}` is closed", task.id)));
         }
+        check_not_finishing(task)?;
     }
     if text.trim().is_empty() && images.is_empty() {
         return Err(Rejection::Invalid(
@@ -492,6 +512,7 @@ fn end_turn(
     }
     ended.turn = s.turns;
     ended.summary = ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty();
+    let outcome = ended.outcome;
     let mut events = Vec::new();
     if ended.outcome == TurnOutcome::Failed {
         let id = ctx.id(0);
@@ -530,6 +551,11 @@ fn end_turn(
     );
     if let (Some((model, head)), Some(handoff)) = (&s.compact_to, handoff) {
         events.extend(compact_into_successor(state, ctx, s, model, head, &handoff));
+        return events;
+    }
+    let mut hook = crate::finish::turn_end_hook(state, s, outcome, "");
+    events.append(&mut hook.events);
+    if hook.hold_queue {
         return events;
     }
     if let Some(next) = s.queue.first() {
@@ -674,6 +700,11 @@ pub(crate) fn resume_after_restart(
         raw: String::new(),
     };
     let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];
+    let mut hook = crate::finish::turn_end_hook(state, s, TurnOutcome::Interrupted, head);
+    events.append(&mut hook.events);
+    if hook.hold_queue {
+        return Ok(events);
+    }
     let after = Session {
         turn_running: false,
         ..s.clone()

@@ -1,0 +1,1 @@
+//! Given / when / then for finishing a task.
