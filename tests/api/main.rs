@@ -13,6 +13,7 @@ mod codex;
 mod contract;
 mod crash;
 mod events;
+mod finish;
 mod me;
 mod old_logs;
 mod projects;
