@@ -602,10 +602,10 @@ pub(crate) fn apply(
         return;
     };
     match body {
-        EventBody::UserMessage(_) => {
-            if actor != "byre" && !t.participants.iter().any(|p| p == actor) {
-                t.participants.push(actor.to_owned());
-            }
+        EventBody::UserMessage(_)
+            if actor != "byre" && !t.participants.iter().any(|p| p == actor) =>
+        {
+            t.participants.push(actor.to_owned());
         }
         EventBody::MergeRequested(p) => {
             t.merge_title.clone_from(&p.merge_title);

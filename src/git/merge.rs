@@ -77,7 +77,11 @@ impl From<git2::Error> for MergeError {
 }
 
 fn view_err(e: super::views::ViewError) -> GitError {
-    GitError::Other(e.to_string())
+    use super::views::ViewError;
+    match e {
+        ViewError::Conflict(m) | ViewError::NotFound(m) => GitError::Conflict(m),
+        other => GitError::Other(other.to_string()),
+    }
 }
 
 fn open(path: &Path) -> Result<Repository, GitError> {
