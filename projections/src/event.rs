@@ -228,6 +228,13 @@ event_kinds! {
     TaskDiscarded = "task.discarded" (crate::finish::TaskDiscarded),
     /// Removing a discarded task's worktree or branch failed (outcome).
     CleanupFailed = "task.cleanup_failed" (crate::finish::CleanupFailed),
+    /// A snapshot of a task's worktree was asked for (intent).
+    SnapshotRequested = "snapshot.requested" (crate::snapshots::SnapshotRequested),
+    /// A snapshot's commit and ref exist; a `turn_end` one may have moved the task branch
+    /// (outcome).
+    SnapshotTaken = "snapshot.taken" (crate::snapshots::SnapshotTaken),
+    /// A snapshot could not be made; no ref was written (outcome).
+    SnapshotFailed = "snapshot.failed" (crate::snapshots::SnapshotFailed),
 }
 
 /// `user.created` payload.

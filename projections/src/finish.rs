@@ -666,10 +666,20 @@ pub fn co_authors<'a>(t: &'a Task, caller: &str) -> impl Iterator<Item = &'a str
         .filter(move |p| *p != caller)
 }
 
-/// Whether the task's merge turn has ended (normally: an abnormal end fails the merge), so
-/// the reactor's squash is due.
+/// Whether no snapshot of the task waits for the snapshot reactor (the end-of-turn commit
+/// of the turn that just ended comes before the worktree is squashed or removed).
+fn snapshots_settled(state: &State, t: &Task) -> bool {
+    state
+        .snapshots
+        .get(&t.id)
+        .is_none_or(|s| s.pending.is_empty())
+}
+
+/// Whether the task's merge turn has ended (normally: an abnormal end fails the merge) and
+/// its end-of-turn snapshot is recorded, so the reactor's squash is due.
 pub fn merge_due(state: &State, t: &Task) -> bool {
-    t.status == TaskStatus::Active
+    snapshots_settled(state, t)
+        && t.status == TaskStatus::Active
         && t.merging
         && t.merge_turn.as_ref().is_some_and(|(sid, turn)| {
             state
@@ -679,10 +689,14 @@ pub fn merge_due(state: &State, t: &Task) -> bool {
         })
 }
 
-/// Whether the task's discard summary turn has ended (or the task has no turn to wait for on
-/// a retry), so the reactor's clean-up is due.
+/// Whether the task's discard summary turn has ended and its end-of-turn snapshot is
+/// recorded, so the reactor's clean-up is due.
 pub fn discard_due(state: &State, t: &Task) -> bool {
-    if t.status != TaskStatus::Active || !t.discarding || t.cleanup_failed.is_some() {
+    if t.status != TaskStatus::Active
+        || !t.discarding
+        || t.cleanup_failed.is_some()
+        || !snapshots_settled(state, t)
+    {
         return false;
     }
     t.discard_turn.as_ref().is_some_and(|(sid, turn)| {

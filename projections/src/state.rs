@@ -47,6 +47,9 @@ pub struct State {
     /// Inbox items by id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub inbox: BTreeMap<String, crate::inbox::InboxItem>,
+    /// Snapshots and unanswered snapshot causes by task id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -69,6 +72,7 @@ impl State {
         crate::sessions::apply(self, e);
         crate::inbox::apply(self, e);
         crate::finish::apply(self, e.created_at_us, &e.actor, &e.body, task_id);
+        crate::snapshots::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -269,6 +273,14 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::RecordDiscard { task_id, outcome } => {
             crate::finish::record_discard(state, task_id, outcome)
         }
+        Command::RequestSnapshot { task_id, trigger } => {
+            crate::snapshots::request(state, task_id, *trigger)
+        }
+        Command::RecordSnapshot {
+            task_id,
+            cause_seq,
+            outcome,
+        } => crate::snapshots::record(state, ctx, task_id, *cause_seq, outcome),
     }
 }
 

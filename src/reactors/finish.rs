@@ -1,6 +1,8 @@
 //! The finish reactor: the git work of merges and discards (`projections::finish`). It
 //! follows the log, and after every event that may make work due (a turn's end, a merge or
 //! discard asked for, a task closed, a merge failed) it scans the state:
+//! Both wait for the snapshot reactor's end-of-turn commit of that turn (no snapshot of the
+//! task pending), so the two never work on one worktree at once.
 //! - a merging task whose merge-in turn ended normally: squash, push, fast-forward, keep a
 //!   snapshot and remove the worktree and branch (`git::merge`), then `RecordMerge`;
 //! - a discarding task whose summary turn ended: keep a snapshot, remove the worktree and
@@ -36,6 +38,8 @@ const TRIGGERS: &[&str] = &[
     "task.discarded",
     "task.cleanup_failed",
     "session.completed",
+    "snapshot.taken",
+    "snapshot.failed",
 ];
 
 /// What a merge's git work needs, read from the state.

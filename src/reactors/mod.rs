@@ -3,4 +3,5 @@
 //! reconciles what the projections say should exist with what does.
 
 pub mod finish;
+pub mod snapshots;
 pub mod worktrees;

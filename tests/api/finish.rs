@@ -186,6 +186,8 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
         .task_with_prompt(&b.bob, "Add the feature", "Please create feature.txt")
         .await;
     b.until_task(&task, "turn.ended").await;
+    // The end-of-turn commit puts the agent's work on the task branch.
+    b.until_task(&task, "snapshot.taken").await;
     let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
     assert!(worktree.join("feature.txt").exists());
 
@@ -193,8 +195,16 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
     assert_eq!(unmerged.status, 200);
     assert_eq!(
         unmerged.body,
-        json!({"commits": 0, "files": 1, "insertions": 1, "deletions": 0, "uncommitted": 1})
+        json!({"commits": 1, "files": 1, "insertions": 1, "deletions": 0, "uncommitted": 0})
     );
+    std::fs::write(worktree.join("notes.txt"), "one\ntwo\n").unwrap();
+    let unmerged = b.ada.call("getUnmerged", &[id(&task)], &[], None).await;
+    assert_eq!(
+        unmerged.body,
+        json!({"commits": 1, "files": 2, "insertions": 3, "deletions": 0, "uncommitted": 1}),
+        "uncommitted work counts too"
+    );
+    std::fs::remove_file(worktree.join("notes.txt")).unwrap();
     let co = b.ada.call("getCoAuthors", &[id(&task)], &[], None).await;
     assert_eq!(co.status, 200);
     assert_eq!(co.body.as_array().unwrap().len(), 1);
@@ -503,7 +513,7 @@ async fn a_merge_into_a_dirty_checkout_fails_and_leaves_it_and_the_task_as_they_
     let task = b
         .task_with_prompt(&b.ada, "Feature", "Please create feature.txt")
         .await;
-    b.until_task(&task, "turn.ended").await;
+    b.until_task(&task, "snapshot.taken").await;
     let repo = b.repo.path().to_owned();
     std::fs::write(repo.join("README.md"), "the user's own edit\n").unwrap();
     let before = checkout_bytes(&repo);
@@ -644,8 +654,9 @@ async fn merge_requests_are_checked() {
     b.server.stop().await;
 }
 
-/// The user's checkout as bytes: every file outside `.git`, and `.git`'s HEAD, index and
-/// refs (loose and packed).
+/// The user's checkout as bytes: every file outside `.git`, and `.git`'s HEAD, index,
+/// packed refs and loose refs other than byre's own (its task branches `refs/heads/byre/…`
+/// and snapshot refs `refs/byre/…`, which its end-of-turn commits move).
 fn checkout_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
@@ -662,7 +673,10 @@ fn checkout_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
                 if !in_git || rel == Path::new(".git") || rel.starts_with(".git/refs") {
                     stack.push(p);
                 }
-            } else if !in_git || wanted_git {
+            } else if (!in_git || wanted_git)
+                && !rel.starts_with(".git/refs/byre")
+                && !rel.starts_with(".git/refs/heads/byre")
+            {
                 out.push((rel, std::fs::read(&p).unwrap()));
             }
         }
