@@ -102,10 +102,36 @@ impl World {
             rate_limits: None,
             raw: "{}".into(),
         };
-        self.ok(Command::RecordVendorOutput {
+        let mut events = self.ok(Command::RecordVendorOutput {
             session_id: sid.into(),
             items: vec![VendorItem::TurnEnded(ended)],
-        })
+        });
+        let task_id = self.state.sessions[sid].task_id.clone();
+        assert!(
+            !merge_due(&self.state, self.task(&task_id))
+                && !discard_due(&self.state, self.task(&task_id)),
+            "nothing is due before the turn's snapshot is recorded"
+        );
+        self.settle_snapshots(&task_id);
+        events.retain(|e| !e.body.kind().starts_with("snapshot."));
+        events
+    }
+
+    /// Answers the task's pending snapshots, as the snapshot reactor would.
+    fn settle_snapshots(&mut self, task_id: &str) {
+        let pending: Vec<u64> = self
+            .state
+            .snapshots
+            .get(task_id)
+            .map(|s| s.pending.keys().copied().collect())
+            .unwrap_or_default();
+        for cause_seq in pending {
+            self.ok(Command::RecordSnapshot {
+                task_id: task_id.into(),
+                cause_seq,
+                outcome: Err("not in this test".into()),
+            });
+        }
     }
 
     fn merge(&mut self, task: &str, title: &str) -> Result<Vec<Event>, Rejection> {
