@@ -550,6 +550,26 @@ async fn a_merge_into_a_dirty_checkout_fails_and_leaves_it_and_the_task_as_they_
         worktree.join("feature.txt").exists(),
         "the task's work is untouched"
     );
+
+    // mergeIn: the same merge-in turn, with the invitation to revise the title.
+    let r = b.ada.call("mergeIn", &[id(&task)], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(r.body["state"], "running");
+    let events = b.until_task(&task, "turn.ended").await;
+    let message = events
+        .iter()
+        .find(|e| e.data["kind"] == "user.message")
+        .expect("the merge-in message");
+    assert_eq!(message.data["actor"], "byre");
+    let text = message.data["payload"]["text"].as_str().unwrap();
+    assert!(text.contains("git merge main"), "{text}");
+    assert!(text.contains("set_merge_title"), "{text}");
+    assert_eq!(payload(&events, "turn.ended")["outcome"], "completed");
+    assert_eq!(
+        b.get_task(&task).await["status"],
+        "active",
+        "merge-in merges nothing itself"
+    );
     b.server.stop().await;
 }
 
