@@ -43,6 +43,8 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// a project whose repository has a bare origin, and an event stream.
 struct Bench {
     server: TestServer,
+    url: String,
+    bin: PathBuf,
     _fake: FakeAnthropic,
     ada: Api,
     bob: Api,
@@ -59,23 +61,7 @@ impl Bench {
             .await
             .expect("install the CLI");
         let url = fake.url.clone();
-        let tokens: HashMap<String, String> = TOKENS
-            .iter()
-            .map(|(t, l)| (t.to_string(), l.to_string()))
-            .collect();
-        let server = TestServer::spawn_configured(
-            TempDir::new().unwrap(),
-            AuthMode::Token { tokens },
-            move |c| {
-                c.claude_bin = Some(bin);
-                c.agent_env = vec![
-                    ("ANTHROPIC_BASE_URL".into(), url),
-                    ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-                    ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-                ];
-            },
-        )
-        .await;
+        let server = spawn(TempDir::new().unwrap(), &url, &bin).await;
         let (ada, bob) = (server.api_as("ada"), server.api_as("bob"));
         for (api, name) in [(&ada, "Ada Lovelace"), (&bob, "Bob Ünïcode")] {
             let login = if name.starts_with("Ada") {
@@ -108,6 +94,8 @@ impl Bench {
         let sse = ada.events(&[], None).await;
         Bench {
             server,
+            url,
+            bin,
             _fake: fake,
             ada,
             bob,
@@ -116,6 +104,17 @@ impl Bench {
             origin,
             sse,
         }
+    }
+
+    /// Stops the server gracefully and starts it again on its data dir; the event stream
+    /// resumes after `last_seq`.
+    async fn restart(mut self, last_seq: u64) -> Bench {
+        let data = self.server.stop().await;
+        self.server = spawn(data, &self.url, &self.bin).await;
+        self.ada = self.server.api_as("ada");
+        self.bob = self.server.api_as("bob");
+        self.sse = self.ada.events(&[], Some(last_seq)).await;
+        self
     }
 
     async fn task_with_prompt(&self, api: &Api, title: &str, prompt: &str) -> Value {
@@ -163,6 +162,24 @@ impl Bench {
         assert_eq!(r.status, 200);
         r.body
     }
+}
+
+/// A team server (tokens for ada and bob) whose Claude Code talks to the fake at `url`.
+async fn spawn(data: TempDir, url: &str, bin: &Path) -> TestServer {
+    let tokens: HashMap<String, String> = TOKENS
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
+    let (url, bin) = (url.to_owned(), bin.to_owned());
+    TestServer::spawn_configured(data, AuthMode::Token { tokens }, move |c| {
+        c.claude_bin = Some(bin);
+        c.agent_env = vec![
+            ("ANTHROPIC_BASE_URL".into(), url),
+            ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+            ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+        ];
+    })
+    .await
 }
 
 fn id(v: &Value) -> &str {
@@ -569,6 +586,47 @@ async fn a_merge_into_a_dirty_checkout_fails_and_leaves_it_and_the_task_as_they_
         b.get_task(&task).await["status"],
         "active",
         "merge-in merges nothing itself"
+    );
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_turn_cut_short_by_a_restart_fails_the_merge_and_merges_nothing() {
+    let mut b = Bench::start().await;
+    let task = b
+        .task_with_prompt(&b.ada, "Slow merge", "Please create feature.txt")
+        .await;
+    b.until_task(&task, "snapshot.taken").await;
+    let main_before = git(b.repo.path(), &["rev-parse", "main"]);
+    let r = b
+        .ada
+        .call(
+            "mergeTask",
+            &[id(&task)],
+            &[],
+            Some(json!({"merge_title": "Slow merge"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let started = b.until_task(&task, "turn.started").await;
+    let last = started.last().unwrap().id.unwrap();
+    let mut b = b.restart(last).await;
+    let events = b.until_task(&task, "task.merge_failed").await;
+    let ended = payload(&events, "turn.ended");
+    assert_eq!(ended["outcome"], "interrupted");
+    let reason = payload(&events, "task.merge_failed")["reason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("interrupted"), "{reason}");
+    let t = b.get_task(&task).await;
+    assert_eq!(t["status"], "active");
+    assert_eq!(t["merging"], false);
+    assert_eq!(git(b.repo.path(), &["rev-parse", "main"]), main_before);
+    assert_eq!(git(b.origin.path(), &["rev-parse", "main"]), main_before);
+    let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
+    assert!(
+        worktree.join("feature.txt").exists(),
+        "the work is still there"
     );
     b.server.stop().await;
 }
