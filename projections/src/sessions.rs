@@ -811,6 +811,9 @@ pub(crate) fn compact(
             "session `{session_id}` is running a turn; compact it once it is idle"
         )));
     }
+    if let Some(task) = state.tasks.get(&s.task_id) {
+        check_not_finishing(task)?;
+    }
     let model = model
         .filter(|m| !m.is_empty())
         .unwrap_or(&s.model)

@@ -286,6 +286,18 @@ fn merge_refusals_follow_the_spec() {
         matches!(msg, Err(Rejection::Conflict(_))),
         "nothing else while merging"
     );
+    let merge_sid = w.task(&a).merge_turn.clone().unwrap().0;
+    w.end_turn(&merge_sid, TurnOutcome::Completed);
+    let compact = w.when(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: merge_sid,
+        model: None,
+        head: "h".into(),
+    });
+    assert!(
+        matches!(compact, Err(Rejection::Conflict(_))),
+        "no compaction while merging"
+    );
     let discard = w.when(Command::DiscardTask {
         actor: "ada".into(),
         task_id: a,
