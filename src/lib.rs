@@ -8,6 +8,7 @@
 //! - [`identity`]: who is calling (local, Tailscale headers, bearer tokens).
 //! - [`git`]: repository facts and worktrees, through git2.
 //! - [`reactors`]: effects that follow committed events (worktrees).
+//! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, session tokens, choices).
 //! - [`api`]: the contract's JSON types, converted from the projections.
 //! - [`cli`]: `byre serve | log | rebuild | replay`.
 #![warn(missing_docs)]
@@ -19,6 +20,7 @@ pub mod git;
 pub mod http;
 pub mod identity;
 pub mod log;
+pub mod mcp;
 pub mod reactors;
 pub mod startup;
 pub mod vendors;

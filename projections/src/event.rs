@@ -228,6 +228,16 @@ event_kinds! {
     TaskDiscarded = "task.discarded" (crate::finish::TaskDiscarded),
     /// Removing a discarded task's worktree or branch failed (outcome).
     CleanupFailed = "task.cleanup_failed" (crate::finish::CleanupFailed),
+    /// A human answered or dismissed an inbox item.
+    InboxResponded = "inbox.responded" (crate::inbox::InboxResponded),
+    /// Answers were handed to the agent as one message.
+    InboxDelivered = "inbox.delivered" (crate::inbox::InboxDelivered),
+    /// A newer question of the same session replaced an open one.
+    InboxSuperseded = "inbox.superseded" (crate::inbox::InboxSuperseded),
+    /// The task's agent set the task's merge title (`set_merge_title`).
+    MergeTitleSet = "task.merge_title_set" (crate::tools::MergeTitleSet),
+    /// The task's agent exposed a port of its block as a preview (`expose_port`).
+    PreviewExposed = "preview.exposed" (crate::tools::PreviewExposed),
     /// A snapshot of a task's worktree was asked for (intent).
     SnapshotRequested = "snapshot.requested" (crate::snapshots::SnapshotRequested),
     /// A snapshot's commit and ref exist; a `turn_end` one may have moved the task branch

@@ -573,6 +573,13 @@ fn end_turn(
             &next.head,
             next.model.clone(),
         ));
+    } else if !s.completed && crate::inbox::deliverable(state, s) {
+        let after = Session {
+            turn_running: false,
+            ..s.clone()
+        };
+        let (answers, _) = crate::inbox::deliver(state, &after, &[], state.last_input_id, "");
+        events.extend(answers);
     }
     events
 }

@@ -3,5 +3,6 @@
 //! reconciles what the projections say should exist with what does.
 
 pub mod finish;
+pub mod previews;
 pub mod snapshots;
 pub mod worktrees;

@@ -67,6 +67,8 @@ pub struct SpawnSpec {
     pub port_base: u32,
     /// Continue an existing vendor session rather than start one.
     pub resume: bool,
+    /// How the CLI starts byre's MCP server for this session (`None`: no byre tools).
+    pub mcp: Option<crate::mcp::McpLaunch>,
 }
 
 /// What one output line of an agent process means, once its [`Protocol`] read it.

@@ -96,6 +96,8 @@ pub struct Runtime {
     protocol_recent: Mutex<std::collections::VecDeque<ProtocolError>>,
     leftover_zombies: Mutex<Vec<Zombie>>,
     ephemeral: broadcast::Sender<Arc<Ephemeral>>,
+    /// Session tokens and how agents start byre's MCP server.
+    mcp: Arc<crate::mcp::McpHost>,
 }
 
 impl Runtime {
@@ -105,6 +107,7 @@ impl Runtime {
         writer: Writer,
         config: &crate::config::Config,
         leftovers: Vec<Zombie>,
+        mcp: Arc<crate::mcp::McpHost>,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Arc<Runtime>, tokio::task::JoinHandle<()>) {
         let data_dir = &config.data_dir;
@@ -129,6 +132,7 @@ impl Runtime {
             protocol_recent: Mutex::new(Default::default()),
             leftover_zombies: Mutex::new(leftovers),
             ephemeral,
+            mcp,
         });
         let from = writer.head();
         let me = rt.clone();
@@ -309,6 +313,7 @@ impl Runtime {
                     cwd: PathBuf::from(worktree),
                     port_base,
                     resume: false,
+                    mcp: self.mcp.launch(session_id),
                 };
                 spec.resume = driver.has_conversation(&spec);
                 let (tx, rx) = mpsc::channel(64);

@@ -287,6 +287,15 @@ fn merge_refusals_follow_the_spec() {
         "nothing else while merging"
     );
     let merge_sid = w.task(&a).merge_turn.clone().unwrap().0;
+    let retitle = w.when(Command::SetMergeTitle {
+        session_id: merge_sid.clone(),
+        merge_title: "Another title".into(),
+    });
+    assert!(
+        matches!(retitle, Err(Rejection::Conflict(_))),
+        "the title is fixed once confirmed"
+    );
+    assert_eq!(w.task(&a).merge_title, "t");
     w.end_turn(&merge_sid, TurnOutcome::Completed);
     let compact = w.when(Command::CompactSession {
         actor: "ada".into(),
