@@ -395,3 +395,105 @@ fn co_authors_are_the_other_humans_in_order_of_their_first_message() {
     assert_eq!(co_authors(t, "ada").collect::<Vec<_>>(), ["bob"]);
     assert_eq!(co_authors(t, "carl").collect::<Vec<_>>(), ["bob", "ada"]);
 }
+
+#[test]
+fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_merging() {
+    use crate::inbox::{Question, ResponseInput, ResponseType};
+    let mut w = World::new();
+    let (a, sid) = w.idle_task("a", "ada");
+    let ask = |w: &mut World| {
+        let events = w.ok(Command::AskHuman {
+            session_id: sid.clone(),
+            question: Question {
+                context: "- ( ) red\n- (*) blue".into(),
+                question: "Which?".into(),
+                why_blocked: "yours".into(),
+                options: vec!["red".into(), "blue".into()],
+                multiple: false,
+                recommended: vec!["blue".into()],
+                attachments: vec![],
+            },
+        });
+        events
+            .iter()
+            .find_map(|e| match &e.body {
+                EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+                _ => None,
+            })
+            .expect("an item")
+    };
+    let answer = |item_id: &str| ResponseInput {
+        item_id: item_id.into(),
+        kind: ResponseType::Option,
+        options: vec!["blue".into()],
+        text: String::new(),
+        images: vec![],
+        attachments: vec![],
+    };
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "go on".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let q = ask(&mut w);
+    w.ok(Command::RespondInbox {
+        actor: "bob".into(),
+        responses: vec![answer(&q)],
+    });
+    w.end_turn(&sid, TurnOutcome::Completed); // delivers bob's answer as his message
+    w.end_turn(&sid, TurnOutcome::Completed);
+    assert_eq!(co_authors(w.task(&a), "ada").collect::<Vec<_>>(), ["bob"]);
+
+    // While merging, an answer waits: nothing is handed to the agent.
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "one more".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let q = ask(&mut w);
+    w.end_turn(&sid, TurnOutcome::Completed);
+    w.merge(&a, "t").unwrap();
+    w.end_turn(&sid, TurnOutcome::Completed);
+    let events = w.ok(Command::RespondInbox {
+        actor: "bob".into(),
+        responses: vec![answer(&q)],
+    });
+    assert_eq!(
+        kinds(&events),
+        ["inbox.responded"],
+        "not delivered while merging"
+    );
+    assert!(merge_due(&w.state, w.task(&a)));
+}
+
+#[test]
+fn a_discard_drops_a_held_merge() {
+    let mut w = World::new();
+    let (a, _) = w.idle_task("a", "ada");
+    let (b, _) = w.idle_task("b", "ada");
+    w.merge(&a, "Merge a").unwrap();
+    w.merge(&b, "Merge b").unwrap();
+    assert!(w.task(&b).merge_queued_at_us.is_some());
+    let events = w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: b.clone(),
+        head: "h".into(),
+    });
+    assert!(
+        kinds(&events).contains(&"turn.started"),
+        "the summary turn starts at once"
+    );
+    assert!(w.task(&b).merge_queued_at_us.is_none());
+    assert!(w.task(&b).discarding);
+    let started = w.ok(Command::StartHeldMerge {
+        task_id: b,
+        head: "h".into(),
+    });
+    assert!(started.is_empty(), "the dropped merge never starts");
+}
