@@ -21,8 +21,11 @@
 //!
 //! Every function blocks: call it from `spawn_blocking`, one at a time per repository.
 
+use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use git2::build::CheckoutBuilder;
 use git2::{
@@ -363,30 +366,78 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
     Ok(Some(commit.to_string()))
 }
 
+/// How long `git push` may take before byre stops it.
+pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
-/// own credential helpers and ssh configuration apply; no terminal prompt.
+/// own credential helpers and ssh configuration apply; no terminal prompt. It runs in its own
+/// process group, killed (with its ssh) after [`PUSH_TIMEOUT`], and is always reaped.
 fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
-    let out = Command::new("git")
+    let mut child = Command::new("git")
         .arg("-C")
         .arg(repo_path)
         .args(["push", "--porcelain", "origin"])
         .arg(format!("{commit}:refs/heads/{branch}"))
         .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
         .map_err(|e| GitError::Other(format!("cannot run git push: {e}")))?;
-    if out.status.success() {
-        return Ok(());
-    }
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut text);
+            }
+            text
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + PUSH_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                // SAFETY: kill(2) on the process group this child leads; no memory involved.
+                unsafe {
+                    libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+                }
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
     let text = format!(
         "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.join().unwrap_or_default()),
+        String::from_utf8_lossy(&err.join().unwrap_or_default())
     );
     let text: String = text.trim().chars().take(2000).collect();
-    Err(MergeError::Refused(format!(
-        "origin rejected the push of {branch}: {text}"
-    )))
+    match status {
+        Some(s) if s.success() => Ok(()),
+        Some(_) => Err(MergeError::Refused(format!(
+            "origin rejected the push of {branch}: {text}"
+        ))),
+        None => Err(MergeError::Refused(format!(
+            "the push of {branch} to origin did not finish within {} s and was stopped; it may \
+             have landed: fetch, then merge again",
+            PUSH_TIMEOUT.as_secs()
+        ))),
+    }
 }
 
 /// Keeps the worktree's state as a snapshot commit (the worktree as if everything were
