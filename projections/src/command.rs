@@ -283,6 +283,13 @@ pub enum Command {
         /// The worktree's HEAD now.
         head: String,
     },
+    /// The finish reactor: the squash commit landed (before the worktree's removal).
+    RecordMergeLanded {
+        /// The task.
+        task_id: String,
+        /// The commit; empty when there was nothing to merge.
+        merge_commit: String,
+    },
     /// The finish reactor's outcome of a merge's git work.
     RecordMerge {
         /// The task.

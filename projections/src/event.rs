@@ -218,6 +218,8 @@ event_kinds! {
     MergeStarted = "task.merge_started" (crate::finish::MergeStarted),
     /// A merge stopped without merging; the task stays active (outcome).
     MergeFailed = "task.merge_failed" (crate::finish::MergeFailed),
+    /// The squash commit is on the default branch and origin; removal follows (outcome).
+    MergeLanded = "task.merge_landed" (crate::finish::MergeLanded),
     /// The task was squash-merged, pushed and removed; it is closed as merged (outcome).
     TaskMerged = "task.merged" (crate::finish::TaskMerged),
     /// `discardTask` was accepted (or a failed clean-up is retried) (intent).

@@ -52,6 +52,12 @@ MergeFailed {
     /// Why, for the user (a conflict's paths, a rejected push, the turn's outcome).
     reason: String,
 });
+payload!(/// `task.merge_landed` payload: the squash commit is on the default branch (and origin);
+/// the worktree's removal follows.
+MergeLanded {
+    /// The squash commit; empty when there was nothing to merge.
+    merge_commit: String,
+});
 payload!(/// `task.merged` payload: the task is closed as merged.
 TaskMerged {
     /// The squash commit on the default branch; empty when there was nothing to merge.
@@ -424,6 +430,26 @@ pub(crate) fn record_merge(
     })
 }
 
+/// Decides `RecordMergeLanded`: the squash commit landed. Nothing when the task is not merging
+/// or it was recorded already.
+pub(crate) fn record_landed(
+    state: &State,
+    task_id: &str,
+    merge_commit: &str,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let t = task(state, task_id)?;
+    if !t.merging || t.status != TaskStatus::Active || t.merge_landed.is_some() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![task_event(
+        t,
+        "byre",
+        EventBody::MergeLanded(MergeLanded {
+            merge_commit: merge_commit.to_owned(),
+        }),
+    )])
+}
+
 /// Decides `DiscardTask`.
 pub(crate) fn discard(
     state: &State,
@@ -621,6 +647,9 @@ pub(crate) fn apply(
             t.merge_queued_at_us = None;
             t.merging = true;
             t.merge_turn = Some((p.session_id.clone(), p.turn));
+        }
+        EventBody::MergeLanded(p) => {
+            t.merge_landed = Some(p.merge_commit.clone());
         }
         EventBody::MergeFailed(_) => {
             t.merging = false;

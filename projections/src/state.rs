@@ -261,6 +261,10 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::StartHeldMerge { task_id, head } => {
             crate::finish::start_held(state, ctx, task_id, head)
         }
+        Command::RecordMergeLanded {
+            task_id,
+            merge_commit,
+        } => crate::finish::record_landed(state, task_id, merge_commit),
         Command::RecordMerge { task_id, outcome } => {
             crate::finish::record_merge(state, task_id, outcome)
         }

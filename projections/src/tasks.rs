@@ -111,6 +111,9 @@ pub struct Task {
     /// Who asked for the merge (its author); empty when none was asked.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub merge_by: String,
+    /// The squash commit once landed (`task.merge_landed`; empty: nothing to merge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_landed: Option<String>,
     /// The merge-in turn of a started merge: (session, turn).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_turn: Option<(String, u32)>,
@@ -352,6 +355,7 @@ pub(crate) fn apply(
                 created_seq: seq,
                 merge_queued_at_us: None,
                 merge_by: String::new(),
+                merge_landed: None,
                 merge_turn: None,
                 discard_turn: None,
                 cleanup_failed: None,

@@ -10,10 +10,11 @@
 //! - a project with no merge running and held merges: `StartHeldMerge` for the oldest whose
 //!   session is idle.
 //!
-//! The same scan runs at start-up, which redoes work a crash cut short: the git steps are
-//! idempotent except a squash that landed but was not recorded, which the redo finds
-//! already on the default branch and records with an empty `merge_commit`. One effect at a
-//! time.
+//! The same scan runs at start-up, which redoes work a crash cut short: a landed merge is
+//! recorded (`task.merge_landed`) before the worktree is removed, so a redo only removes; the
+//! removal is idempotent. Only a squash that landed in the moment before that record is redone
+//! from the worktree, found already on the default branch, and closes with an empty
+//! `merge_commit`. One effect at a time.
 
 use std::path::PathBuf;
 
@@ -33,6 +34,7 @@ const TRIGGERS: &[&str] = &[
     "task.merge_requested",
     "task.merge_started",
     "task.merge_failed",
+    "task.merge_landed",
     "task.merged",
     "task.discard_requested",
     "task.discarded",
@@ -52,6 +54,8 @@ struct MergeJob {
     title: String,
     author: Identity,
     co_authors: Vec<Identity>,
+    /// The commit already landed by an earlier run (`task.merge_landed`).
+    landed: Option<String>,
 }
 
 /// What a discard's clean-up needs.
@@ -99,6 +103,7 @@ fn due(writer: &Writer) -> Vec<Work> {
                     co_authors: finish::co_authors(t, &t.merge_by)
                         .filter_map(|login| identity(s, login))
                         .collect(),
+                    landed: t.merge_landed.clone(),
                 }));
             } else if finish::discard_due(s, t) {
                 out.push(Work::Discard(CleanupJob {
@@ -137,39 +142,71 @@ fn due(writer: &Writer) -> Vec<Work> {
     })
 }
 
-async fn run_merge(job: MergeJob) -> Result<MergeDone, String> {
+/// The squash, push and fast-forward: the commit landed (None when nothing was to merge).
+async fn land(job: &MergeJob) -> Result<Option<String>, String> {
+    let (repo, worktree, branch, default_branch, title, author, co_authors) = (
+        job.repo.clone(),
+        job.worktree.clone(),
+        job.branch.clone(),
+        job.default_branch.clone(),
+        job.title.clone(),
+        job.author.clone(),
+        job.co_authors.clone(),
+    );
     tokio::task::spawn_blocking(move || {
         let req = SquashRequest {
-            repo_path: &job.repo,
-            worktree_path: &job.worktree,
-            task_branch: &job.branch,
-            default_branch: &job.default_branch,
-            title: &job.title,
-            author: &job.author,
-            co_authors: &job.co_authors,
+            repo_path: &repo,
+            worktree_path: &worktree,
+            task_branch: &branch,
+            default_branch: &default_branch,
+            title: &title,
+            author: &author,
+            co_authors: &co_authors,
         };
-        let commit = crate::git::merge::squash_merge(&req).map_err(|e| match e {
+        crate::git::merge::squash_merge(&req).map_err(|e| match e {
             MergeError::Refused(m) => m,
             MergeError::Git(e) => e.to_string(),
-        })?;
-        let (kept_ref, cleanup_error) = match crate::git::merge::remove_task_worktree(
-            &job.repo,
-            &job.worktree,
-            &job.task_id,
-            &job.task_id,
-            &job.branch,
-        ) {
-            Ok(kept) => (kept.unwrap_or_default(), String::new()),
-            Err(e) => (String::new(), e.to_string()),
-        };
-        Ok(MergeDone {
-            merge_commit: commit.unwrap_or_default(),
-            kept_ref,
-            cleanup_error,
         })
     })
     .await
     .map_err(|e| format!("the merge stopped: {e}"))?
+}
+
+/// A merge's git work in two recorded steps: land the commit (recorded as
+/// `task.merge_landed`), then keep a snapshot and remove the worktree and branch. A restart
+/// after the first step only redoes the second.
+async fn run_merge(writer: &Writer, job: MergeJob) -> Result<MergeDone, String> {
+    let merge_commit = match &job.landed {
+        Some(commit) => commit.clone(),
+        None => {
+            let commit = land(&job).await?.unwrap_or_default();
+            submit(
+                writer,
+                Command::RecordMergeLanded {
+                    task_id: job.task_id.clone(),
+                    merge_commit: commit.clone(),
+                },
+            )
+            .await;
+            commit
+        }
+    };
+    let (kept_ref, cleanup_error) = match run_cleanup(CleanupJob {
+        task_id: job.task_id.clone(),
+        repo: job.repo.clone(),
+        worktree: job.worktree.clone(),
+        branch: job.branch.clone(),
+    })
+    .await
+    {
+        Ok(kept) => (kept, String::new()),
+        Err(e) => (String::new(), e),
+    };
+    Ok(MergeDone {
+        merge_commit,
+        kept_ref,
+        cleanup_error,
+    })
 }
 
 async fn run_cleanup(job: CleanupJob) -> Result<String, String> {
@@ -209,7 +246,7 @@ async fn scan(writer: &Writer) {
                     let span = tracing::info_span!("merge", task_id = %job.task_id);
                     let _enter = span.enter();
                     let task_id = job.task_id.clone();
-                    let outcome = run_merge(job).await;
+                    let outcome = run_merge(writer, job).await;
                     if let Err(e) = &outcome {
                         tracing::warn!(reason = %e, "merge refused");
                     }

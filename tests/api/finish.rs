@@ -262,14 +262,27 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
         "user.message",
         "turn.started",
         "turn.ended",
+        "snapshot.taken",
+        "task.merge_landed",
         "task.merged",
     ] {
         assert!(ks.iter().any(|x| x == k), "{k} in {ks:?}");
     }
+    let at = |k: &str| ks.iter().position(|x| x == k).unwrap();
+    assert!(at("turn.ended") < at("snapshot.taken"));
+    assert!(
+        at("snapshot.taken") < at("task.merge_landed"),
+        "the end-of-turn commit first"
+    );
+    assert!(at("task.merge_landed") < at("task.merged"));
     assert_eq!(payload(&events, "turn.ended")["outcome"], "completed");
     let merged = payload(&events, "task.merged").clone();
     let sha = merged["merge_commit"].as_str().unwrap().to_owned();
     assert_eq!(sha.len(), 40);
+    assert_eq!(
+        payload(&events, "task.merge_landed")["merge_commit"],
+        sha.as_str()
+    );
     b.until_task(&task, "task.state").await;
 
     let repo = b.repo.path();

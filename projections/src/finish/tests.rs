@@ -194,6 +194,21 @@ fn a_second_merge_is_held_and_starts_after_the_first_lands() {
     let sid = w.task(&a).merge_turn.clone().unwrap().0;
     w.end_turn(&sid, TurnOutcome::Completed);
     assert!(finish_due(&w, &a));
+    let landed = w.ok(Command::RecordMergeLanded {
+        task_id: a.clone(),
+        merge_commit: "c".repeat(40),
+    });
+    assert_eq!(kinds(&landed), ["task.merge_landed"]);
+    assert_eq!(
+        w.task(&a).merge_landed.as_deref(),
+        Some("c".repeat(40).as_str())
+    );
+    assert!(finish_due(&w, &a), "the removal is still due");
+    let again = w.ok(Command::RecordMergeLanded {
+        task_id: a.clone(),
+        merge_commit: "d".repeat(40),
+    });
+    assert!(again.is_empty(), "recorded once");
     let closed = w.ok(Command::RecordMerge {
         task_id: a.clone(),
         outcome: done(),
