@@ -4,7 +4,8 @@
 //! Request: `Authorization: Bearer <session token>` (`crate::mcp::McpHost::token`), the tool's
 //! arguments as a JSON object. Answer: 200 `{"is_error": bool, "text": "…"}`, the tool result
 //! the model reads — a refused or malformed call is a tool error, never an HTTP error; 401
-//! without a token, 403 for a token that is not a live session's.
+//! without a token, 403 for a token that is not a live session's (forged, of no session, or of
+//! a completed one).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use byre_projections::sessions::SessionRole;
@@ -48,6 +49,11 @@ pub async fn call_tool(
         .writer
         .read(|s| s.sessions.get(&session_id).map(|x| (x.role, x.completed)))
         .ok_or_else(|| ApiError::Forbidden("the token's session does not exist".into()))?;
+    if role.1 {
+        return Err(ApiError::Forbidden(
+            "the token's session has completed".into(),
+        ));
+    }
     let tool = tool.into_inner();
     tracing::info!(session_id, tool, "agent tool call");
     if role.0 != SessionRole::Implementer {

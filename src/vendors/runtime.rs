@@ -138,6 +138,14 @@ impl Runtime {
         let me = rt.clone();
         let handle = tokio::spawn(async move {
             let events = subscribe(me.writer.clone(), from);
+            let live_sessions: std::collections::BTreeSet<String> = me.writer.read(|s| {
+                s.sessions
+                    .values()
+                    .filter(|x| !x.completed)
+                    .map(|x| x.id.clone())
+                    .collect()
+            });
+            me.mcp.prune(|id| live_sessions.contains(id));
             me.resume_interrupted().await;
             let mut events = Box::pin(events);
             loop {
@@ -244,6 +252,8 @@ impl Runtime {
                 if let Some(l) = self.live(session_id) {
                     let _ = l.tx.send(Input::Stop).await;
                 }
+                // Its token is refused from now on; its file goes too.
+                self.mcp.revoke(session_id);
             }
             "session.interrupt_requested" => match self.live(session_id) {
                 Some(l) => {

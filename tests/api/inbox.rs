@@ -318,6 +318,19 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
         )
         .await;
     assert_eq!(status, 403, "a token of no session");
+    // Only byre's user can read the secret and the session's token file.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let data = b.server.data.path();
+    assert_eq!(mode(data.join("mcp.secret")), 0o600);
+    assert_eq!(mode(data.join("mcp-tokens")), 0o700);
+    assert_eq!(
+        mode(
+            data.join("mcp-tokens")
+                .join(format!("{}.token", b.session_id))
+        ),
+        0o600
+    );
 
     let port_base = b.task["port_base"].as_u64().unwrap();
     let errors: Vec<(&str, Value, &str)> = vec![
