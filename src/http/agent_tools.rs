@@ -5,7 +5,10 @@
 //! arguments as a JSON object. Answer: 200 `{"is_error": bool, "text": "…"}`, the tool result
 //! the model reads — a refused or malformed call is a tool error, never an HTTP error; 401
 //! without a token, 403 for a token that is not a live session's (forged, of no session, or of
-//! a completed one).
+//! a completed one) and for a call that does not come straight from this host: a non-loopback
+//! peer, or a request a proxy forwarded (`X-Forwarded-For`, `Forwarded` or Tailscale identity
+//! headers, as `tailscale serve` adds). `byre mcp` always calls over loopback, so session
+//! tokens are never accepted from the network, whatever `--auth` and `--listen` are.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use byre_projections::sessions::SessionRole;
@@ -28,6 +31,18 @@ fn text_arg(args: &Value, name: &str, required: bool) -> Result<String, String> 
     }
 }
 
+/// Whether a request comes straight from a process on this host: a loopback peer and no
+/// proxy's forwarding headers.
+fn from_this_host(req: &HttpRequest) -> bool {
+    let loopback = req
+        .peer_addr()
+        .is_some_and(|a| a.ip().to_canonical().is_loopback());
+    let proxied = ["x-forwarded-for", "forwarded", "tailscale-user-login"]
+        .iter()
+        .any(|h| req.headers().contains_key(*h));
+    loopback && !proxied
+}
+
 /// `POST /internal/mcp/tools/{tool}` — 200 `{is_error, text}`; 401; 403.
 pub async fn call_tool(
     req: HttpRequest,
@@ -35,6 +50,11 @@ pub async fn call_tool(
     body: web::Bytes,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
+    if !from_this_host(&req) {
+        return Err(ApiError::Forbidden(
+            "agent tool calls are accepted only from byre mcp on this host".into(),
+        ));
+    }
     let token = req
         .headers()
         .get("authorization")
@@ -155,5 +175,36 @@ fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
             "The port is exposed as a preview; the humans see its link in the task.".into()
         }
         _ => "Done.".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::from_this_host;
+
+    #[test]
+    fn only_direct_loopback_calls_count_as_from_this_host() {
+        let peer = |addr: &str| TestRequest::default().peer_addr(addr.parse().unwrap());
+        assert!(from_this_host(&peer("127.0.0.1:5000").to_http_request()));
+        assert!(from_this_host(&peer("[::1]:5000").to_http_request()));
+        assert!(from_this_host(
+            &peer("[::ffff:127.0.0.1]:5000").to_http_request()
+        ));
+        assert!(!from_this_host(&peer("10.1.2.3:5000").to_http_request()));
+        assert!(!from_this_host(
+            &peer("[fd7a:115c::1]:5000").to_http_request()
+        ));
+        assert!(
+            !from_this_host(&TestRequest::default().to_http_request()),
+            "no peer"
+        );
+        for header in ["X-Forwarded-For", "Forwarded", "Tailscale-User-Login"] {
+            let proxied = peer("127.0.0.1:5000")
+                .insert_header((header, "100.64.0.1"))
+                .to_http_request();
+            assert!(!from_this_host(&proxied), "{header}");
+        }
     }
 }

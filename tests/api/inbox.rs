@@ -318,6 +318,19 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
         )
         .await;
     assert_eq!(status, 403, "a token of no session");
+    // A proxied call (as `tailscale serve` forwards one) is refused even with a good token.
+    let r = reqwest::Client::new()
+        .post(format!(
+            "{}/internal/mcp/tools/set_merge_title",
+            b.server.url
+        ))
+        .bearer_auth(&b.token)
+        .header("X-Forwarded-For", "100.64.0.7")
+        .json(&json!({"merge_title": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "a call through a proxy");
     // Only byre's user can read the secret and the session's token file.
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
