@@ -733,6 +733,12 @@ async fn after_kill_9_mid_turn_the_session_resumes_and_queued_messages_follow_in
                 .is_some_and(|t| t.contains("byre restarted"))
         })
         .unwrap();
+    let resumed_text = resumed.last_user_text().unwrap();
+    assert!(
+        resumed_text.starts_with(byre_projections::sessions::RESENT_NOTE)
+            && resumed_text.ends_with("long work"),
+        "the cut turn's message, unanswered, is handed over again: {resumed_text}"
+    );
     assert_eq!(
         resumed.session_id(),
         Some(sid_vendor(&api, &sid).await.as_str()),

@@ -409,6 +409,14 @@ fn compaction_completes_the_session_and_starts_its_successor() {
 fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
     let mut w = World::new();
     let sid = w.start("one");
+    w.ok(Command::RecordVendorOutput {
+        session_id: sid.clone(),
+        items: vec![VendorItem::Text(AgentText {
+            text: "Working on it.".into(),
+            message_id: "m".into(),
+            raw: "{}".into(),
+        })],
+    });
     let events = w.ok(Command::ResumeAfterRestart {
         session_id: sid.clone(),
         head: "h".into(),
@@ -430,6 +438,45 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
         .is_empty(),
         "nothing to resume when idle"
     );
+}
+
+#[test]
+fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sender() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    w.end_turn(&sid, TurnOutcome::Completed, "done", None);
+    w.ok(Command::SendMessage {
+        actor: "bob".into(),
+        session_id: sid.clone(),
+        text: "the answer is blue".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let events = w.ok(Command::ResumeAfterRestart {
+        session_id: sid.clone(),
+        head: "h".into(),
+    });
+    assert_eq!(
+        World::kinds(&events)[..3],
+        ["turn.ended", "user.message", "turn.started"]
+    );
+    let EventBody::UserMessage(m) = &events[1].body else {
+        panic!()
+    };
+    let resent = format!("{RESENT_NOTE}\n\nthe answer is blue");
+    assert_eq!(m.text, resent);
+    assert_eq!(events[1].actor, "bob", "from the message's sender");
+    // Cut short again before any answer: the same message again, not a note about a note.
+    let again = w.ok(Command::ResumeAfterRestart {
+        session_id: sid,
+        head: "h".into(),
+    });
+    let EventBody::UserMessage(m) = &again[1].body else {
+        panic!()
+    };
+    assert_eq!(m.text, resent);
+    assert_eq!(again[1].actor, "bob");
 }
 
 fn ask(w: &mut World, sid: &str, context: &str) -> String {
