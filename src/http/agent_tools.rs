@@ -2,7 +2,7 @@
 //! child (`crate::mcp::stdio`). Internal, not in the public contract.
 //!
 //! Request: `Authorization: Bearer <session token>` (`crate::mcp::McpHost::token`), the tool's
-//! arguments as a JSON object. Answer: 200 `{"is_error": bool, "text": "…"}`, the tool result
+//! arguments as a JSON object of at most [`MAX_TOOL_ARGS_BYTES`]. Answer: 200 `{"is_error": bool, "text": "…"}`, the tool result
 //! the model reads — a refused or malformed call is a tool error, never an HTTP error; 401
 //! without a token, 403 for a token that is not a live session's (forged, of no session, or of
 //! a completed one) and for a call that does not come straight from this host: a non-loopback
@@ -13,10 +13,14 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use byre_projections::sessions::SessionRole;
 use byre_projections::{Command, EventBody};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::{ApiError, App};
 use crate::log::SubmitError;
+
+/// Largest tool call arguments, in bytes (JSON); larger ones are a tool error.
+pub const MAX_TOOL_ARGS_BYTES: usize = 256 * 1024;
 
 fn answer(is_error: bool, text: impl Into<String>) -> HttpResponse {
     HttpResponse::Ok().json(json!({"is_error": is_error, "text": text.into()}))
@@ -47,7 +51,7 @@ fn from_this_host(req: &HttpRequest) -> bool {
 pub async fn call_tool(
     req: HttpRequest,
     tool: web::Path<String>,
-    body: web::Bytes,
+    mut payload: web::Payload,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     if !from_this_host(&req) {
@@ -83,6 +87,21 @@ pub async fn call_tool(
                 "`{tool}` is for a task's implementing agent only; this session may not use it"
             ),
         ));
+    }
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::BadRequest(format!("cannot read the body: {e}")))?;
+        if body.len() + chunk.len() > MAX_TOOL_ARGS_BYTES {
+            return Ok(answer(
+                true,
+                format!(
+                    "the arguments are larger than {} KiB: shorten them (summarise long context, point to files instead of pasting them)",
+                    MAX_TOOL_ARGS_BYTES / 1024
+                ),
+            ));
+        }
+        body.extend_from_slice(&chunk);
     }
     let args: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,

@@ -345,6 +345,25 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
         0o600
     );
 
+    // Arguments too large to post are a tool error the model can act on, not an HTTP error.
+    let huge = "x".repeat(byre::http::MAX_TOOL_ARGS_BYTES + 1);
+    let (status, body) = b
+        .raw_tool(
+            "ask_human",
+            Some(&b.token),
+            json!({"context": huge, "question": "?", "why_blocked": "b"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["is_error"], true);
+    assert!(
+        body["text"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 256 KiB"),
+        "{body}"
+    );
+
     let port_base = b.task["port_base"].as_u64().unwrap();
     let errors: Vec<(&str, Value, &str)> = vec![
         ("no_such_tool", json!({}), "no tool `no_such_tool`"),
