@@ -735,8 +735,10 @@ async fn after_kill_9_mid_turn_the_session_resumes_and_queued_messages_follow_in
         .unwrap();
     let resumed_text = resumed.last_user_text().unwrap();
     assert!(
-        resumed_text.starts_with(byre_projections::sessions::RESENT_NOTE)
-            && resumed_text.ends_with("long work"),
+        resumed_text.contains(&format!(
+            "{}\n\nlong work",
+            byre_projections::sessions::RESENT_NOTE
+        )),
         "the cut turn's message, unanswered, is handed over again: {resumed_text}"
     );
     assert_eq!(
