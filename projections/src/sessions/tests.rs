@@ -607,3 +607,79 @@ fn a_newer_question_supersedes_the_open_one() {
     });
     assert!(matches!(r, Err(Rejection::Conflict(_))), "{r:?}");
 }
+
+#[test]
+fn answers_to_a_compacted_sessions_question_reach_its_successor() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let old = w.start("go");
+    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
+    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: old.clone(),
+        model: None,
+        head: "h".into(),
+    });
+    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
+    let successor = w.session().id.clone();
+    assert_ne!(successor, old);
+    // Answered while the successor's first turn runs: handed to it when that turn ends.
+    let events = w.ok(Command::RespondInbox {
+        actor: "bob".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
+    });
+    assert_eq!(World::kinds(&events), ["inbox.responded"]);
+    let events = w.end_turn(&successor, TurnOutcome::Completed, "Took over.", None);
+    assert_eq!(
+        World::kinds(&events),
+        [
+            "turn.ended",
+            "inbox.delivered",
+            "user.message",
+            "turn.started"
+        ]
+    );
+    let message = &events[2];
+    assert_eq!(
+        message.agent_session_id.as_deref(),
+        Some(successor.as_str())
+    );
+    assert_eq!(message.actor, "bob");
+    assert!(w.state.inbox[&q].responses[0].delivered_at_us.is_some());
+}
+
+#[test]
+fn an_answer_to_a_compacted_sessions_question_goes_at_once_to_an_idle_successor() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let old = w.start("go");
+    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
+    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: old.clone(),
+        model: None,
+        head: "h".into(),
+    });
+    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
+    let successor = w.session().id.clone();
+    w.end_turn(&successor, TurnOutcome::Completed, "Took over.", None);
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["red"], "")],
+    });
+    assert_eq!(
+        World::kinds(&events)[..4],
+        [
+            "inbox.responded",
+            "inbox.delivered",
+            "user.message",
+            "turn.started"
+        ]
+    );
+    assert_eq!(
+        events[2].agent_session_id.as_deref(),
+        Some(successor.as_str())
+    );
+}
