@@ -240,17 +240,6 @@ fn open_questions_for<'a>(state: &'a State, s: &'a Session) -> impl Iterator<Ite
     })
 }
 
-fn open_questions<'a>(
-    state: &'a State,
-    session_id: &'a str,
-) -> impl Iterator<Item = &'a InboxItem> {
-    state.inbox.values().filter(move |i| {
-        i.agent_session_id == session_id
-            && i.kind == InboxKind::Question
-            && i.state == InboxState::Open
-    })
-}
-
 /// Decides `AskHuman`: a `question` item for the session; its open questions are superseded.
 /// # Errors
 /// 404 unknown session; 409 a completed session or a closed task; 400 an empty question.
@@ -273,7 +262,7 @@ pub(crate) fn ask_human(
         return Err(Rejection::Invalid("`question` must not be empty".into()));
     }
     let id = ctx.id(0);
-    let mut events: Vec<NewEvent> = open_questions(state, session_id)
+    let mut events: Vec<NewEvent> = open_questions_for(state, s)
         .map(|old| {
             session_event(
                 s,

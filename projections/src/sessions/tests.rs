@@ -683,3 +683,25 @@ fn an_answer_to_a_compacted_sessions_question_goes_at_once_to_an_idle_successor(
         Some(successor.as_str())
     );
 }
+
+#[test]
+fn a_successors_question_supersedes_its_predecessors_open_one() {
+    let mut w = World::new();
+    let old = w.start("go");
+    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
+    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: old.clone(),
+        model: None,
+        head: "h".into(),
+    });
+    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
+    let successor = w.session().id.clone();
+    let q2 = ask(&mut w, &successor, "- ( ) red\n- (*) blue");
+    assert_eq!(
+        w.state.inbox[&q].state,
+        crate::inbox::InboxState::Superseded
+    );
+    assert_eq!(w.state.inbox[&q2].state, crate::inbox::InboxState::Open);
+}
