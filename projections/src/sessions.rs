@@ -159,8 +159,8 @@ pub struct Session {
     /// the log, left out of the digest.
     #[serde(skip)]
     pub turn_input: Option<QueuedInput>,
-    /// Whether the agent wrote text or used a tool in the running turn, i.e. its CLI surely
-    /// had the turn's message. Left out of the digest.
+    /// Whether the agent wrote text, used a tool or asked a question in the running turn, i.e.
+    /// its CLI surely had the turn's message. Left out of the digest.
     #[serde(skip)]
     pub turn_answered: bool,
 }
@@ -990,6 +990,12 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             }
         }
         EventBody::AgentText(_) | EventBody::ToolCall(_) | EventBody::ToolResult(_) => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                s.turn_answered = true;
+            }
+        }
+        // The agent asked a question (`ask_human`): it had the turn's message.
+        EventBody::InboxItemCreated(p) if p.kind == InboxKind::Question => {
             if let Some(s) = state.sessions.get_mut(sid) {
                 s.turn_answered = true;
             }

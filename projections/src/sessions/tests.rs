@@ -705,3 +705,39 @@ fn a_successors_question_supersedes_its_predecessors_open_one() {
     );
     assert_eq!(w.state.inbox[&q2].state, crate::inbox::InboxState::Open);
 }
+
+#[test]
+fn an_answer_given_before_a_restart_cut_the_asking_turn_is_delivered_once_after_it() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let sid = w.start("go");
+    let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
+    w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
+    });
+    // byre is killed mid-turn; the restart ends the turn and resumes the session first.
+    let resumed = w.ok(Command::ResumeAfterRestart {
+        session_id: sid.clone(),
+        head: "h".into(),
+    });
+    assert!(!World::kinds(&resumed).contains(&"inbox.delivered"));
+    let EventBody::UserMessage(m) = &resumed[1].body else {
+        panic!()
+    };
+    assert_eq!(
+        m.text, RESTART_NOTE,
+        "the agent had asked: it had the message"
+    );
+    let events = w.end_turn(&sid, TurnOutcome::Completed, "Resumed.", None);
+    let delivered = World::kinds(&events)
+        .iter()
+        .filter(|k| **k == "inbox.delivered")
+        .count();
+    assert_eq!(delivered, 1, "{:?}", World::kinds(&events));
+    let again = w.end_turn(&sid, TurnOutcome::Completed, "Blue it is.", None);
+    assert!(
+        !World::kinds(&again).contains(&"inbox.delivered"),
+        "only once"
+    );
+}
