@@ -527,3 +527,34 @@ async fn an_exposed_port_is_published_with_tailscale_serve() {
     }
     b.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_answers_to_one_item_one_wins_the_others_get_409() {
+    let mut b = Bench::start().await;
+    let item = b.ask("- ( ) red\n- (*) blue").await;
+    let answers = ["red", "blue", "red", "blue"].map(|o| {
+        let api = b.server.api();
+        let item = item.clone();
+        tokio::spawn(async move {
+            api.call(
+                "respondInbox",
+                &[],
+                &[],
+                Some(json!({"responses": [{"item_id": item, "type": "option", "options": [o]}]})),
+            )
+            .await
+            .status
+        })
+    });
+    let mut statuses = Vec::new();
+    for a in answers {
+        statuses.push(a.await.unwrap());
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409, 409, 409]);
+    let got = b.item(&item).await;
+    assert_eq!(got["state"], "answered");
+    assert_eq!(got["responses"].as_array().unwrap().len(), 1);
+    assert!(got["responses"][0]["delivered_at"].is_string(), "{got}");
+    b.server.stop().await;
+}
