@@ -2,8 +2,9 @@
 //! child (`crate::mcp::stdio`). Internal, not in the public contract.
 //!
 //! Request: `Authorization: Bearer <session token>` (`crate::mcp::McpHost::token`), the tool's
-//! arguments as a JSON object of at most [`MAX_TOOL_ARGS_BYTES`]. Answer: 200 `{"is_error": bool, "text": "…"}`, the tool result
-//! the model reads — a refused or malformed call is a tool error, never an HTTP error; 401
+//! arguments as a JSON object of at most [`MAX_TOOL_ARGS_BYTES`]. Answer: 200
+//! `{"is_error": bool, "text": "…"}`, the tool result the model reads — a refused, malformed
+//! or oversized call is a tool error, never an HTTP error; 401
 //! without a token, 403 for a token that is not a live session's (forged, of no session, or of
 //! a completed one) and for a call that does not come straight from this host: a non-loopback
 //! peer, or a request a proxy forwarded (`X-Forwarded-For`, `Forwarded` or Tailscale identity
