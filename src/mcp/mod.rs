@@ -19,7 +19,8 @@
 //! `{data}/mcp-tokens/{session_id}.token` (0600, in a 0700 directory; not under `run/`, whose files are process
 //! records), never in argv or the log. A completed session's token is refused
 //! (`src/http/agent_tools.rs`) and its file removed ([`McpHost::revoke`] when the session
-//! completes, [`McpHost::prune`] at start-up for what a crash left).
+//! completes, [`McpHost::prune`] at start-up, before the server serves, for what a crash
+//! left).
 //!
 //! [`choices`] reads a question's choices from its Markdown context.
 

@@ -134,18 +134,20 @@ impl Runtime {
             ephemeral,
             mcp,
         });
+        // Token files of sessions that are not live (a crash skipped their removal) go before
+        // anything runs.
+        let live_sessions: std::collections::BTreeSet<String> = writer.read(|s| {
+            s.sessions
+                .values()
+                .filter(|x| !x.completed)
+                .map(|x| x.id.clone())
+                .collect()
+        });
+        rt.mcp.prune(|id| live_sessions.contains(id));
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {
             let events = subscribe(me.writer.clone(), from);
-            let live_sessions: std::collections::BTreeSet<String> = me.writer.read(|s| {
-                s.sessions
-                    .values()
-                    .filter(|x| !x.completed)
-                    .map(|x| x.id.clone())
-                    .collect()
-            });
-            me.mcp.prune(|id| live_sessions.contains(id));
             me.resume_interrupted().await;
             let mut events = Box::pin(events);
             loop {

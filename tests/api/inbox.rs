@@ -558,3 +558,25 @@ async fn concurrent_answers_to_one_item_one_wins_the_others_get_409() {
     assert!(got["responses"][0]["delivered_at"].is_string(), "{got}");
     b.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_removes_token_files_of_sessions_that_are_not_live() {
+    let b = Bench::start().await;
+    let tokens = b.server.data.path().join("mcp-tokens");
+    let live = tokens.join(format!("{}.token", b.session_id));
+    let stray = tokens.join("no-such-session.token");
+    std::fs::write(&stray, "no-such-session.00").unwrap();
+    let data = b.server.stop().await;
+    let server = TestServer::spawn_configured(
+        data,
+        AuthMode::Local {
+            login: "ada".into(),
+        },
+        |c| c.claude_bin = Some("/nonexistent/claude".into()),
+    )
+    .await;
+    // Pruned while the server starts, before it serves.
+    assert!(live.exists(), "the live session keeps its token");
+    assert!(!stray.exists(), "a token of no session is removed");
+    server.stop().await;
+}
