@@ -118,6 +118,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         leftovers,
         shutdown_rx.clone(),
     );
+    agents.codebolt().set_port(addr.port());
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), shutdown_rx.clone()),
         agents_task,

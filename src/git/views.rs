@@ -89,6 +89,11 @@ impl Worktree {
         })
     }
 
+    /// The worktree's canonical root (every symlink resolved).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The repository of the worktree (no search upwards, no environment).
     fn repo(&self) -> Result<Repository, ViewError> {
         let flags = RepositoryOpenFlags::NO_SEARCH;
@@ -238,6 +243,11 @@ impl WorkPath {
             )));
         }
         Ok(WorkPath { path, resolved })
+    }
+
+    /// The canonical absolute path, proven inside the worktree when it was parsed.
+    pub fn resolved(&self) -> &Path {
+        &self.resolved
     }
 
     /// The path as requested, relative to the worktree root.

@@ -23,6 +23,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::claude::ClaudeDriver;
+use super::codebolt::CodeboltDriver;
 use super::codex::CodexDriver;
 use super::session::{self, Input};
 use super::{Driver, Image, SpawnSpec};
@@ -88,6 +89,8 @@ pub struct Runtime {
     run_dir: PathBuf,
     claude: Arc<ClaudeDriver>,
     codex: Arc<CodexDriver>,
+    codebolt: Arc<CodeboltDriver>,
+    codebolt_hub: Arc<crate::codebolt::Hub>,
     live: DashMap<String, Arc<Live>>,
     /// The latest rate-limit status each vendor reported (Codex's `account/rateLimits/updated`),
     /// since this server started.
@@ -123,6 +126,8 @@ impl Runtime {
                 config.codex_bin.clone(),
                 config.agent_env.clone(),
             )),
+            codebolt: Arc::new(CodeboltDriver::new(data_dir, config.agent_env.clone())),
+            codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
             live: DashMap::new(),
             vendor_rate_limits: DashMap::new(),
             protocol_counts: DashMap::new(),
@@ -163,7 +168,13 @@ impl Runtime {
         match vendor {
             Vendor::Claude => Some(self.claude.clone()),
             Vendor::Codex => Some(self.codex.clone()),
+            Vendor::Codebolt => Some(self.codebolt.clone()),
         }
+    }
+
+    /// The CodeBolt agents' links, by secret token.
+    pub fn codebolt(&self) -> &Arc<crate::codebolt::Hub> {
+        &self.codebolt_hub
     }
 
     pub(crate) fn rate_limits(&self, vendor: Vendor, status: serde_json::Value) {
@@ -309,6 +320,8 @@ impl Runtime {
                     cwd: PathBuf::from(worktree),
                     port_base,
                     resume: false,
+                    socket_token: String::new(),
+                    socket_port: 0,
                 };
                 spec.resume = driver.has_conversation(&spec);
                 let (tx, rx) = mpsc::channel(64);

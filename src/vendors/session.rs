@@ -47,6 +47,38 @@ pub(crate) async fn run(
     task_id: String,
     mut rx: mpsc::Receiver<Input>,
 ) {
+    let mut spec = spec;
+    // A CodeBolt agent talks over byre's WebSocket: its frames come from its link, lines for
+    // it go there; its stdout is only logged.
+    let hub = rt.codebolt().clone();
+    let mut socket = None;
+    if driver.vendor() == byre_projections::sessions::Vendor::Codebolt {
+        let (token, frames) = hub.register(&spec.session_id, &task_id, spec.cwd.clone());
+        let link = hub.link(&token);
+        spec.socket_token = token;
+        spec.socket_port = hub.port();
+        socket = link.map(|l| (l, frames));
+    }
+    let token = spec.socket_token.clone();
+    let result = run_process(&rt, driver, spec, task_id, &mut rx, socket).await;
+    if !token.is_empty() {
+        hub.unregister(&token);
+    }
+    result
+}
+
+async fn run_process(
+    rt: &Arc<Runtime>,
+    driver: Arc<dyn Driver>,
+    spec: SpawnSpec,
+    task_id: String,
+    rx: &mut mpsc::Receiver<Input>,
+    socket: Option<(Arc<crate::codebolt::Link>, mpsc::Receiver<String>)>,
+) {
+    let (link, mut frames) = match socket {
+        Some((l, f)) => (Some(l), Some(f)),
+        None => (None, None),
+    };
     let span = tracing::info_span!("agent_session", session_id = %spec.session_id, task_id = %task_id, vendor = driver.vendor().as_str(), pid = tracing::field::Empty);
     let _enter = span.enter();
     let mut cmd = driver.command(&spec);
@@ -116,7 +148,7 @@ pub(crate) async fn run(
     let mut shutting_down = false;
     let mut protocol = driver.protocol(&spec);
     let mut n_lines = 0u64;
-    let mut stdin_open = write_lines(&mut stdin, protocol.start()).await;
+    let mut stdin_open = emit(&mut stdin, link.as_deref(), protocol.start()).await;
     loop {
         tokio::select! {
             input = rx.recv(), if stdin_open => match input {
@@ -126,10 +158,10 @@ pub(crate) async fn run(
                         None => Vec::new(),
                     };
                     out.extend(protocol.message(&text, &images, input_id));
-                    write_lines(&mut stdin, out).await;
+                    emit(&mut stdin, link.as_deref(), out).await;
                 }
                 Some(Input::Interrupt) => {
-                    write_lines(&mut stdin, protocol.interrupt()).await;
+                    emit(&mut stdin, link.as_deref(), protocol.interrupt()).await;
                 }
                 stop @ (None | Some(Input::Stop) | Some(Input::Shutdown)) => {
                     shutting_down = matches!(stop, Some(Input::Shutdown));
@@ -142,8 +174,27 @@ pub(crate) async fn run(
                     });
                 }
             },
+            frame = async { frames.as_mut()?.recv().await }, if frames.is_some() => match frame {
+                Some(line) => {
+                    n_lines += 1;
+                    if let Some(l) = rt.live(&spec.session_id) {
+                        l.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
+                    }
+                    let mut reaction = protocol.on_line(&line);
+                    let replies = std::mem::take(&mut reaction.replies);
+                    if stdin_open && !replies.is_empty() {
+                        emit(&mut stdin, link.as_deref(), replies).await;
+                    }
+                    react(rt, &spec, &task_id, driver.vendor(), reaction).await;
+                }
+                None => frames = None,
+            },
             n = reader.read_until(b'\n', &mut buf) => match n {
                 Ok(0) | Err(_) => break,
+                Ok(_) if link.is_some() => {
+                    tracing::debug!(line = %String::from_utf8_lossy(&buf).trim_end(), "CodeBolt agent stdout");
+                    buf.clear();
+                }
                 Ok(_) => {
                     let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
                     buf.clear();
@@ -156,7 +207,7 @@ pub(crate) async fn run(
                     if stdin_open && !replies.is_empty() {
                         write_lines(&mut stdin, replies).await;
                     }
-                    react(&rt, &spec, &task_id, driver.vendor(), reaction).await;
+                    react(rt, &spec, &task_id, driver.vendor(), reaction).await;
                 }
             },
         }
@@ -193,6 +244,23 @@ pub(crate) async fn run(
         },
     })
     .await;
+}
+
+/// Hands lines to the agent: over its socket link when it has one, else to its stdin.
+async fn emit(
+    stdin: &mut ChildStdin,
+    link: Option<&crate::codebolt::Link>,
+    lines: Vec<String>,
+) -> bool {
+    match link {
+        Some(l) => {
+            for line in lines {
+                l.send(line);
+            }
+            true
+        }
+        None => write_lines(stdin, lines).await,
+    }
 }
 
 /// Writes lines to the process's stdin, each with its `\n`, and flushes; false once stdin is

@@ -1,0 +1,746 @@
+//! What CodeBolt requests do, acting on the agent's task (PROTOCOL.md §4's families):
+//!
+//! - fs: inside the worktree only, every path checked as the worktree views check theirs
+//!   (`git::views::WorkPath`: no `..`, no `.git`, symlinks resolved and proven inside);
+//! - git: on the task's worktree and branch (status, add, commit, logs, diff); init, clone,
+//!   pull, push, branch and checkout of another branch are refused (the task owns its branch);
+//! - terminal: the command line through `sh -c` in the worktree, in its own process group
+//!   with a minimal environment (the agent's own shell command, as CodeBolt runs it);
+//!   `executeCommandWithStream` streams `commandOutput`/`commandError` and ends with
+//!   `commandFinish`; `sendInterruptToTerminal` kills the running commands;
+//! - llm: `inference` is sent to the OpenAI-compatible `$OPENAI_BASE_URL/chat/completions`
+//!   with `$OPENAI_API_KEY`; the reply's `completion` is that chat completion;
+//! - memory, state, todos (`taskEvent`), tokenizer, vector db, history: kept per session while
+//!   it lives ([`Store`]); every request and its reply is logged (`tool.call`/`tool.result`),
+//!   so every change is an event;
+//! - chat: `getChatHistory` from the session's messages;
+//! - the rest (`waitforReply`/`confirmationRequest` until inbox answers are built, MCP
+//!   servers, sub-agents, browser and crawler without Chromium, code matchers) answer at once
+//!   with `success: false` and an `error` saying so: never a hang.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+use super::frames::{text, Generation, Request};
+use super::Link;
+use crate::git::views::{TreePath, WorkPath, Worktree};
+use crate::log::Writer;
+
+/// The per-session data the agent keeps with byre.
+#[derive(Debug, Default)]
+pub struct Store {
+    memory: BTreeMap<String, Value>,
+    agent_state: serde_json::Map<String, Value>,
+    project_state: serde_json::Map<String, Value>,
+    todos: Vec<Value>,
+    tokens: Vec<String>,
+    vectors: Vec<Value>,
+    /// The conversation as the agent saw it: `{role, content}`.
+    pub history: Vec<Value>,
+}
+
+/// What serving a request needs.
+pub struct Ctx {
+    /// The session's link.
+    pub link: Arc<Link>,
+    /// The writer (for reads of the fold).
+    pub writer: Writer,
+    /// Frames to the agent.
+    pub out: mpsc::UnboundedSender<String>,
+}
+
+/// Longest terminal command run, in seconds; it is killed after.
+const COMMAND_TIMEOUT_S: u64 = 600;
+/// Most output kept from a command, in bytes.
+const MAX_OUTPUT: usize = 1024 * 1024;
+
+fn err(msg: impl Into<String>) -> Value {
+    let m = msg.into();
+    json!({"success": false, "error": m, "message": m})
+}
+
+/// The reply fields of one request (`type` and `requestId` are added by the endpoint). A
+/// field `__type` overrides the reply type (a failed `executeCommand` answers `commandError`);
+/// `__streamed` says the frames were sent already.
+pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
+    let f = &req.frame;
+    let msg = &f["message"];
+    let ty = req.ty.as_str();
+    let action = req.action.as_str();
+    match ty {
+        "fsEvent" => {
+            let root = ctx.link.worktree.clone();
+            let (action, msg) = (action.to_owned(), msg.clone());
+            tokio::task::spawn_blocking(move || fs_action(&root, &action, &msg))
+                .await
+                .unwrap_or_else(|e| err(format!("fs action failed: {e}")))
+        }
+        "gitEvent" => {
+            let root = ctx.link.worktree.clone();
+            let (action, f) = (action.to_owned(), f.clone());
+            tokio::task::spawn_blocking(move || git_action(&root, &action, &f))
+                .await
+                .unwrap_or_else(|e| err(format!("git action failed: {e}")))
+        }
+        "executeCommand" | "executeCommandRunUntilError" => {
+            let (code, stdout, stderr) = run_command(ctx, &text(msg)).await;
+            let ok = code == Some(0);
+            let mut v = json!({"response": if ok { stdout.clone() } else { format!("{stdout}{stderr}") }, "output": stdout, "stdout": stdout, "stderr": stderr, "exitCode": code, "success": ok});
+            if ty == "executeCommand" && !ok {
+                v["__type"] = "commandError".into();
+            }
+            v
+        }
+        "executeCommandWithStream" => {
+            stream_command(ctx.clone(), req.clone(), text(msg));
+            json!({"__streamed": true})
+        }
+        "sendInterruptToTerminal" => {
+            let groups: Vec<i32> = ctx
+                .link
+                .terminals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+                .collect();
+            for g in &groups {
+                crate::vendors::kill_group(*g);
+            }
+            json!({"message": format!("interrupted {} command(s)", groups.len())})
+        }
+        "inference" => inference(msg).await,
+        "getChatHistory" => {
+            let h = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner()).history.clone();
+            json!({"chats": h, "messages": h})
+        }
+        "waitforReply" => {
+            let mut v = err("byre cannot route a CodeBolt question to a human yet: answer in the task's chat instead");
+            v["message"] = json!({"userMessage": "", "error": v["error"].clone()});
+            v
+        }
+        "confirmationRequest" => {
+            let mut v = err("byre cannot route a CodeBolt confirmation to a human yet: answer in the task's chat instead");
+            v["answer"] = Value::Null;
+            v
+        }
+        "memoryEvent" | "agentStateEvent" | "projectStateEvent" | "taskEvent" | "tokenizerEvent"
+        | "vectordbEvent" | "vectorDbEvent" | "chatSummaryEvent" => {
+            let mut store = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner());
+            store_action(&mut store, ty, action, f, req.generation)
+        }
+        "debugEvent" if action == "addLog" => json!({"message": "logged"}),
+        "settingEvent" | "projectEvent" => project_action(&ctx.link.worktree, action),
+        "codebolttools" => mcp_action(action),
+        "codeEvent" if action == "getAllFilesMarkdown" => {
+            let root = ctx.link.worktree.clone();
+            tokio::task::spawn_blocking(move || all_files_markdown(&root))
+                .await
+                .unwrap_or_else(|e| err(e.to_string()))
+        }
+        "agentEvent" => match action {
+            "listAgents" | "agentsDetail" => json!({"agents": [], "data": []}),
+            "findAgent" => json!({"agents": [], "data": []}),
+            "startAgent" => {
+                let mut v = err("starting CodeBolt sub-agents is not built in byre yet");
+                v["agentId"] = f["agentId"].clone();
+                v
+            }
+            _ => err(format!("unsupported agent action `{action}`")),
+        },
+        "browserEvent" | "crawlerEvent" => err(
+            "browser and crawler actions need headless Chromium, which byre does not drive yet",
+        ),
+        _ => err(format!(
+            "byre does not support `{ty}`{}{action}",
+            if action.is_empty() { "" } else { "/" }
+        )),
+    }
+}
+
+// ---------------------------------------------------------------- fs
+
+/// The worktree-relative form of a path the agent gives (absolute under the worktree, or
+/// relative to it).
+fn relative(worktree: &Worktree, given_root: &Path, raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    if !raw.starts_with('/') {
+        return Ok(raw.trim_start_matches("./").trim_end_matches('/').to_owned());
+    }
+    for root in [given_root, worktree.root()] {
+        if let Some(rest) = root.to_str().and_then(|r| raw.strip_prefix(r)) {
+            if rest.is_empty() || rest.starts_with('/') {
+                return Ok(rest.trim_matches('/').to_owned());
+            }
+        }
+    }
+    Err(format!("{raw:?} is outside the task's worktree"))
+}
+
+fn join(dir: &str, name: &str) -> String {
+    match (dir.trim_end_matches('/'), name) {
+        ("", n) => n.to_owned(),
+        (d, "") => d.to_owned(),
+        (d, n) => format!("{d}/{n}"),
+    }
+}
+
+/// An existing path, proven inside the worktree.
+fn existing(root: &Path, raw: &str) -> Result<(Worktree, WorkPath), String> {
+    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
+    let rel = relative(&wt, root, raw)?;
+    let p = WorkPath::parse(&rel, &wt).map_err(|e| e.to_string())?;
+    Ok((wt, p))
+}
+
+/// A path to create or overwrite: its text checked, its existing ancestors proven inside the
+/// worktree, missing directories made; a symlink at the end is never followed.
+fn writable(root: &Path, raw: &str) -> Result<PathBuf, String> {
+    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
+    let rel = relative(&wt, root, raw)?;
+    let tp = TreePath::parse(&rel).map_err(|e| e.to_string())?;
+    if tp.is_root() {
+        return Err("a file path is needed".into());
+    }
+    let parts: Vec<&str> = rel.split('/').collect();
+    let (name, dirs) = parts.split_last().ok_or("a file path is needed")?;
+    let mut n = dirs.len();
+    let base = loop {
+        match WorkPath::parse(&dirs[..n].join("/"), &wt) {
+            Ok(p) => break p,
+            Err(crate::git::views::ViewError::NotFound(_)) if n > 0 => n -= 1,
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let mut dir = base.resolved().to_owned();
+    for d in &dirs[n..] {
+        dir.push(d);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {rel:?}'s directory: {e}"))?;
+    Ok(dir.join(name))
+}
+
+fn write_file(path: &Path, content: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("cannot write: {e}"))?;
+    f.write_all(content.as_bytes()).map_err(|e| format!("cannot write: {e}"))
+}
+
+fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        if e.file_name() == ".git" || out.len() >= 5000 {
+            continue;
+        }
+        let p = e.path();
+        let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().into_owned();
+        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        out.push(if is_dir { format!("{rel}/") } else { rel });
+        if recursive && is_dir {
+            list(&p, root, true, out);
+        }
+    }
+}
+
+fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
+    let s = |k: &str| text(&m[k]);
+    let r = match action {
+        "createFile" => writable(root, &join(&s("filePath"), &s("fileName")))
+            .and_then(|p| write_file(&p, &s("source")))
+            .map(|()| json!({"message": "File created", "fileName": s("fileName")})),
+        "updateFile" => existing(root, &join(&s("filePath"), &s("filename")))
+            .and_then(|(_, p)| write_file(p.resolved(), &s("newContent")))
+            .map(|()| json!({"message": "File updated", "response": "File updated"})),
+        "writeToFile" => writable(root, &s("relPath"))
+            .and_then(|p| write_file(&p, &s("newContent")))
+            .map(|()| json!({"message": "File written"})),
+        "createFolder" => writable(root, &join(&join(&s("folderPath"), &s("folderName")), "x"))
+            .map(|_| json!({"message": "Folder created"})),
+        "readFile" => existing(root, &s("filePath")).and_then(|(_, p)| {
+            let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
+            if !meta.is_file() {
+                return Err(format!("{} is not a file", p.as_str()));
+            }
+            let c = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
+            let c = String::from_utf8_lossy(&c).into_owned();
+            Ok(json!({"content": c, "message": c}))
+        }),
+        "deleteFile" => existing(root, &join(&s("filePath"), &s("filename"))).and_then(|(_, p)| {
+            if p.as_str().is_empty() {
+                return Err("refusing to delete the worktree".into());
+            }
+            std::fs::remove_file(p.resolved()).map_err(|e| e.to_string())?;
+            Ok(json!({"message": "File deleted"}))
+        }),
+        "deleteFolder" => existing(root, &join(&s("folderpath"), &s("foldername"))).and_then(|(_, p)| {
+            if p.as_str().is_empty() {
+                return Err("refusing to delete the worktree".into());
+            }
+            std::fs::remove_dir_all(p.resolved()).map_err(|e| e.to_string())?;
+            Ok(json!({"message": "Folder deleted"}))
+        }),
+        "fileList" => existing(root, &s("folderPath")).map(|(wt, p)| {
+            let mut out = Vec::new();
+            list(p.resolved(), wt.root(), m["isRecursive"].as_bool().unwrap_or(false), &mut out);
+            json!({"result": out.join("\n"), "files": out})
+        }),
+        "searchFiles" | "grep_search" => {
+            let (dir, needle) = if action == "searchFiles" {
+                (s("path"), s("regex"))
+            } else {
+                (s("path"), s("query"))
+            };
+            existing(root, &dir).map(|(wt, p)| {
+                let mut files = Vec::new();
+                list(p.resolved(), wt.root(), true, &mut files);
+                let mut hits = Vec::new();
+                for f in files.iter().filter(|f| !f.ends_with('/')) {
+                    let Ok(c) = std::fs::read_to_string(wt.root().join(f)) else { continue };
+                    for (i, line) in c.lines().enumerate() {
+                        if line.contains(&needle) && hits.len() < 500 {
+                            hits.push(format!("{f}:{}:{line}", i + 1));
+                        }
+                    }
+                }
+                json!({"result": hits.join("\n"), "results": hits})
+            })
+        }
+        "file_search" => existing(root, "").map(|(wt, p)| {
+            let mut files = Vec::new();
+            list(p.resolved(), wt.root(), true, &mut files);
+            let q = s("query");
+            let hits: Vec<_> = files.into_iter().filter(|f| f.contains(&q)).collect();
+            json!({"result": hits.join("\n"), "results": hits})
+        }),
+        "listCodeDefinitionNames" => Ok(json!({"result": "", "message": "byre does not parse code definitions"})),
+        other => Err(format!("byre does not support fsEvent/{other}")),
+    };
+    r.unwrap_or_else(err)
+}
+
+// ---------------------------------------------------------------- git
+
+fn git_action(root: &Path, action: &str, f: &Value) -> Value {
+    let r = (|| -> Result<Value, String> {
+        let repo = git2::Repository::open(root).map_err(|e| e.message().to_owned())?;
+        let e = |e: git2::Error| e.message().to_owned();
+        match action {
+            "Status" => {
+                let mut opts = git2::StatusOptions::new();
+                opts.include_untracked(true).recurse_untracked_dirs(true);
+                let st = repo.statuses(Some(&mut opts)).map_err(e)?;
+                let files: Vec<Value> = st
+                    .iter()
+                    .map(|s| json!({"path": s.path().unwrap_or(""), "status": format!("{:?}", s.status())}))
+                    .collect();
+                let branch = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned));
+                Ok(json!({"data": {"current": branch, "files": files}, "files": files}))
+            }
+            "Add" => {
+                let mut idx = repo.index().map_err(e)?;
+                idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None).map_err(e)?;
+                idx.update_all(["*"], None).map_err(e)?;
+                idx.write().map_err(e)?;
+                Ok(json!({"message": "Added all changes"}))
+            }
+            "Commit" => {
+                let message = text(&f["message"]);
+                let message = if message.trim().is_empty() { "CodeBolt agent commit".to_owned() } else { message };
+                let mut idx = repo.index().map_err(e)?;
+                let tree = repo.find_tree(idx.write_tree().map_err(e)?).map_err(e)?;
+                let sig = repo
+                    .signature()
+                    .or_else(|_| git2::Signature::now("CodeBolt agent", "codebolt@byre.invalid"))
+                    .map_err(e)?;
+                let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+                let parents: Vec<&git2::Commit> = parent.iter().collect();
+                let id = repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents).map_err(e)?;
+                Ok(json!({"message": "Committed", "data": {"commit": id.to_string()}, "commit": id.to_string()}))
+            }
+            "Logs" | "gitLogs" => {
+                let mut walk = repo.revwalk().map_err(e)?;
+                walk.push_head().map_err(e)?;
+                let logs: Vec<Value> = walk
+                    .take(50)
+                    .filter_map(|id| repo.find_commit(id.ok()?).ok())
+                    .map(|c| json!({"hash": c.id().to_string(), "message": c.message().unwrap_or(""), "author": c.author().name().unwrap_or(""), "date": c.time().seconds()}))
+                    .collect();
+                Ok(json!({"data": logs, "logs": logs}))
+            }
+            "Diff" => {
+                let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+                let hash = text(&f["commitHash"]);
+                let base = if hash.is_empty() {
+                    head
+                } else {
+                    Some(repo.revparse_single(&hash).and_then(|o| o.peel_to_tree()).map_err(e)?)
+                };
+                let diff = repo
+                    .diff_tree_to_workdir_with_index(base.as_ref(), None)
+                    .map_err(e)?;
+                let mut out = String::new();
+                diff.print(git2::DiffFormat::Patch, |_, _, l| {
+                    if matches!(l.origin(), '+' | '-' | ' ') {
+                        out.push(l.origin());
+                    }
+                    out.push_str(&String::from_utf8_lossy(l.content()));
+                    out.len() < MAX_OUTPUT
+                })
+                .ok();
+                Ok(json!({"data": out, "diff": out}))
+            }
+            "Checkout" | "Branch" | "gitBranch" => {
+                let current = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned)).unwrap_or_default();
+                if text(&f["branch"]) == current {
+                    Ok(json!({"message": format!("on {current}"), "branch": current}))
+                } else {
+                    Err(format!("the task's agent works on its branch `{current}` only"))
+                }
+            }
+            "Init" | "Clone" | "Pull" | "Push" => Err(format!(
+                "git {action} is not available to agents: the task's worktree is their repository, and byre merges it"
+            )),
+            other => Err(format!("byre does not support gitEvent/{other}")),
+        }
+    })();
+    r.unwrap_or_else(err)
+}
+
+// ---------------------------------------------------------------- terminal
+
+fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(&ctx.link.worktree)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()))
+        .env("HOME", &ctx.link.worktree)
+        .env("LANG", "C.UTF-8")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+fn track(ctx: &Ctx, pid: Option<u32>, add: bool) {
+    let Some(pid) = pid else { return };
+    let mut t = ctx.link.terminals.lock().unwrap_or_else(|e| e.into_inner());
+    if add {
+        t.push(pid as i32);
+    } else {
+        t.retain(|p| *p != pid as i32);
+    }
+}
+
+async fn run_command(ctx: &Ctx, command: &str) -> (Option<i32>, String, String) {
+    let child = match shell(ctx, command).spawn() {
+        Ok(c) => c,
+        Err(e) => return (None, String::new(), format!("cannot run the command: {e}")),
+    };
+    let pid = child.id();
+    track(ctx, pid, true);
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(COMMAND_TIMEOUT_S),
+        child.wait_with_output(),
+    )
+    .await;
+    track(ctx, pid, false);
+    if let Some(p) = pid {
+        crate::vendors::kill_group(p as i32);
+    }
+    match out {
+        Ok(Ok(o)) => {
+            let cut = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(MAX_OUTPUT)]).into_owned();
+            (o.status.code(), cut(&o.stdout), cut(&o.stderr))
+        }
+        Ok(Err(e)) => (None, String::new(), e.to_string()),
+        Err(_) => (None, String::new(), format!("killed after {COMMAND_TIMEOUT_S} s")),
+    }
+}
+
+/// Runs a command and streams its lines as `commandOutput` (stdout) and `commandError`
+/// (stderr) frames, then `commandFinish` with the exit code; all echo the request's id.
+fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
+    tokio::spawn(async move {
+        let frame = |ty: &str, fields: Value| {
+            let mut r = req.clone();
+            r.reply_type = match ty {
+                "commandOutput" => "commandOutput",
+                "commandError" => "commandError",
+                _ => "commandFinish",
+            };
+            r.by_event = false;
+            super::endpoint::reply(&r, fields).to_string()
+        };
+        let mut child = match shell(&ctx, &command).spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = ctx.out.send(frame("commandError", json!({"response": e.to_string(), "error": e.to_string(), "success": false})));
+                let _ = ctx.out.send(frame("commandFinish", json!({"response": -1, "exitCode": -1, "success": false})));
+                return;
+            }
+        };
+        let pid = child.id();
+        track(&ctx, pid, true);
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else { return };
+        let mut out = tokio::io::BufReader::new(stdout).lines();
+        let mut errs = tokio::io::BufReader::new(stderr).lines();
+        let (mut o_open, mut e_open) = (true, true);
+        let deadline = tokio::time::sleep(std::time::Duration::from_secs(COMMAND_TIMEOUT_S));
+        tokio::pin!(deadline);
+        while o_open || e_open {
+            tokio::select! {
+                l = out.next_line(), if o_open => match l {
+                    Ok(Some(l)) => { let _ = ctx.out.send(frame("commandOutput", json!({"response": l, "output": l, "stdout": l}))); }
+                    _ => o_open = false,
+                },
+                l = errs.next_line(), if e_open => match l {
+                    Ok(Some(l)) => { let _ = ctx.out.send(frame("commandError", json!({"response": l, "error": l, "stderr": l}))); }
+                    _ => e_open = false,
+                },
+                _ = &mut deadline => break,
+            }
+        }
+        if let Some(p) = pid {
+            crate::vendors::kill_group(p as i32);
+        }
+        let code = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
+        track(&ctx, pid, false);
+        let _ = ctx.out.send(frame("commandFinish", json!({"response": code, "exitCode": code, "success": code == 0})));
+        let _ = ctx
+            .link
+            .to_session
+            .send(json!({"__byre": "stream_finished", "command": command, "exitCode": code, "requestId": req.request_id}).to_string())
+            .await;
+    });
+}
+
+// ---------------------------------------------------------------- llm
+
+async fn inference(msg: &Value) -> Value {
+    let Ok(base) = std::env::var("OPENAI_BASE_URL") else {
+        return err("no LLM endpoint: start byre with OPENAI_BASE_URL (and OPENAI_API_KEY)");
+    };
+    let prompt = &msg["prompt"];
+    let mut body = match prompt {
+        Value::Object(o) => Value::Object(o.clone()),
+        other => json!({"messages": [{"role": "user", "content": text(other)}]}),
+    };
+    if let Some(o) = body.as_object_mut() {
+        o.remove("full");
+        o.insert("stream".into(), false.into());
+        if o.get("tools").is_some_and(|t| t.as_array().is_some_and(|a| a.is_empty())) {
+            o.remove("tools");
+            o.remove("tool_choice");
+        }
+        if !o.get("model").is_some_and(Value::is_string) {
+            let model = std::env::var("BYRE_CODEBOLT_MODEL").unwrap_or_else(|_| "gpt-5".into());
+            o.insert("model".into(), model.into());
+        }
+    }
+    let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+    let client = reqwest::Client::new();
+    let mut rq = client.post(&url).json(&body).timeout(std::time::Duration::from_secs(300));
+    if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+        rq = rq.bearer_auth(key);
+    }
+    match rq.send().await {
+        Ok(r) if r.status().is_success() => match r.json::<Value>().await {
+            Ok(c) => {
+                let content = c["choices"][0]["message"]["content"].clone();
+                json!({"completion": c, "message": content})
+            }
+            Err(e) => err(format!("the LLM endpoint answered no JSON: {e}")),
+        },
+        Ok(r) => {
+            let status = r.status();
+            let t = r.text().await.unwrap_or_default();
+            err(format!("the LLM endpoint answered {status}: {}", &t[..t.len().min(500)]))
+        }
+        Err(e) => err(format!("the LLM endpoint failed: {e}")),
+    }
+}
+
+// ---------------------------------------------------------------- stores
+
+fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation) -> Value {
+    let msg = &f["message"];
+    let payload = &f["payload"];
+    match (ty, action) {
+        ("memoryEvent", "set") => {
+            st.memory.insert(text(&f["key"]), f["value"].clone());
+            json!({"message": "stored"})
+        }
+        ("memoryEvent", "get") => {
+            let v = st.memory.get(&text(&f["key"])).cloned().unwrap_or(Value::Null);
+            json!({"value": v, "data": v})
+        }
+        ("agentStateEvent", "addToAgentState") => {
+            st.agent_state.insert(text(&payload["key"]), payload["value"].clone());
+            json!({"message": "stored"})
+        }
+        ("agentStateEvent", "getAgentState") => json!({"payload": st.agent_state, "data": st.agent_state}),
+        ("projectStateEvent", "updateProjectState") => {
+            st.project_state.insert(text(&payload["key"]), payload["value"].clone());
+            json!({"message": "stored"})
+        }
+        ("projectStateEvent", "getProjectState" | "getAppState") => {
+            json!({"projectState": st.project_state, "state": st.project_state, "data": st.project_state})
+        }
+        ("taskEvent", "addTask" | "createTasksFromMarkdown") => {
+            let id = format!("t{}", st.todos.len() + 1);
+            let mut t = if msg.is_object() { msg.clone() } else { json!({"task": msg}) };
+            t["id"] = id.clone().into();
+            t["taskId"] = id.clone().into();
+            t["completed"] = t.get("completed").cloned().unwrap_or(false.into());
+            if let Some(a) = f.get("agentId") {
+                t["agentId"] = a.clone();
+            }
+            st.todos.push(t.clone());
+            json!({"task": t, "data": t})
+        }
+        ("taskEvent", "getTasks" | "getTasksByAgent" | "getTasksByCategory") => {
+            json!({"tasks": st.todos, "data": st.todos})
+        }
+        ("taskEvent", "getAllAgents") => {
+            let agents: std::collections::BTreeSet<String> = st.todos.iter().filter_map(|t| t["agentId"].as_str().map(str::to_owned)).collect();
+            json!({"agents": agents, "data": agents})
+        }
+        ("taskEvent", "updateTask" | "updateSubTask" | "addSubTask") => {
+            let id = text(&msg["taskId"]);
+            match st.todos.iter_mut().find(|t| !id.is_empty() && text(&t["id"]) == id) {
+                Some(t) => {
+                    if let (Some(o), Some(m)) = (t.as_object_mut(), msg.as_object()) {
+                        if action == "addSubTask" {
+                            let subs = o.entry("subtasks").or_insert_with(|| json!([]));
+                            if let Some(a) = subs.as_array_mut() {
+                                a.push(msg.clone());
+                            }
+                        } else {
+                            for (k, v) in m {
+                                o.insert(k.clone(), v.clone());
+                            }
+                        }
+                    }
+                    json!({"task": t.clone(), "data": t.clone()})
+                }
+                None if g == Generation::V1 => {
+                    st.todos.push(json!({"task": msg}));
+                    json!({"message": "updated"})
+                }
+                None => err(format!("no task `{id}`")),
+            }
+        }
+        ("taskEvent", "deleteTask" | "deleteSubTask") => {
+            let id = text(&msg["taskId"]);
+            let before = st.todos.len();
+            if action == "deleteTask" {
+                st.todos.retain(|t| text(&t["id"]) != id);
+            }
+            json!({"message": "deleted", "deleted": before - st.todos.len()})
+        }
+        ("taskEvent", "exportTasksToMarkdown") => {
+            let md: Vec<String> = st
+                .todos
+                .iter()
+                .map(|t| {
+                    let done = t["completed"].as_bool().unwrap_or(false);
+                    let title = t.get("title").or(t.get("task")).map(text).unwrap_or_default();
+                    format!("- [{}] {title}", if done { "x" } else { " " })
+                })
+                .collect();
+            json!({"markdown": md.join("\n"), "data": md.join("\n")})
+        }
+        ("tokenizerEvent", "addToken") => {
+            let item = text(&msg["item"]);
+            st.tokens.push(item.clone());
+            let n = item.split_whitespace().count();
+            json!({"token": n, "count": n})
+        }
+        ("tokenizerEvent", "getToken") => {
+            let item = text(&msg["item"]);
+            let n = item.split_whitespace().count();
+            json!({"token": n, "tokens": item.split_whitespace().collect::<Vec<_>>()})
+        }
+        (_, "addVectorItem") => {
+            st.vectors.push(msg["item"].clone());
+            json!({"message": "added", "id": st.vectors.len()})
+        }
+        (_, "getVector") => {
+            let key = text(&msg["item"]);
+            let v = st.vectors.iter().find(|v| text(v).contains(&key)).cloned().unwrap_or(Value::Null);
+            json!({"vector": v, "item": v})
+        }
+        (_, "queryVectorItem" | "queryVectorItems") => {
+            let keys: Vec<String> = match msg.get("items").and_then(Value::as_array) {
+                Some(a) => a.iter().map(text).collect(),
+                None => vec![text(&msg["item"])],
+            };
+            let hits: Vec<Value> = st.vectors.iter().filter(|v| keys.iter().any(|k| text(v).contains(k.as_str()))).cloned().collect();
+            json!({"item": hits, "items": hits, "data": hits})
+        }
+        ("chatSummaryEvent", _) => {
+            json!({"payload": st.history, "data": st.history})
+        }
+        _ => err(format!("byre does not support {ty}/{action}")),
+    }
+}
+
+fn project_action(worktree: &Path, action: &str) -> Value {
+    let name = worktree.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    match action {
+        "getProjectPath" => json!({"projectPath": worktree, "projectName": name}),
+        "getRepoMap" => {
+            let mut out = Vec::new();
+            list(worktree, worktree, true, &mut out);
+            json!({"repoMap": out.join("\n"), "data": out})
+        }
+        "getEditorFileStatus" => json!({"editorStatus": "", "data": []}),
+        "getProjectSettings" => json!({"projectSettings": {"projectPath": worktree, "projectName": name}, "data": {}}),
+        other => err(format!("byre does not support projectEvent/{other}")),
+    }
+}
+
+fn mcp_action(action: &str) -> Value {
+    match action {
+        "getEnabledToolBoxes" | "getLocalToolBoxes" | "getAvailableToolBoxes"
+        | "searchAvailableToolBoxes" | "listToolsFromToolBoxes" | "getTools" => json!({"data": []}),
+        "executeTool" => {
+            let mut v = err("byre offers no MCP tools to CodeBolt agents yet");
+            v["data"] = json!([false, v["error"].clone()]);
+            v
+        }
+        _ => err(format!("byre does not support codebolttools/{action}")),
+    }
+}
+
+fn all_files_markdown(root: &Path) -> Value {
+    let mut files = Vec::new();
+    list(root, root, true, &mut files);
+    let mut md = String::new();
+    for f in files.iter().filter(|f| !f.ends_with('/')) {
+        if md.len() > MAX_OUTPUT {
+            break;
+        }
+        if let Ok(c) = std::fs::read_to_string(root.join(f)) {
+            md.push_str(&format!("## {f}\n\n```\n{c}\n```\n\n"));
+        }
+    }
+    json!({"markdown": md, "data": md})
+}
