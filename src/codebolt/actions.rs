@@ -53,6 +53,8 @@ pub struct Ctx {
     pub writer: Writer,
     /// Frames to the agent.
     pub out: mpsc::UnboundedSender<String>,
+    /// Where `inference` goes.
+    pub llm: super::Llm,
 }
 
 /// Longest terminal command run, in seconds; it is killed after.
@@ -114,7 +116,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
             }
             json!({"message": format!("interrupted {} command(s)", groups.len())})
         }
-        "inference" => inference(msg).await,
+        "inference" => inference(&ctx.llm, msg).await,
         "getChatHistory" => {
             let h = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner()).history.clone();
             json!({"chats": h, "messages": h})
@@ -533,8 +535,8 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
 
 // ---------------------------------------------------------------- llm
 
-async fn inference(msg: &Value) -> Value {
-    let Ok(base) = std::env::var("OPENAI_BASE_URL") else {
+async fn inference(llm: &super::Llm, msg: &Value) -> Value {
+    let Some(base) = llm.base_url.clone() else {
         return err("no LLM endpoint: start byre with OPENAI_BASE_URL (and OPENAI_API_KEY)");
     };
     let prompt = &msg["prompt"];
@@ -557,7 +559,7 @@ async fn inference(msg: &Value) -> Value {
     let url = format!("{}/chat/completions", base.trim_end_matches('/'));
     let client = reqwest::Client::new();
     let mut rq = client.post(&url).json(&body).timeout(std::time::Duration::from_secs(300));
-    if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+    if let Some(key) = &llm.api_key {
         rq = rq.bearer_auth(key);
     }
     match rq.send().await {

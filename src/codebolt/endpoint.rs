@@ -85,6 +85,7 @@ pub async fn socket(
         link: link.clone(),
         writer: app.writer.clone(),
         out: tx,
+        llm: hub.llm(),
     });
     actix_web::rt::spawn(write_loop(session.clone(), rx));
     actix_web::rt::spawn(read_loop(ctx, session, stream));
@@ -92,6 +93,9 @@ pub async fn socket(
 }
 
 async fn write_loop(mut session: actix_ws::Session, mut rx: mpsc::UnboundedReceiver<String>) {
+    // The client registers its message handlers just after the socket opens; a frame that
+    // arrives before is dropped (PROTOCOL.md §2.3). The reference server waits too.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     while let Some(frame) = rx.recv().await {
         if session.text(frame).await.is_err() {
             break;

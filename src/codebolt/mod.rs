@@ -28,6 +28,16 @@ pub mod frames;
 pub struct Hub {
     links: DashMap<String, Arc<Link>>,
     port: std::sync::atomic::AtomicU16,
+    llm: Mutex<Llm>,
+}
+
+/// The OpenAI-compatible endpoint `inference` requests go to.
+#[derive(Debug, Clone, Default)]
+pub struct Llm {
+    /// `OPENAI_BASE_URL` (e.g. `https://api.openai.com/v1`).
+    pub base_url: Option<String>,
+    /// `OPENAI_API_KEY`.
+    pub api_key: Option<String>,
 }
 
 /// Where frames for the agent go.
@@ -112,6 +122,28 @@ impl Hub {
     /// The port agents connect to (byre's own HTTP port), set once the listener is bound.
     pub fn set_port(&self, port: u16) {
         self.port.store(port, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sets the LLM endpoint from the agent environment of byre's configuration, else from
+    /// byre's own environment (`OPENAI_BASE_URL`, `OPENAI_API_KEY`).
+    pub fn set_llm(&self, agent_env: &[(String, String)]) {
+        let get = |name: &str| {
+            agent_env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(name).ok())
+                .filter(|v| !v.is_empty())
+        };
+        *self.llm.lock().unwrap_or_else(|e| e.into_inner()) = Llm {
+            base_url: get("OPENAI_BASE_URL"),
+            api_key: get("OPENAI_API_KEY"),
+        };
+    }
+
+    /// See [`Hub::set_llm`].
+    pub fn llm(&self) -> Llm {
+        self.llm.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// See [`Hub::set_port`].

@@ -88,7 +88,9 @@ impl Driver for CodeboltDriver {
             .env("threadToken", &spec.socket_token)
             .env("parentId", "byre")
             .env("PORT", spec.port_base.to_string());
-        for (k, v) in &self.extra_env {
+        // The LLM key stays with byre (inference goes through it), and v2 clients copy every
+        // variable into their URL.
+        for (k, v) in self.extra_env.iter().filter(|(k, _)| !k.starts_with("OPENAI_")) {
             cmd.env(k, v);
         }
         cmd

@@ -135,6 +135,7 @@ impl Runtime {
             leftover_zombies: Mutex::new(leftovers),
             ephemeral,
         });
+        rt.codebolt_hub.set_llm(&config.agent_env);
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {

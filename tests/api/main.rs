@@ -8,6 +8,7 @@ mod schema;
 
 mod blobs;
 mod claude;
+mod codebolt;
 mod cli;
 mod codex;
 mod contract;
