@@ -142,3 +142,98 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     assert_eq!(sessions.body[0]["vendor"], "codebolt");
     b.server.stop().await;
 }
+
+/// The type (or, for v1 browser and crawler calls, the `event`) a captured request's client
+/// resolved on: the stub's last reply to it.
+fn awaited(client: &str, captured: &[Value]) -> Option<String> {
+    let last = captured.last()?;
+    let event = last["event"].as_str().filter(|_| client.starts_with("codeboltjs@1"));
+    Some(event.or(last["type"].as_str())?.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awaits() {
+    let mut b = Bench::start().await;
+    let frames = fixture("frames.jsonl");
+    let task = b.task(&fixture("replay"), frames.to_str().unwrap()).await;
+    let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    let ended = all(&events, "turn.ended")[0];
+    assert_eq!(ended["payload"]["result"], "replayed", "{:?}", kinds(&events));
+    let worktree = Path::new(task["worktree_path"].as_str().unwrap());
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(worktree.join("codebolt-replay.json")).unwrap())
+            .unwrap();
+    let replays = report["replays"].as_array().expect("replays");
+    let (mut v1, mut v2) = (0, 0);
+    for r in replays {
+        let client = r["client"].as_str().unwrap();
+        let request = &r["request"];
+        let got = r["got"].as_array().unwrap();
+        // Only valid JSON objects ever come back.
+        assert!(got.iter().all(|f| f.get("__invalid").is_none() && f.is_object()), "{r}");
+        let captured = r["captured"].as_array().unwrap();
+        let Some(want) = awaited(client, captured) else {
+            // Fire-and-forget: nothing awaited, nothing answered.
+            assert!(got.is_empty(), "{r}");
+            continue;
+        };
+        let key = if want == captured.last().unwrap()["event"] && client.starts_with("codeboltjs@1") {
+            "event"
+        } else {
+            "type"
+        };
+        let replies: Vec<&Value> = got.iter().filter(|f| f[key] == want.as_str()).collect();
+        assert_eq!(replies.len(), 1, "one {want} for {request}: {got:?}");
+        match request["requestId"].as_str() {
+            Some(id) => {
+                v2 += 1;
+                assert_eq!(replies[0]["requestId"], id, "{request}");
+                // Nothing of this request came back without its id.
+                assert!(got.iter().all(|f| f["requestId"] == id), "{request}: {got:?}");
+            }
+            None => {
+                v1 += 1;
+                assert!(replies[0].get("requestId").is_none(), "{request}");
+            }
+        }
+    }
+    // Every awaited request of the capture (frames_table.md), none skipped.
+    assert_eq!((v1, v2), (81, 90));
+    // Malformed frames were ignored, the socket stayed open, an unknown request was answered.
+    let unknown = &report["edge"]["unknown"];
+    assert_eq!(unknown[0]["requestId"], "edge-unknown", "{unknown}");
+    assert_eq!(unknown[0]["success"], false);
+    assert_eq!(report["edge"]["after"][0]["type"], "readFileResponse");
+    assert!(report["edge"]["after"][0]["content"].as_str().unwrap().starts_with("# basic"));
+    // A client written from the AsyncAPI file gets a ServiceResponse.
+    let spec = &report["spec"][0];
+    assert_eq!(spec["requestId"], "spec-1", "{spec}");
+    assert_eq!(spec["success"], true);
+    assert!(spec["data"].is_object() && spec["timestamp"].is_string(), "{spec}");
+    // Every served request is in the log as a tool call with its result.
+    let calls = all(&events, "tool.call").len();
+    assert!(calls > 180, "{calls}");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_needs_the_token_byre_started_its_agent_with() {
+    let server = TestServer::spawn().await;
+    let url = server.api().url("getMe", &[]).1.replace("/api/me", "");
+    let client = reqwest::Client::new();
+    for query in ["", "?id=&agentId=cb-guess&threadToken=cb-guess", "?agentId=x"] {
+        let r = client
+            .get(format!("{url}/codebolt{query}"))
+            .header("Connection", "Upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{query}");
+        let body: Value = r.json().await.unwrap();
+        assert!(body["message"].is_string());
+    }
+    server.stop().await;
+}
