@@ -118,7 +118,13 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
         }
         "inference" => inference(&ctx.llm, msg).await,
         "getChatHistory" => {
-            let h = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner()).history.clone();
+            let h = ctx
+                .link
+                .store
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .history
+                .clone();
             json!({"chats": h, "messages": h})
         }
         "waitforReply" => {
@@ -131,8 +137,8 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
             v["answer"] = Value::Null;
             v
         }
-        "memoryEvent" | "agentStateEvent" | "projectStateEvent" | "taskEvent" | "tokenizerEvent"
-        | "vectordbEvent" | "vectorDbEvent" | "chatSummaryEvent" => {
+        "memoryEvent" | "agentStateEvent" | "projectStateEvent" | "taskEvent"
+        | "tokenizerEvent" | "vectordbEvent" | "vectorDbEvent" | "chatSummaryEvent" => {
             let mut store = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner());
             store_action(&mut store, ty, action, f, req.generation)
         }
@@ -155,9 +161,9 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
             }
             _ => err(format!("unsupported agent action `{action}`")),
         },
-        "browserEvent" | "crawlerEvent" => err(
-            "browser and crawler actions need headless Chromium, which byre does not drive yet",
-        ),
+        "browserEvent" | "crawlerEvent" => {
+            err("browser and crawler actions need headless Chromium, which byre does not drive yet")
+        }
         _ => err(format!(
             "byre does not support `{ty}`{}{action}",
             if action.is_empty() { "" } else { "/" }
@@ -172,7 +178,10 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
 fn relative(worktree: &Worktree, given_root: &Path, raw: &str) -> Result<String, String> {
     let raw = raw.trim();
     if !raw.starts_with('/') {
-        return Ok(raw.trim_start_matches("./").trim_end_matches('/').to_owned());
+        return Ok(raw
+            .trim_start_matches("./")
+            .trim_end_matches('/')
+            .to_owned());
     }
     for root in [given_root, worktree.root()] {
         if let Some(rest) = root.to_str().and_then(|r| raw.strip_prefix(r)) {
@@ -236,11 +245,14 @@ fn write_file(path: &Path, content: &str) -> Result<(), String> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| format!("cannot write: {e}"))?;
-    f.write_all(content.as_bytes()).map_err(|e| format!("cannot write: {e}"))
+    f.write_all(content.as_bytes())
+        .map_err(|e| format!("cannot write: {e}"))
 }
 
 fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
@@ -248,7 +260,11 @@ fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
             continue;
         }
         let p = e.path();
-        let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().into_owned();
+        let rel = p
+            .strip_prefix(root)
+            .unwrap_or(&p)
+            .to_string_lossy()
+            .into_owned();
         let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
         out.push(if is_dir { format!("{rel}/") } else { rel });
         if recursive && is_dir {
@@ -287,16 +303,23 @@ fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
             std::fs::remove_file(p.resolved()).map_err(|e| e.to_string())?;
             Ok(json!({"message": "File deleted"}))
         }),
-        "deleteFolder" => existing(root, &join(&s("folderpath"), &s("foldername"))).and_then(|(_, p)| {
-            if p.as_str().is_empty() {
-                return Err("refusing to delete the worktree".into());
-            }
-            std::fs::remove_dir_all(p.resolved()).map_err(|e| e.to_string())?;
-            Ok(json!({"message": "Folder deleted"}))
-        }),
+        "deleteFolder" => {
+            existing(root, &join(&s("folderpath"), &s("foldername"))).and_then(|(_, p)| {
+                if p.as_str().is_empty() {
+                    return Err("refusing to delete the worktree".into());
+                }
+                std::fs::remove_dir_all(p.resolved()).map_err(|e| e.to_string())?;
+                Ok(json!({"message": "Folder deleted"}))
+            })
+        }
         "fileList" => existing(root, &s("folderPath")).map(|(wt, p)| {
             let mut out = Vec::new();
-            list(p.resolved(), wt.root(), m["isRecursive"].as_bool().unwrap_or(false), &mut out);
+            list(
+                p.resolved(),
+                wt.root(),
+                m["isRecursive"].as_bool().unwrap_or(false),
+                &mut out,
+            );
             json!({"result": out.join("\n"), "files": out})
         }),
         "searchFiles" | "grep_search" => {
@@ -310,7 +333,9 @@ fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
                 list(p.resolved(), wt.root(), true, &mut files);
                 let mut hits = Vec::new();
                 for f in files.iter().filter(|f| !f.ends_with('/')) {
-                    let Ok(c) = std::fs::read_to_string(wt.root().join(f)) else { continue };
+                    let Ok(c) = std::fs::read_to_string(wt.root().join(f)) else {
+                        continue;
+                    };
                     for (i, line) in c.lines().enumerate() {
                         if line.contains(&needle) && hits.len() < 500 {
                             hits.push(format!("{f}:{}:{line}", i + 1));
@@ -327,7 +352,9 @@ fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
             let hits: Vec<_> = files.into_iter().filter(|f| f.contains(&q)).collect();
             json!({"result": hits.join("\n"), "results": hits})
         }),
-        "listCodeDefinitionNames" => Ok(json!({"result": "", "message": "byre does not parse code definitions"})),
+        "listCodeDefinitionNames" => {
+            Ok(json!({"result": "", "message": "byre does not parse code definitions"}))
+        }
         other => Err(format!("byre does not support fsEvent/{other}")),
     };
     r.unwrap_or_else(err)
@@ -429,7 +456,10 @@ fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
         .arg(command)
         .current_dir(&ctx.link.worktree)
         .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()))
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
         .env("HOME", &ctx.link.worktree)
         .env("LANG", "C.UTF-8")
         .stdin(std::process::Stdio::null())
@@ -468,11 +498,16 @@ async fn run_command(ctx: &Ctx, command: &str) -> (Option<i32>, String, String) 
     }
     match out {
         Ok(Ok(o)) => {
-            let cut = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(MAX_OUTPUT)]).into_owned();
+            let cut =
+                |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(MAX_OUTPUT)]).into_owned();
             (o.status.code(), cut(&o.stdout), cut(&o.stderr))
         }
         Ok(Err(e)) => (None, String::new(), e.to_string()),
-        Err(_) => (None, String::new(), format!("killed after {COMMAND_TIMEOUT_S} s")),
+        Err(_) => (
+            None,
+            String::new(),
+            format!("killed after {COMMAND_TIMEOUT_S} s"),
+        ),
     }
 }
 
@@ -493,14 +528,22 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
         let mut child = match shell(&ctx, &command).spawn() {
             Ok(c) => c,
             Err(e) => {
-                let _ = ctx.out.send(frame("commandError", json!({"response": e.to_string(), "error": e.to_string(), "success": false})));
-                let _ = ctx.out.send(frame("commandFinish", json!({"response": -1, "exitCode": -1, "success": false})));
+                let _ = ctx.out.send(frame(
+                    "commandError",
+                    json!({"response": e.to_string(), "error": e.to_string(), "success": false}),
+                ));
+                let _ = ctx.out.send(frame(
+                    "commandFinish",
+                    json!({"response": -1, "exitCode": -1, "success": false}),
+                ));
                 return;
             }
         };
         let pid = child.id();
         track(&ctx, pid, true);
-        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else { return };
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return;
+        };
         let mut out = tokio::io::BufReader::new(stdout).lines();
         let mut errs = tokio::io::BufReader::new(stderr).lines();
         let (mut o_open, mut e_open) = (true, true);
@@ -524,7 +567,10 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
         }
         let code = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
         track(&ctx, pid, false);
-        let _ = ctx.out.send(frame("commandFinish", json!({"response": code, "exitCode": code, "success": code == 0})));
+        let _ = ctx.out.send(frame(
+            "commandFinish",
+            json!({"response": code, "exitCode": code, "success": code == 0}),
+        ));
         let _ = ctx
             .link
             .to_session
@@ -547,7 +593,9 @@ async fn inference(llm: &super::Llm, msg: &Value) -> Value {
     if let Some(o) = body.as_object_mut() {
         o.remove("full");
         o.insert("stream".into(), false.into());
-        if o.get("tools").is_some_and(|t| t.as_array().is_some_and(|a| a.is_empty())) {
+        if o.get("tools")
+            .is_some_and(|t| t.as_array().is_some_and(|a| a.is_empty()))
+        {
             o.remove("tools");
             o.remove("tool_choice");
         }
@@ -558,7 +606,10 @@ async fn inference(llm: &super::Llm, msg: &Value) -> Value {
     }
     let url = format!("{}/chat/completions", base.trim_end_matches('/'));
     let client = reqwest::Client::new();
-    let mut rq = client.post(&url).json(&body).timeout(std::time::Duration::from_secs(300));
+    let mut rq = client
+        .post(&url)
+        .json(&body)
+        .timeout(std::time::Duration::from_secs(300));
     if let Some(key) = &llm.api_key {
         rq = rq.bearer_auth(key);
     }
@@ -573,7 +624,10 @@ async fn inference(llm: &super::Llm, msg: &Value) -> Value {
         Ok(r) => {
             let status = r.status();
             let t = r.text().await.unwrap_or_default();
-            err(format!("the LLM endpoint answered {status}: {}", &t[..t.len().min(500)]))
+            err(format!(
+                "the LLM endpoint answered {status}: {}",
+                &t[..t.len().min(500)]
+            ))
         }
         Err(e) => err(format!("the LLM endpoint failed: {e}")),
     }
@@ -590,16 +644,24 @@ fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation
             json!({"message": "stored"})
         }
         ("memoryEvent", "get") => {
-            let v = st.memory.get(&text(&f["key"])).cloned().unwrap_or(Value::Null);
+            let v = st
+                .memory
+                .get(&text(&f["key"]))
+                .cloned()
+                .unwrap_or(Value::Null);
             json!({"value": v, "data": v})
         }
         ("agentStateEvent", "addToAgentState") => {
-            st.agent_state.insert(text(&payload["key"]), payload["value"].clone());
+            st.agent_state
+                .insert(text(&payload["key"]), payload["value"].clone());
             json!({"message": "stored"})
         }
-        ("agentStateEvent", "getAgentState") => json!({"payload": st.agent_state, "data": st.agent_state}),
+        ("agentStateEvent", "getAgentState") => {
+            json!({"payload": st.agent_state, "data": st.agent_state})
+        }
         ("projectStateEvent", "updateProjectState") => {
-            st.project_state.insert(text(&payload["key"]), payload["value"].clone());
+            st.project_state
+                .insert(text(&payload["key"]), payload["value"].clone());
             json!({"message": "stored"})
         }
         ("projectStateEvent", "getProjectState" | "getAppState") => {
@@ -607,7 +669,11 @@ fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation
         }
         ("taskEvent", "addTask" | "createTasksFromMarkdown") => {
             let id = format!("t{}", st.todos.len() + 1);
-            let mut t = if msg.is_object() { msg.clone() } else { json!({"task": msg}) };
+            let mut t = if msg.is_object() {
+                msg.clone()
+            } else {
+                json!({"task": msg})
+            };
             t["id"] = id.clone().into();
             t["taskId"] = id.clone().into();
             t["completed"] = t.get("completed").cloned().unwrap_or(false.into());
@@ -621,12 +687,20 @@ fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation
             json!({"tasks": st.todos, "data": st.todos})
         }
         ("taskEvent", "getAllAgents") => {
-            let agents: std::collections::BTreeSet<String> = st.todos.iter().filter_map(|t| t["agentId"].as_str().map(str::to_owned)).collect();
+            let agents: std::collections::BTreeSet<String> = st
+                .todos
+                .iter()
+                .filter_map(|t| t["agentId"].as_str().map(str::to_owned))
+                .collect();
             json!({"agents": agents, "data": agents})
         }
         ("taskEvent", "updateTask" | "updateSubTask" | "addSubTask") => {
             let id = text(&msg["taskId"]);
-            match st.todos.iter_mut().find(|t| !id.is_empty() && text(&t["id"]) == id) {
+            match st
+                .todos
+                .iter_mut()
+                .find(|t| !id.is_empty() && text(&t["id"]) == id)
+            {
                 Some(t) => {
                     if let (Some(o), Some(m)) = (t.as_object_mut(), msg.as_object()) {
                         if action == "addSubTask" {
@@ -663,7 +737,11 @@ fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation
                 .iter()
                 .map(|t| {
                     let done = t["completed"].as_bool().unwrap_or(false);
-                    let title = t.get("title").or(t.get("task")).map(text).unwrap_or_default();
+                    let title = t
+                        .get("title")
+                        .or(t.get("task"))
+                        .map(text)
+                        .unwrap_or_default();
                     format!("- [{}] {title}", if done { "x" } else { " " })
                 })
                 .collect();
@@ -686,7 +764,12 @@ fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation
         }
         (_, "getVector") => {
             let key = text(&msg["item"]);
-            let v = st.vectors.iter().find(|v| text(v).contains(&key)).cloned().unwrap_or(Value::Null);
+            let v = st
+                .vectors
+                .iter()
+                .find(|v| text(v).contains(&key))
+                .cloned()
+                .unwrap_or(Value::Null);
             json!({"vector": v, "item": v})
         }
         (_, "queryVectorItem" | "queryVectorItems") => {
@@ -694,7 +777,12 @@ fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation
                 Some(a) => a.iter().map(text).collect(),
                 None => vec![text(&msg["item"])],
             };
-            let hits: Vec<Value> = st.vectors.iter().filter(|v| keys.iter().any(|k| text(v).contains(k.as_str()))).cloned().collect();
+            let hits: Vec<Value> = st
+                .vectors
+                .iter()
+                .filter(|v| keys.iter().any(|k| text(v).contains(k.as_str())))
+                .cloned()
+                .collect();
             json!({"item": hits, "items": hits, "data": hits})
         }
         ("chatSummaryEvent", _) => {
@@ -705,7 +793,10 @@ fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation
 }
 
 fn project_action(worktree: &Path, action: &str) -> Value {
-    let name = worktree.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = worktree
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match action {
         "getProjectPath" => json!({"projectPath": worktree, "projectName": name}),
         "getRepoMap" => {
@@ -714,15 +805,21 @@ fn project_action(worktree: &Path, action: &str) -> Value {
             json!({"repoMap": out.join("\n"), "data": out})
         }
         "getEditorFileStatus" => json!({"editorStatus": "", "data": []}),
-        "getProjectSettings" => json!({"projectSettings": {"projectPath": worktree, "projectName": name}, "data": {}}),
+        "getProjectSettings" => {
+            json!({"projectSettings": {"projectPath": worktree, "projectName": name}, "data": {}})
+        }
         other => err(format!("byre does not support projectEvent/{other}")),
     }
 }
 
 fn mcp_action(action: &str) -> Value {
     match action {
-        "getEnabledToolBoxes" | "getLocalToolBoxes" | "getAvailableToolBoxes"
-        | "searchAvailableToolBoxes" | "listToolsFromToolBoxes" | "getTools" => json!({"data": []}),
+        "getEnabledToolBoxes"
+        | "getLocalToolBoxes"
+        | "getAvailableToolBoxes"
+        | "searchAvailableToolBoxes"
+        | "listToolsFromToolBoxes"
+        | "getTools" => json!({"data": []}),
         "executeTool" => {
             let mut v = err("byre offers no MCP tools to CodeBolt agents yet");
             v["data"] = json!([false, v["error"].clone()]);

@@ -71,7 +71,9 @@ pub async fn socket(
     let link = token_of(req.query_string())
         .and_then(|t| hub.link(&t))
         .ok_or_else(|| {
-            ApiError::Unauthorized("a CodeBolt socket needs the token byre started its agent with".into())
+            ApiError::Unauthorized(
+                "a CodeBolt socket needs the token byre started its agent with".into(),
+            )
         })?;
     let (response, session, stream) = actix_ws::handle(&req, body)
         .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
@@ -139,14 +141,22 @@ async fn read_loop(
         };
         match frames::classify(&text) {
             None => {
-                tracing::warn!(size = text.len(), "CodeBolt frame is not a JSON object with a type; ignored");
+                tracing::warn!(
+                    size = text.len(),
+                    "CodeBolt frame is not a JSON object with a type; ignored"
+                );
                 forward(&ctx.link, json!({"__byre": "malformed", "raw": cut(&text)})).await;
             }
             Some(Frame::Message { ty, .. }) => {
                 if ty == "sendMessage" {
                     if let Ok(v) = serde_json::from_str::<Value>(&text) {
                         let m = frames::text(&v["message"]);
-                        ctx.link.store.lock().unwrap_or_else(|e| e.into_inner()).history.push(json!({"role": "assistant", "content": m}));
+                        ctx.link
+                            .store
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .history
+                            .push(json!({"role": "assistant", "content": m}));
                     }
                 }
                 let _ = ctx.link.to_session.send(text).await;
@@ -186,7 +196,11 @@ async fn serve(ctx: &Arc<super::actions::Ctx>, req: Request) {
     }
     let reply = reply(&req, fields);
     let _ = ctx.out.send(reply.to_string());
-    forward(&ctx.link, json!({"__byre": "served", "request": req.frame, "reply": reply})).await;
+    forward(
+        &ctx.link,
+        json!({"__byre": "served", "request": req.frame, "reply": reply}),
+    )
+    .await;
 }
 
 /// The reply to `req` with `fields`: `type` (and `event` for clients that match on it),
@@ -215,7 +229,10 @@ pub fn reply(req: &Request, fields: Value) -> Value {
         }
     }
     if req.spec_client {
-        let data = out.get("data").cloned().unwrap_or_else(|| Value::Object(out.clone()));
+        let data = out
+            .get("data")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(out.clone()));
         out.insert("data".into(), data);
         out.insert("timestamp".into(), chrono::Utc::now().to_rfc3339().into());
     }

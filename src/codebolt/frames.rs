@@ -95,8 +95,7 @@ pub fn classify(text: &str) -> Option<Frame> {
     } else {
         Generation::V1
     };
-    if ty.ends_with("notify") || MESSAGES.contains(&ty.as_str()) || fire_and_forget(&ty, &action)
-    {
+    if ty.ends_with("notify") || MESSAGES.contains(&ty.as_str()) || fire_and_forget(&ty, &action) {
         return Some(Frame::Message { ty, action });
     }
     let spec_client = obj.get("__spec").is_some();
@@ -125,7 +124,10 @@ fn fire_and_forget(ty: &str, action: &str) -> bool {
     matches!(
         (ty, action),
         ("browserEvent", "close" | "getPDF" | "pdfToText")
-            | ("crawlerEvent", "start" | "screenshot" | "goToPage" | "scroll" | "enter")
+            | (
+                "crawlerEvent",
+                "start" | "screenshot" | "goToPage" | "scroll" | "enter"
+            )
             | ("projectEvent", "runProject")
     )
 }
@@ -287,7 +289,11 @@ pub fn normalize(mut v: Value) -> Value {
     let Some(obj) = v.as_object_mut() else {
         return v;
     };
-    let ty = obj.get("type").and_then(Value::as_str).unwrap_or("").to_owned();
+    let ty = obj
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let action = obj
         .get("action")
         .and_then(Value::as_str)
@@ -402,7 +408,10 @@ mod tests {
     /// answered with (the one its client resolved on).
     #[test]
     fn captured_frames_get_their_awaited_reply_type() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/codebolt/frames.jsonl");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/codebolt/frames.jsonl"
+        );
         let text = std::fs::read_to_string(path).unwrap();
         let rows: Vec<Value> = text
             .lines()
@@ -437,16 +446,20 @@ mod tests {
 
     #[test]
     fn spec_spelling_maps_onto_the_real_one() {
-        let f = classify(r#"{"type":"gitEvent","action":"gitStatus","requestId":"r","message":{}}"#);
+        let f =
+            classify(r#"{"type":"gitEvent","action":"gitStatus","requestId":"r","message":{}}"#);
         let Some(Frame::Request(r)) = f else { panic!() };
         assert_eq!((r.reply_type, r.spec_client), ("gitStatusResponse", true));
-        let f = classify(r#"{"type":"llmEvent","action":"inference","requestId":"r","message":{"messages":[]}}"#);
+        let f = classify(
+            r#"{"type":"llmEvent","action":"inference","requestId":"r","message":{"messages":[]}}"#,
+        );
         let Some(Frame::Request(r)) = f else { panic!() };
         assert_eq!(r.reply_type, "llmResponse");
         assert!(classify("not json").is_none());
         assert!(classify("[1]").is_none());
         assert_eq!(
-            classify(r#"{"type":"whatever","requestId":"x"}"#).map(|f| matches!(f, Frame::Request(r) if r.reply_type == FALLBACK)),
+            classify(r#"{"type":"whatever","requestId":"x"}"#)
+                .map(|f| matches!(f, Frame::Request(r) if r.reply_type == FALLBACK)),
             Some(true)
         );
     }

@@ -74,7 +74,11 @@ impl Link {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&frame) {
             if v["type"] == "messageResponse" {
                 let m = frames::text(&v["message"]["userMessage"]);
-                self.store.lock().unwrap_or_else(|e| e.into_inner()).history.push(serde_json::json!({"role": "user", "content": m}));
+                self.store
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .history
+                    .push(serde_json::json!({"role": "user", "content": m}));
             }
         }
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
@@ -186,7 +190,12 @@ impl Hub {
     pub fn unregister(&self, token: &str) {
         if let Some((_, link)) = self.links.remove(token) {
             *link.out.lock().unwrap_or_else(|e| e.into_inner()) = Outbox::Closed;
-            for pgid in link.terminals.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            for pgid in link
+                .terminals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+            {
                 crate::vendors::kill_group(pgid);
             }
         }

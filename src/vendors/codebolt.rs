@@ -90,7 +90,11 @@ impl Driver for CodeboltDriver {
             .env("PORT", spec.port_base.to_string());
         // The LLM key stays with byre (inference goes through it), and v2 clients copy every
         // variable into their URL.
-        for (k, v) in self.extra_env.iter().filter(|(k, _)| !k.starts_with("OPENAI_")) {
+        for (k, v) in self
+            .extra_env
+            .iter()
+            .filter(|(k, _)| !k.starts_with("OPENAI_"))
+        {
             cmd.env(k, v);
         }
         cmd
@@ -142,7 +146,15 @@ fn cut(s: String) -> String {
 
 /// The text of a reply for `tool.result`: its content, result or error, else the frame.
 fn reply_text(reply: &Value) -> String {
-    for k in ["error", "content", "result", "response", "completion", "data", "message"] {
+    for k in [
+        "error",
+        "content",
+        "result",
+        "response",
+        "completion",
+        "data",
+        "message",
+    ] {
         match reply.get(k) {
             None | Some(Value::Null) => {}
             Some(v) => return cut(text(v)),
@@ -235,7 +247,9 @@ impl Protocol for CodeboltProtocol {
                         raw: cut_raw(line),
                     }));
                 }
-                "unknown" => r.items.push(unrecognized("unknown CodeBolt request (v1: not answered)")),
+                "unknown" => r
+                    .items
+                    .push(unrecognized("unknown CodeBolt request (v1: not answered)")),
                 _ => r.items.push(unrecognized("malformed CodeBolt frame")),
             }
             return r;
@@ -289,7 +303,8 @@ impl Protocol for CodeboltProtocol {
                     raw: cut_raw(line),
                 }));
             }
-            "chatnotify" if action == "processStartedRequest" || action == "processStoppedRequest" => {}
+            "chatnotify"
+                if action == "processStartedRequest" || action == "processStoppedRequest" => {}
             "processStarted" | "processFinished" => {}
             t if t.ends_with("notify") => {
                 let id = self.id(&v["toolUseId"]);
@@ -309,9 +324,14 @@ impl Protocol for CodeboltProtocol {
                     }));
                 }
             }
-            "notificationEvent" | "runProject" | "browserEvent" | "crawlerEvent" | "projectEvent" => {
+            "notificationEvent" | "runProject" | "browserEvent" | "crawlerEvent"
+            | "projectEvent" => {
                 let id = self.id(&v["requestId"]);
-                let name = if action.is_empty() { ty.to_owned() } else { format!("{ty}/{action}") };
+                let name = if action.is_empty() {
+                    ty.to_owned()
+                } else {
+                    format!("{ty}/{action}")
+                };
                 r.items.push(VendorItem::ToolCall(ToolCall {
                     tool_use_id: id.clone(),
                     name,
@@ -351,13 +371,19 @@ mod tests {
         let r = p.on_line(r#"{"type":"sendMessage","message":"hello"}"#);
         assert!(matches!(&r.items[0], VendorItem::Text(t) if t.text == "hello"));
         let r = p.on_line(&json!({"__byre":"served","request":{"type":"fsEvent","action":"readFile","requestId":"r1"},"reply":{"type":"readFileResponse","success":true,"content":"x"}}).to_string());
-        assert!(matches!(&r.items[0], VendorItem::ToolCall(c) if c.name == "fsEvent/readFile" && c.tool_use_id == "r1"));
+        assert!(
+            matches!(&r.items[0], VendorItem::ToolCall(c) if c.name == "fsEvent/readFile" && c.tool_use_id == "r1")
+        );
         assert!(matches!(&r.items[1], VendorItem::ToolResult(t) if t.output == "x" && !t.is_error));
         let r = p.on_line(r#"{"type":"processStoped","message":"done"}"#);
-        assert!(matches!(&r.items[0], VendorItem::TurnEnded(t) if t.outcome == TurnOutcome::Completed && t.result == "done"));
+        assert!(
+            matches!(&r.items[0], VendorItem::TurnEnded(t) if t.outcome == TurnOutcome::Completed && t.result == "done")
+        );
         p.interrupt();
         let r = p.on_line(r#"{"type":"processStoped"}"#);
-        assert!(matches!(&r.items[0], VendorItem::TurnEnded(t) if t.outcome == TurnOutcome::Interrupted));
+        assert!(
+            matches!(&r.items[0], VendorItem::TurnEnded(t) if t.outcome == TurnOutcome::Interrupted)
+        );
         let r = p.on_line("nonsense");
         assert!(matches!(&r.items[0], VendorItem::Unrecognized(_)));
     }

@@ -15,7 +15,9 @@ use crate::helpers::{kinds, make_repo, until_kind, Api, Sse, SseEvent, TestServe
 const TURN_WAIT: Duration = Duration::from_secs(90);
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/codebolt")
+        .join(rel)
 }
 
 async fn node_modules() -> PathBuf {
@@ -26,6 +28,7 @@ async fn node_modules() -> PathBuf {
 
 struct Bench {
     server: TestServer,
+    fake: byre_fake_models::FakeOpenAi,
     api: Api,
     project_id: String,
     sse: Sse,
@@ -35,13 +38,21 @@ struct Bench {
 impl Bench {
     async fn start() -> Bench {
         let modules = node_modules().await;
+        let fake = byre_fake_models::FakeOpenAi::fixture("codebolt_inference")
+            .await
+            .expect("fake API");
+        let base_url = fake.base_url();
         let server = TestServer::spawn_configured(
             TempDir::new().expect("data dir"),
             AuthMode::Local {
                 login: "ada".into(),
             },
             move |c| {
-                c.agent_env = vec![("NODE_PATH".into(), modules.display().to_string())];
+                c.agent_env = vec![
+                    ("NODE_PATH".into(), modules.display().to_string()),
+                    ("OPENAI_BASE_URL".into(), base_url),
+                    ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
+                ];
             },
         )
         .await;
@@ -54,6 +65,7 @@ impl Bench {
         let sse = api.events(&[], None).await;
         Bench {
             server,
+            fake,
             api,
             project_id,
             sse,
@@ -96,11 +108,32 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     let texts = texts(&events);
     let has = |t: &str| texts.iter().any(|x| x == t);
     assert!(has("Working on: Add some notes"), "{texts:?}");
-    assert!(has("notes.txt says: written by a CodeBolt agent"), "{texts:?}");
+    assert!(
+        has("notes.txt says: written by a CodeBolt agent"),
+        "{texts:?}"
+    );
     assert!(has("reading outside the worktree: refused"), "{texts:?}");
     assert!(has("committed: true"), "{texts:?}");
-    assert!(has("terminal printed: written by a CodeBolt agent"), "{texts:?}");
+    assert!(
+        has("terminal printed: written by a CodeBolt agent"),
+        "{texts:?}"
+    );
     assert!(has("stream gave: streamed-one,streamed-two"), "{texts:?}");
+    assert!(
+        has("the model said: Teal, said the fake model."),
+        "{texts:?}"
+    );
+    let calls: Vec<_> = b
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/chat/completions")
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert!(calls[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k == "authorization" && v == "Bearer sk-fake-openai-key"));
     // Every request is a tool call with its result.
     let calls: Vec<String> = all(&events, "tool.call")
         .iter()
@@ -113,6 +146,7 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
         "gitEvent/Commit",
         "executeCommand",
         "executeCommandWithStream",
+        "inference",
         "waitforReply",
     ] {
         assert!(calls.iter().any(|c| c == name), "{name} in {calls:?}");
@@ -147,7 +181,9 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
 /// resolved on: the stub's last reply to it.
 fn awaited(client: &str, captured: &[Value]) -> Option<String> {
     let last = captured.last()?;
-    let event = last["event"].as_str().filter(|_| client.starts_with("codeboltjs@1"));
+    let event = last["event"]
+        .as_str()
+        .filter(|_| client.starts_with("codeboltjs@1"));
     Some(event.or(last["type"].as_str())?.to_owned())
 }
 
@@ -158,7 +194,12 @@ async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awa
     let task = b.task(&fixture("replay"), frames.to_str().unwrap()).await;
     let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
     let ended = all(&events, "turn.ended")[0];
-    assert_eq!(ended["payload"]["result"], "replayed", "{:?}", kinds(&events));
+    assert_eq!(
+        ended["payload"]["result"],
+        "replayed",
+        "{:?}",
+        kinds(&events)
+    );
     let worktree = Path::new(task["worktree_path"].as_str().unwrap());
     let report: Value =
         serde_json::from_slice(&std::fs::read(worktree.join("codebolt-replay.json")).unwrap())
@@ -170,14 +211,19 @@ async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awa
         let request = &r["request"];
         let got = r["got"].as_array().unwrap();
         // Only valid JSON objects ever come back.
-        assert!(got.iter().all(|f| f.get("__invalid").is_none() && f.is_object()), "{r}");
+        assert!(
+            got.iter()
+                .all(|f| f.get("__invalid").is_none() && f.is_object()),
+            "{r}"
+        );
         let captured = r["captured"].as_array().unwrap();
         let Some(want) = awaited(client, captured) else {
             // Fire-and-forget: nothing awaited, nothing answered.
             assert!(got.is_empty(), "{r}");
             continue;
         };
-        let key = if want == captured.last().unwrap()["event"] && client.starts_with("codeboltjs@1") {
+        let key = if want == captured.last().unwrap()["event"] && client.starts_with("codeboltjs@1")
+        {
             "event"
         } else {
             "type"
@@ -189,7 +235,10 @@ async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awa
                 v2 += 1;
                 assert_eq!(replies[0]["requestId"], id, "{request}");
                 // Nothing of this request came back without its id.
-                assert!(got.iter().all(|f| f["requestId"] == id), "{request}: {got:?}");
+                assert!(
+                    got.iter().all(|f| f["requestId"] == id),
+                    "{request}: {got:?}"
+                );
             }
             None => {
                 v1 += 1;
@@ -204,12 +253,18 @@ async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awa
     assert_eq!(unknown[0]["requestId"], "edge-unknown", "{unknown}");
     assert_eq!(unknown[0]["success"], false);
     assert_eq!(report["edge"]["after"][0]["type"], "readFileResponse");
-    assert!(report["edge"]["after"][0]["content"].as_str().unwrap().starts_with("# basic"));
+    assert!(report["edge"]["after"][0]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("# basic"));
     // A client written from the AsyncAPI file gets a ServiceResponse.
     let spec = &report["spec"][0];
     assert_eq!(spec["requestId"], "spec-1", "{spec}");
     assert_eq!(spec["success"], true);
-    assert!(spec["data"].is_object() && spec["timestamp"].is_string(), "{spec}");
+    assert!(
+        spec["data"].is_object() && spec["timestamp"].is_string(),
+        "{spec}"
+    );
     // Every served request is in the log as a tool call with its result.
     let calls = all(&events, "tool.call").len();
     assert!(calls > 180, "{calls}");
@@ -221,7 +276,11 @@ async fn the_socket_needs_the_token_byre_started_its_agent_with() {
     let server = TestServer::spawn().await;
     let url = server.api().url("getMe", &[]).1.replace("/api/me", "");
     let client = reqwest::Client::new();
-    for query in ["", "?id=&agentId=cb-guess&threadToken=cb-guess", "?agentId=x"] {
+    for query in [
+        "",
+        "?id=&agentId=cb-guess&threadToken=cb-guess",
+        "?agentId=x",
+    ] {
         let r = client
             .get(format!("{url}/codebolt{query}"))
             .header("Connection", "Upgrade")
@@ -236,4 +295,35 @@ async fn the_socket_needs_the_token_byre_started_its_agent_with() {
         assert!(body["message"].is_string());
     }
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupting_a_codebolt_turn_sends_stop_and_ends_it_interrupted() {
+    let mut b = Bench::start().await;
+    let task = b.task(&fixture("stoppable"), "go").await;
+    let events = b
+        .sse
+        .until("the agent's text", |e| e.data["kind"] == "agent.text")
+        .await;
+    assert_eq!(
+        all(&events, "agent.text")[0]["payload"]["text"],
+        "working until stopped"
+    );
+    let session = b
+        .api
+        .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
+        .await
+        .body[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = b.api.call("interruptSession", &[&session], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    assert!(texts(&events).contains(&"stopping on request".to_owned()));
+    assert_eq!(
+        all(&events, "turn.ended")[0]["payload"]["outcome"],
+        "interrupted"
+    );
+    b.server.stop().await;
 }

@@ -8,8 +8,8 @@ mod schema;
 
 mod blobs;
 mod claude;
-mod codebolt;
 mod cli;
+mod codebolt;
 mod codex;
 mod contract;
 mod crash;

@@ -323,7 +323,10 @@ fn install_codeboltjs(cache: &Path) -> Result<PathBuf, String> {
         ));
     }
     if version().as_deref() != Some(CODEBOLTJS_VERSION) {
-        return Err(format!("npm installed {spec} but {} does not say {CODEBOLTJS_VERSION}", manifest.display()));
+        return Err(format!(
+            "npm installed {spec} but {} does not say {CODEBOLTJS_VERSION}",
+            manifest.display()
+        ));
     }
     fs::write(&marker, modules.to_string_lossy().as_bytes())
         .map_err(|error| format!("cannot write {}: {error}", marker.display()))?;
