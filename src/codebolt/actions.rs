@@ -843,3 +843,63 @@ fn all_files_markdown(root: &Path) -> Value {
     }
     json!({"markdown": md, "data": md})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worktree() -> (tempfile_dir::Dir, PathBuf) {
+        let d = tempfile_dir::Dir::new();
+        let root = d.0.join("wt");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        git2::Repository::init(&root).unwrap();
+        (d, root)
+    }
+
+    /// A tiny temporary directory (the crate has no tempfile dependency outside tests/).
+    mod tempfile_dir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                let p = std::env::temp_dir().join(format!("byre-cb-{}", uuid::Uuid::new_v4()));
+                std::fs::create_dir_all(&p).unwrap();
+                Dir(p)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn fs_writes_and_reads_stay_inside_the_worktree() {
+        let (d, root) = worktree();
+        let outside = d.0.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let abs = root.join("src").display().to_string();
+        let ok = fs_action(&root, "createFile", &json!({"fileName": "a.txt", "source": "A", "filePath": abs}));
+        assert_eq!(ok["success"], Value::Null, "{ok}");
+        assert_eq!(std::fs::read_to_string(root.join("src/a.txt")).unwrap(), "A");
+        let nested = fs_action(&root, "writeToFile", &json!({"relPath": "new/dir/b.txt", "newContent": "B"}));
+        assert!(nested.get("error").is_none(), "{nested}");
+        for (action, m) in [
+            ("createFile", json!({"fileName": "x", "source": "", "filePath": "../"})),
+            ("createFile", json!({"fileName": "x", "source": "", "filePath": "link"})),
+            ("writeToFile", json!({"relPath": ".git/config", "newContent": ""})),
+            ("writeToFile", json!({"relPath": "/etc/passwd", "newContent": ""})),
+            ("readFile", json!({"filePath": "link/secret"})),
+            ("readFile", json!({"filePath": "../outside/secret"})),
+            ("deleteFolder", json!({"foldername": "", "folderpath": ""})),
+            ("deleteFile", json!({"filename": "secret", "filePath": "link"})),
+        ] {
+            let r = fs_action(&root, action, &m);
+            assert_eq!(r["success"], false, "{action} {m}: {r}");
+        }
+        assert!(outside.join("secret").exists());
+        assert!(!outside.join("x").exists());
+    }
+}
