@@ -881,20 +881,46 @@ mod tests {
         std::fs::write(outside.join("secret"), "s").unwrap();
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
         let abs = root.join("src").display().to_string();
-        let ok = fs_action(&root, "createFile", &json!({"fileName": "a.txt", "source": "A", "filePath": abs}));
+        let ok = fs_action(
+            &root,
+            "createFile",
+            &json!({"fileName": "a.txt", "source": "A", "filePath": abs}),
+        );
         assert_eq!(ok["success"], Value::Null, "{ok}");
-        assert_eq!(std::fs::read_to_string(root.join("src/a.txt")).unwrap(), "A");
-        let nested = fs_action(&root, "writeToFile", &json!({"relPath": "new/dir/b.txt", "newContent": "B"}));
+        assert_eq!(
+            std::fs::read_to_string(root.join("src/a.txt")).unwrap(),
+            "A"
+        );
+        let nested = fs_action(
+            &root,
+            "writeToFile",
+            &json!({"relPath": "new/dir/b.txt", "newContent": "B"}),
+        );
         assert!(nested.get("error").is_none(), "{nested}");
         for (action, m) in [
-            ("createFile", json!({"fileName": "x", "source": "", "filePath": "../"})),
-            ("createFile", json!({"fileName": "x", "source": "", "filePath": "link"})),
-            ("writeToFile", json!({"relPath": ".git/config", "newContent": ""})),
-            ("writeToFile", json!({"relPath": "/etc/passwd", "newContent": ""})),
+            (
+                "createFile",
+                json!({"fileName": "x", "source": "", "filePath": "../"}),
+            ),
+            (
+                "createFile",
+                json!({"fileName": "x", "source": "", "filePath": "link"}),
+            ),
+            (
+                "writeToFile",
+                json!({"relPath": ".git/config", "newContent": ""}),
+            ),
+            (
+                "writeToFile",
+                json!({"relPath": "/etc/passwd", "newContent": ""}),
+            ),
             ("readFile", json!({"filePath": "link/secret"})),
             ("readFile", json!({"filePath": "../outside/secret"})),
             ("deleteFolder", json!({"foldername": "", "folderpath": ""})),
-            ("deleteFile", json!({"filename": "secret", "filePath": "link"})),
+            (
+                "deleteFile",
+                json!({"filename": "secret", "filePath": "link"}),
+            ),
         ] {
             let r = fs_action(&root, action, &m);
             assert_eq!(r["success"], false, "{action} {m}: {r}");

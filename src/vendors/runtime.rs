@@ -182,6 +182,10 @@ impl Runtime {
         self.vendor_rate_limits.insert(vendor.as_str(), status);
     }
 
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
     pub(crate) async fn record(&self, cmd: Command) {
         if let Err(e) = self.writer.submit(cmd, None).await {
             tracing::error!(error = %e, "could not record agent output");

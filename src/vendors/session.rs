@@ -36,6 +36,9 @@ pub(crate) enum Input {
     Shutdown,
 }
 
+/// How long a CodeBolt agent has to end its turn after `stopProcessClicked`.
+const CODEBOLT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Longest stderr tail kept for an exit's reason, in bytes.
 const STDERR_TAIL_BYTES: usize = 2048;
 
@@ -162,6 +165,22 @@ async fn run_process(
                 }
                 Some(Input::Interrupt) => {
                     emit(&mut stdin, link.as_deref(), protocol.interrupt()).await;
+                    if link.is_some() {
+                        // Only CodeBolt agents that called processStarted listen for the stop;
+                        // one that does not end its turn in time is killed (its exit ends the
+                        // turn as interrupted).
+                        let (rt, session_id, group) = (rt.clone(), spec.session_id.clone(), pid as i32);
+                        tokio::spawn(async move {
+                            tokio::time::sleep(CODEBOLT_STOP_GRACE).await;
+                            let still = rt.writer().read(|s| {
+                                s.sessions.get(&session_id).is_some_and(|x| x.turn_running && x.interrupt_requested)
+                            });
+                            if still {
+                                tracing::warn!(%session_id, "CodeBolt agent ignored the stop; killing it");
+                                kill_tree(group);
+                            }
+                        });
+                    }
                 }
                 stop @ (None | Some(Input::Stop) | Some(Input::Shutdown)) => {
                     shutting_down = matches!(stop, Some(Input::Shutdown));

@@ -297,18 +297,16 @@ async fn the_socket_needs_the_token_byre_started_its_agent_with() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn interrupting_a_codebolt_turn_sends_stop_and_ends_it_interrupted() {
+/// Starts `fixture_name`, waits for its first text `said`, interrupts it; the events up to its
+/// turn's end, which must be `interrupted`.
+async fn interrupt(fixture_name: &str, said: &str) -> Vec<SseEvent> {
     let mut b = Bench::start().await;
-    let task = b.task(&fixture("stoppable"), "go").await;
+    let task = b.task(&fixture(fixture_name), "go").await;
     let events = b
         .sse
         .until("the agent's text", |e| e.data["kind"] == "agent.text")
         .await;
-    assert_eq!(
-        all(&events, "agent.text")[0]["payload"]["text"],
-        "working until stopped"
-    );
+    assert_eq!(all(&events, "agent.text")[0]["payload"]["text"], said);
     let session = b
         .api
         .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
@@ -320,10 +318,23 @@ async fn interrupting_a_codebolt_turn_sends_stop_and_ends_it_interrupted() {
     let r = b.api.call("interruptSession", &[&session], &[], None).await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
-    assert!(texts(&events).contains(&"stopping on request".to_owned()));
     assert_eq!(
         all(&events, "turn.ended")[0]["payload"]["outcome"],
         "interrupted"
     );
     b.server.stop().await;
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupting_a_codebolt_turn_sends_stop_and_ends_it_interrupted() {
+    let events = interrupt("stoppable", "working until stopped").await;
+    assert!(texts(&events).contains(&"stopping on request".to_owned()));
+    assert!(all(&events, "session.process_exited").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codebolt_agent_deaf_to_the_stop_is_killed_and_its_turn_interrupted() {
+    let events = interrupt("deaf", "busy forever").await;
+    assert_eq!(all(&events, "session.process_exited").len(), 1);
 }
