@@ -277,3 +277,42 @@ impl From<&p::inbox::InboxItem> for InboxItem {
         }
     }
 }
+
+/// Spec `Snapshot`.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Id.
+    pub id: String,
+    /// Task.
+    pub task_id: String,
+    /// The agent session of its cause (empty for none).
+    pub agent_session_id: String,
+    /// Position, from 1; the ref is `refs/byre/tasks/{task_id}/snap/{n}`.
+    pub n: u32,
+    /// Commit (40 hex); its parent is the worktree's HEAD when it was taken.
+    pub commit_sha: String,
+    /// Tree (40 hex).
+    pub tree_sha: String,
+    /// The task's latest event seq when it was started.
+    pub event_seq: u64,
+    /// `turn_end` or `requested` (older values only from earlier builds).
+    pub trigger: p::snapshots::SnapshotTrigger,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+impl From<&p::snapshots::Snapshot> for Snapshot {
+    fn from(s: &p::snapshots::Snapshot) -> Self {
+        Snapshot {
+            id: s.id.clone(),
+            task_id: s.task_id.clone(),
+            agent_session_id: s.agent_session_id.clone(),
+            n: s.n,
+            commit_sha: s.commit.clone(),
+            tree_sha: s.tree.clone(),
+            event_seq: s.event_seq,
+            trigger: s.trigger,
+            created_at: rfc3339(s.created_at_us),
+        }
+    }
+}

@@ -37,6 +37,12 @@ impl Running {
         format!("http://{}", self.addr)
     }
 
+    /// The log's writer, for an embedder (and tests) to submit commands that no HTTP operation
+    /// carries, such as `Command::RequestSnapshot` (agents send it through their MCP tools).
+    pub fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
     /// Graceful shutdown: stop the HTTP server, end streams and reactors, drain the writer.
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
@@ -121,6 +127,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     agents.codebolt().set_port(addr.port());
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::snapshots::start(writer.clone(), shutdown_rx.clone()),
         agents_task,
     ];
 

@@ -261,4 +261,23 @@ pub enum Command {
         /// The worktree's HEAD now.
         head: String,
     },
+    /// `take_snapshot` (agent tool): snapshot the task's worktree now, without moving its
+    /// branch. `trigger` must be `requested`. 404 unknown task; 409 closed or no worktree.
+    RequestSnapshot {
+        /// The task.
+        task_id: String,
+        /// `requested`.
+        trigger: crate::snapshots::SnapshotTrigger,
+    },
+    /// The snapshot reactor's outcome for one cause (a `turn.ended` or `snapshot.requested`):
+    /// `Ok` when the commit is at `refs/byre/tasks/{task_id}/snap/{n}`, `Err(reason)` when it
+    /// could not be made. Ignored when the cause is already answered.
+    RecordSnapshot {
+        /// The task.
+        task_id: String,
+        /// Seq of the cause.
+        cause_seq: u64,
+        /// What was made, or why nothing was.
+        outcome: Result<crate::snapshots::TakenSnapshot, String>,
+    },
 }

@@ -212,6 +212,13 @@ event_kinds! {
     VendorUnrecognized = "vendor.unrecognized" (crate::sessions::VendorUnrecognized),
     /// An inbox item was created (a question, a session error, a rate limit).
     InboxItemCreated = "inbox.item_created" (crate::inbox::InboxItemCreated),
+    /// A snapshot of a task's worktree was asked for (intent).
+    SnapshotRequested = "snapshot.requested" (crate::snapshots::SnapshotRequested),
+    /// A snapshot's commit and ref exist; a `turn_end` one may have moved the task branch
+    /// (outcome).
+    SnapshotTaken = "snapshot.taken" (crate::snapshots::SnapshotTaken),
+    /// A snapshot could not be made; no ref was written (outcome).
+    SnapshotFailed = "snapshot.failed" (crate::snapshots::SnapshotFailed),
 }
 
 /// `user.created` payload.

@@ -22,6 +22,7 @@ pub mod focus;
 pub mod inbox;
 pub mod projects;
 pub mod sessions;
+pub mod snapshots;
 pub mod tasks;
 pub mod upcast;
 pub mod users;

@@ -47,6 +47,9 @@ pub struct State {
     /// Inbox items by id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub inbox: BTreeMap<String, crate::inbox::InboxItem>,
+    /// Snapshots and unanswered snapshot causes by task id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -68,6 +71,7 @@ impl State {
         crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
         crate::sessions::apply(self, e);
         crate::inbox::apply(self, e);
+        crate::snapshots::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -232,6 +236,14 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::ResumeAfterRestart { session_id, head } => {
             sessions::resume_after_restart(state, session_id, head)
         }
+        Command::RequestSnapshot { task_id, trigger } => {
+            crate::snapshots::request(state, task_id, *trigger)
+        }
+        Command::RecordSnapshot {
+            task_id,
+            cause_seq,
+            outcome,
+        } => crate::snapshots::record(state, ctx, task_id, *cause_seq, outcome),
     }
 }
 

@@ -451,6 +451,7 @@ fn git_action(root: &Path, action: &str, f: &Value) -> Value {
 // ---------------------------------------------------------------- terminal
 
 fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
+    let _ = std::fs::create_dir_all(&ctx.link.home);
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(command)
@@ -460,7 +461,7 @@ fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
             "PATH",
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
         )
-        .env("HOME", &ctx.link.worktree)
+        .env("HOME", &ctx.link.home)
         .env("LANG", "C.UTF-8")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -29,6 +29,7 @@ pub struct Hub {
     links: DashMap<String, Arc<Link>>,
     port: std::sync::atomic::AtomicU16,
     llm: Mutex<Llm>,
+    home: Mutex<PathBuf>,
 }
 
 /// The OpenAI-compatible endpoint `inference` requests go to.
@@ -58,6 +59,8 @@ pub struct Link {
     pub task_id: String,
     /// The task's worktree (the agent's cwd, the root of every path it names).
     pub worktree: PathBuf,
+    /// `HOME` for its terminal commands.
+    pub home: PathBuf,
     /// Frames from the socket for the session's protocol (chat, lifecycle, served requests).
     pub to_session: mpsc::Sender<String>,
     out: Mutex<Outbox>,
@@ -145,6 +148,11 @@ impl Hub {
         };
     }
 
+    /// Sets the `HOME` of terminal commands.
+    pub fn set_home(&self, home: PathBuf) {
+        *self.home.lock().unwrap_or_else(|e| e.into_inner()) = home;
+    }
+
     /// See [`Hub::set_llm`].
     pub fn llm(&self) -> Llm {
         self.llm.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -172,6 +180,7 @@ impl Hub {
             session_id: session_id.into(),
             task_id: task_id.into(),
             worktree,
+            home: self.home.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             to_session: tx,
             out: Mutex::new(Outbox::Pending(Vec::new())),
             store: Mutex::new(actions::Store::default()),

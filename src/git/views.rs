@@ -20,7 +20,8 @@ use git2::{Repository, RepositoryOpenFlags};
 mod changes;
 
 pub use changes::{
-    task_changes, task_diff, ChangeStatus, Changes, FileChange, MAX_DIFF_FILE_BYTES,
+    snapshot_changes, staged_index, task_changes, task_diff, ChangeStatus, Changes, FileChange,
+    SnapshotBase, MAX_DIFF_FILE_BYTES,
 };
 
 /// Most entries [`task_dir`] returns; the listing says `truncated` when there are more.
@@ -95,7 +96,7 @@ impl Worktree {
     }
 
     /// The repository of the worktree (no search upwards, no environment).
-    fn repo(&self) -> Result<Repository, ViewError> {
+    pub fn repo(&self) -> Result<Repository, ViewError> {
         let flags = RepositoryOpenFlags::NO_SEARCH;
         Repository::open_ext(&self.root, flags, std::iter::empty::<&std::ffi::OsStr>()).map_err(
             |e| {

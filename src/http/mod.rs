@@ -16,6 +16,7 @@ mod events;
 mod me;
 mod projects;
 mod sessions;
+mod snapshots;
 mod status;
 mod tasks;
 mod views;
@@ -237,7 +238,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/tasks/{taskId}/snapshots",
-        not_implemented("listSnapshots", TOOLS),
+        web::get().to(snapshots::list_snapshots),
     )
     .route(
         "/api/tasks/{taskId}/reviews",

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{blocking, ApiError, App};
 use crate::git::views::{
-    self as git_views, ChangeStatus, EntryKind, TreePath, ViewError, WorkPath, Worktree,
+    self as git_views, ChangeStatus, EntryKind, SnapshotBase, TreePath, ViewError, WorkPath,
+    Worktree,
 };
 use crate::identity::Caller;
 
@@ -282,32 +283,69 @@ impl From<git_views::Changes> for TaskChanges {
     }
 }
 
-/// `getTaskChanges` — GET /api/tasks/{taskId}/changes?since → 200 `TaskChanges`: the worktree
-/// as if everything were staged (ignored files left out; the worktree's own index untouched),
-/// compared with the merge-base of the task branch and the default branch, or with commit
-/// `since`; per-file stats, renames detected, files over 8 MiB counted as binary. 400 for a
-/// `since` that is not a commit, and for `snapshot`/`step` until snapshots are built; 404
-/// unknown task; 409 closed task, no worktree, or a branch gone.
+/// `getTaskChanges` — GET /api/tasks/{taskId}/changes?since&snapshot&step → 200
+/// `TaskChanges`: the worktree as if everything were staged (ignored files left out; the
+/// worktree's own index untouched), compared with the merge-base of the task branch and the
+/// default branch, or with commit `since`; per-file stats, renames detected, files over 8 MiB
+/// counted as binary. With `snapshot` (its `n`), the tree is that snapshot's, compared with the
+/// merge-base of its commit and the default branch, or with `step=true` with the previous
+/// snapshot's tree (the snapshot commit's parent for the first). 400 for a `since` that is not
+/// a commit, `since` with `snapshot`, or `step` without `snapshot`; 404 unknown task or
+/// snapshot; 409 closed task, no worktree, or a branch gone.
 pub async fn get_task_changes(
     _caller: Caller,
     task_id: web::Path<String>,
     query: web::Query<ChangesQuery>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let place = task_place(&app, &task_id.into_inner())?;
+    let task_id = task_id.into_inner();
+    let place = task_place(&app, &task_id)?;
     let query = query.into_inner();
-    if query.snapshot.is_some() || query.step.is_some() {
+    let Some(n) = query.snapshot else {
+        if query.step.is_some() {
+            return Err(ApiError::BadRequest("step needs snapshot".into()));
+        }
+        let changes = blocking(move || {
+            let worktree = Worktree::open(&place.worktree)?;
+            Ok(git_views::task_changes(
+                &worktree,
+                &place.branch,
+                &place.default_branch,
+                query.since.as_deref(),
+            )?)
+        })
+        .await?;
+        return Ok(HttpResponse::Ok().json(TaskChanges::from(changes)));
+    };
+    if query.since.is_some() {
         return Err(ApiError::BadRequest(
-            "snapshots are not built yet: snapshot and step are not accepted".into(),
+            "since is not allowed with snapshot".into(),
         ));
     }
+    let step = query.step.unwrap_or(false);
+    // The snapshot's commit and, for step, the previous snapshot's tree.
+    let (commit, previous_tree) = app.writer.read(|s| {
+        let snaps = s.task_snapshots(&task_id);
+        let idx = usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .filter(|i| *i < snaps.len())
+            .ok_or_else(|| ApiError::NotFound(format!("task `{task_id}` has no snapshot {n}")))?;
+        let previous = idx.checked_sub(1).map(|p| snaps[p].tree.clone());
+        Ok::<_, ApiError>((snaps[idx].commit.clone(), previous))
+    })?;
     let changes = blocking(move || {
         let worktree = Worktree::open(&place.worktree)?;
-        Ok(git_views::task_changes(
+        let base = match (&previous_tree, step) {
+            (_, false) => SnapshotBase::MergeBase,
+            (Some(tree), true) => SnapshotBase::Tree(tree),
+            (None, true) => SnapshotBase::Parent,
+        };
+        Ok(git_views::snapshot_changes(
             &worktree,
-            &place.branch,
             &place.default_branch,
-            query.since.as_deref(),
+            &commit,
+            base,
         )?)
     })
     .await?;

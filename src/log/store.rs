@@ -341,6 +341,19 @@ impl Store {
         Ok(out)
     }
 
+    /// Seq of the task's latest event; 0 for none.
+    /// # Errors
+    /// A storage error.
+    pub fn task_last_seq(&self, task_id: &str) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read()?;
+        let index = txn.open_table(TASK_EVENTS)?;
+        let last = index.range((task_id, 0)..=(task_id, u64::MAX))?.next_back();
+        Ok(match last {
+            Some(entry) => entry?.0.value().1,
+            None => 0,
+        })
+    }
+
     /// Folds the whole log into a fresh state.
     /// # Errors
     /// The first event that cannot be decoded, with its seq; a gap; a storage error.

@@ -2,4 +2,5 @@
 //! event, is idempotent (it may see an event twice after a restart), and at start-up
 //! reconciles what the projections say should exist with what does.
 
+pub mod snapshots;
 pub mod worktrees;

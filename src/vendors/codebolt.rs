@@ -27,9 +27,16 @@ use serde_json::{json, Value};
 use super::{Driver, Image, Protocol, Reaction, SpawnSpec};
 use crate::codebolt::frames::text;
 
+/// The `HOME` of CodeBolt agents and their terminal commands: `<data>/agents/codebolt/home`
+/// (not the worktree, where tools would leave their dotfiles for the end-of-turn commit).
+pub fn home_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("agents/codebolt/home")
+}
+
 /// Starts CodeBolt agents.
 pub struct CodeboltDriver {
     agents_dir: PathBuf,
+    home: PathBuf,
     node: PathBuf,
     extra_env: Vec<(String, String)>,
 }
@@ -46,6 +53,7 @@ impl CodeboltDriver {
             .unwrap_or_else(|| "node".into());
         CodeboltDriver {
             agents_dir,
+            home: home_dir(data_dir),
             node,
             extra_env,
         }
@@ -74,6 +82,7 @@ impl Driver for CodeboltDriver {
     }
 
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
+        let _ = std::fs::create_dir_all(&self.home);
         let mut cmd = tokio::process::Command::new(&self.node);
         cmd.arg(self.entry(&spec.model))
             .current_dir(&spec.cwd)
@@ -82,7 +91,7 @@ impl Driver for CodeboltDriver {
                 "PATH",
                 std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
             )
-            .env("HOME", &spec.cwd)
+            .env("HOME", &self.home)
             .env("SOCKET_PORT", spec.socket_port.to_string())
             .env("agentId", &spec.socket_token)
             .env("threadToken", &spec.socket_token)

@@ -136,6 +136,8 @@ impl Runtime {
             ephemeral,
         });
         rt.codebolt_hub.set_llm(&config.agent_env);
+        rt.codebolt_hub
+            .set_home(super::codebolt::home_dir(&config.data_dir));
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {

@@ -173,7 +173,7 @@ async fn a_task_with_a_prompt_runs_a_text_turn_live_on_the_event_stream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tool_turn_writes_a_file_in_the_worktree() {
+async fn a_tool_turn_writes_a_file_and_the_end_of_turn_commit_puts_it_on_the_branch() {
     let mut b = Bench::start("b_write_file").await;
     let task = b.task_with_prompt("Please create hello.txt").await;
     let events = b.turn().await;
@@ -189,10 +189,83 @@ async fn a_tool_turn_writes_a_file_in_the_worktree() {
         find(&events, "turn.ended")["payload"]["outcome"],
         "completed"
     );
-    let file = std::path::Path::new(task["worktree_path"].as_str().unwrap()).join("hello.txt");
+    let worktree = std::path::Path::new(task["worktree_path"].as_str().unwrap());
     assert_eq!(
-        std::fs::read_to_string(file).unwrap(),
+        std::fs::read_to_string(worktree.join("hello.txt")).unwrap(),
         "hello from the fake model\n"
+    );
+
+    // The end-of-turn commit and its snapshot.
+    let turn_seq = events.last().unwrap().id.unwrap();
+    let snapped = b.until("snapshot.taken").await;
+    let taken = find(&snapped, "snapshot.taken");
+    assert_eq!(taken["payload"]["trigger"], "turn_end");
+    assert_eq!(taken["payload"]["cause_seq"], turn_seq);
+    assert_eq!(taken["payload"]["branch_advanced"], true);
+    let task_id = task["id"].as_str().unwrap();
+    let list = b
+        .api
+        .call("listSnapshots", &[task_id], &[], None)
+        .await
+        .body;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let snap = &list[0];
+    assert_eq!(snap["trigger"], "turn_end");
+    assert_eq!(snap["n"], 1);
+    assert!(snap["event_seq"].as_u64().unwrap() >= turn_seq);
+    let repo = git2::Repository::open(worktree).unwrap();
+    let branch = task["branch"].as_str().unwrap();
+    let tip = repo
+        .find_branch(branch, git2::BranchType::Local)
+        .unwrap()
+        .get()
+        .peel_to_commit()
+        .unwrap();
+    assert_eq!(tip.id().to_string(), snap["commit_sha"].as_str().unwrap());
+    assert_eq!(
+        tip.parent_id(0).unwrap().to_string(),
+        task["base_ref"].as_str().unwrap()
+    );
+    let blob = tip
+        .tree()
+        .unwrap()
+        .get_path(std::path::Path::new("hello.txt"))
+        .unwrap();
+    let blob = repo.find_blob(blob.id()).unwrap();
+    assert_eq!(
+        blob.content(),
+        b"hello from the fake model\n",
+        "the branch holds the turn's work"
+    );
+    let status = repo
+        .statuses(Some(git2::StatusOptions::new().include_untracked(true)))
+        .unwrap();
+    let dirty: Vec<_> = status
+        .iter()
+        .filter_map(|e| e.path().ok().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        dirty,
+        Vec::<String>::new(),
+        "index and branch hold the worktree"
+    );
+    let step = b
+        .api
+        .call(
+            "getTaskChanges",
+            &[task_id],
+            &[("snapshot", "1"), ("step", "true")],
+            None,
+        )
+        .await;
+    assert_eq!(step.status, 200, "{:?}", step.body);
+    assert_eq!(step.body["files"][0]["path"], "hello.txt");
+    assert_eq!(step.body["files"][0]["status"], "added");
+    assert_eq!(
+        step.body["files"].as_array().unwrap().len(),
+        1,
+        "{:?}",
+        step.body
     );
     b.server.stop().await;
 }

@@ -168,6 +168,11 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     let commit = head.peel_to_commit().unwrap();
     assert_eq!(commit.message().ok(), Some("CodeBolt agent adds notes.txt"));
     assert!(commit.tree().unwrap().get_name("notes.txt").is_some());
+    // The turn ends in a snapshot, as any agent's does.
+    let snap = until_kind(&mut b.sse, "snapshot.taken", TURN_WAIT).await;
+    let taken = all(&snap, "snapshot.taken")[0];
+    assert_eq!(taken["payload"]["trigger"], "turn_end");
+    assert_eq!(taken["task_id"], task["id"]);
     // The session is a codebolt one.
     let sessions = b
         .api

@@ -103,6 +103,17 @@ impl TestServer {
         }
     }
 
+    /// Submits a command straight to the server's writer (what no HTTP operation carries, such
+    /// as an agent tool's command); panics when it is refused.
+    pub async fn submit(&self, cmd: byre_projections::Command) -> byre::log::Ack {
+        let running = self.running.as_ref().expect("a running server");
+        running
+            .writer()
+            .submit(cmd, None)
+            .await
+            .expect("command accepted")
+    }
+
     /// Stops the server gracefully and gives back its data dir.
     pub async fn stop(mut self) -> TempDir {
         if let Some(r) = self.running.take() {

@@ -17,6 +17,7 @@ mod events;
 mod me;
 mod old_logs;
 mod projects;
+mod snapshots;
 mod tasks;
 mod views;
 mod workflows;

@@ -538,8 +538,8 @@ async fn get_task_changes_shows_committed_staged_unstaged_and_untracked_work_wit
         ("since not hex", vec![("since", "HEAD~1")], 400),
         ("since unknown", vec![("since", &zeros)], 400),
         ("since too short", vec![("since", "abc")], 400),
-        ("snapshot", vec![("snapshot", "1")], 400),
-        ("step", vec![("step", "true")], 400),
+        ("snapshot none taken", vec![("snapshot", "1")], 404),
+        ("step without snapshot", vec![("step", "true")], 400),
         ("snapshot not a number", vec![("snapshot", "x")], 400),
         (
             "diff base short",

@@ -82,7 +82,71 @@ pub fn task_changes(
         None => merge_base(&repo, task_branch, default_branch)?,
     };
     let tree = worktree_tree(worktree, &repo)?;
-    let base_tree = repo.find_commit(base)?.tree()?;
+    compare(&repo, base, tree)
+}
+
+/// What a snapshot's tree is compared with ([`snapshot_changes`]).
+#[derive(Debug, Clone, Copy)]
+pub enum SnapshotBase<'a> {
+    /// The merge-base of the snapshot commit and the default branch.
+    MergeBase,
+    /// The previous snapshot's tree (40 hex); `step` of a later snapshot.
+    Tree(&'a str),
+    /// The snapshot commit's parent; `step` of the first snapshot.
+    Parent,
+}
+
+/// `getTaskChanges` with `snapshot`: the tree of snapshot commit `commit` (40 hex) compared
+/// with `base` (see [`SnapshotBase`]), as [`task_changes`] compares the live worktree.
+///
+/// # Errors
+/// [`ViewError::NotFound`] when the commit or base tree is gone from the repository;
+/// [`ViewError::Conflict`] when the default branch is gone or shares no history with it;
+/// [`ViewError::Other`] for libgit2.
+pub fn snapshot_changes(
+    worktree: &Worktree,
+    default_branch: &str,
+    commit: &str,
+    base: SnapshotBase<'_>,
+) -> Result<Changes, ViewError> {
+    let repo = worktree.repo()?;
+    let gone = |what: &str| ViewError::NotFound(format!("{what} is not in the repository"));
+    let snap = Oid::from_str(commit)
+        .ok()
+        .and_then(|oid| repo.find_commit(oid).ok())
+        .ok_or_else(|| gone(&format!("snapshot commit {commit}")))?;
+    let base = match base {
+        SnapshotBase::MergeBase => {
+            let tip = repo
+                .find_branch(default_branch, BranchType::Local)
+                .and_then(|b| b.get().peel_to_commit())
+                .map_err(|e| {
+                    ViewError::Conflict(format!(
+                        "cannot read branch {default_branch}: {}",
+                        e.message()
+                    ))
+                })?;
+            repo.merge_base(snap.id(), tip.id()).map_err(|e| {
+                ViewError::Conflict(format!(
+                    "snapshot {commit} and {default_branch} have no merge-base: {}",
+                    e.message()
+                ))
+            })?
+        }
+        SnapshotBase::Tree(tree) => Oid::from_str(tree)
+            .ok()
+            .filter(|oid| repo.find_tree(*oid).is_ok())
+            .ok_or_else(|| gone(&format!("tree {tree}")))?,
+        SnapshotBase::Parent => snap
+            .parent_id(0)
+            .map_err(|_| gone(&format!("the parent of snapshot commit {commit}")))?,
+    };
+    compare(&repo, base, snap.tree_id())
+}
+
+/// Per-file changes from `base` (a commit or tree) to tree `tree`, renames detected.
+fn compare(repo: &Repository, base: Oid, tree: Oid) -> Result<Changes, ViewError> {
+    let base_tree = repo.find_object(base, None)?.peel_to_tree()?;
     let new_tree = repo.find_tree(tree)?;
     let mut diff =
         repo.diff_tree_to_tree(Some(&base_tree), Some(&new_tree), Some(&mut diff_options()))?;
@@ -163,11 +227,21 @@ fn merge_base(
 }
 
 /// The tree of the worktree as if everything were staged (`git add -A`), written to the
-/// object database. The worktree's index is read, never written: its entries are copied into
-/// an in-memory index that the repository handle (ours alone) uses for `add_all`. An untracked
-/// repository inside the worktree becomes a gitlink to its HEAD, as `git add` makes it (left
-/// out when it has no commit).
+/// object database. See [`staged_index`].
 fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oid, ViewError> {
+    Ok(staged_index(worktree, repo)?.write_tree_to(repo)?)
+}
+
+/// An in-memory index of the worktree as if everything were staged (`git add -A`,
+/// `.gitignore` respected): the worktree's index is read, never written: its entries (with
+/// their stat data, so unchanged files are not hashed again) are copied into a new in-memory
+/// index that `repo` (a handle of the caller's alone) then uses for `add_all`; new blobs go
+/// to the object database. An untracked repository inside the worktree becomes a gitlink to
+/// its HEAD, as `git add` makes it (left out when it has no commit).
+///
+/// # Errors
+/// [`ViewError::Other`] for libgit2 (an index with conflicts cannot be written as a tree).
+pub fn staged_index(worktree: &Worktree, repo: &Repository) -> Result<Index, ViewError> {
     let mut index = Index::new()?;
     for entry in repo.index()?.iter() {
         index.add(&entry)?;
@@ -189,7 +263,7 @@ fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oid, ViewErro
             index.add(&entry)?;
         }
     }
-    Ok(index.write_tree_to(repo)?)
+    Ok(index)
 }
 
 /// A gitlink index entry for the repository at `path` (relative, ending in `/`) in the

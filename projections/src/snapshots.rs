@@ -1,0 +1,545 @@
+//! Snapshots: commits of a task's worktree as if everything were staged, kept at
+//! `refs/byre/tasks/{task_id}/snap/{n}`. Operations: `listSnapshots`, the `take_snapshot`
+//! agent tool (`Command::RequestSnapshot`), and the snapshot reactor's outcome
+//! (`Command::RecordSnapshot`).
+//!
+//! A snapshot has a cause: a `turn.ended` of the task's implementer session (trigger
+//! `turn_end`) or a `snapshot.requested` (trigger `requested`). The fold keeps each task's
+//! causes not yet answered ([`TaskSnapshots::pending`]) so the reactor can finish them after a
+//! restart; a newer `turn.ended` replaces an unanswered older one (its snapshot would hold the
+//! same worktree). The reactor answers with `snapshot.taken` or `snapshot.failed`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{EventBody, NewEvent};
+use crate::sessions::SessionRole;
+use crate::tasks::TaskStatus;
+use crate::{DecideCtx, Rejection, State};
+
+/// Why a snapshot was taken (spec `Snapshot.trigger`). Only `turn_end` and `requested` are
+/// taken by this build; the others are the contract's values for snapshots of earlier builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotTrigger {
+    /// The agent wrote text after tool calls (earlier builds only).
+    Message,
+    /// After byre's end-of-turn commit.
+    TurnEnd,
+    /// After a tool call (earlier builds only).
+    ToolCall,
+    /// When the agent asked a human (earlier builds only).
+    AskHuman,
+    /// On a timer (earlier builds only).
+    Timer,
+    /// The task's agent or the lead asked for it (`take_snapshot`).
+    Requested,
+}
+
+/// `snapshot.requested` payload: a snapshot is to be taken (intent). Envelope: the task, the
+/// task's agent session (if it has one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRequested {
+    /// Always `requested` in this build.
+    pub trigger: SnapshotTrigger,
+}
+
+/// `snapshot.taken` payload: the snapshot's commit exists at its ref (outcome). Envelope: the
+/// task, the agent session of its cause; `created_at` is the snapshot's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotTaken {
+    /// The snapshot's id.
+    pub id: String,
+    /// Seq of the event it answers (`turn.ended` or `snapshot.requested`).
+    pub cause_seq: u64,
+    /// Position in the task's snapshots, from 1.
+    pub n: u32,
+    /// The snapshot commit (40 hex); its parent is the worktree's HEAD when it was taken.
+    pub commit: String,
+    /// Its tree (40 hex).
+    pub tree: String,
+    /// `turn_end` or `requested`.
+    pub trigger: SnapshotTrigger,
+    /// The task's latest event seq when the snapshot was started.
+    pub event_seq: u64,
+    /// Whether the end-of-turn commit moved the task branch to `commit` (always false for
+    /// `requested`).
+    pub branch_advanced: bool,
+}
+
+/// `snapshot.failed` payload: the snapshot could not be made; no ref was written (outcome).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotFailed {
+    /// Seq of the event it answers.
+    pub cause_seq: u64,
+    /// The cause's trigger.
+    pub trigger: SnapshotTrigger,
+    /// Why, for the user.
+    pub reason: String,
+}
+
+/// A snapshot (spec `Snapshot`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// Id.
+    pub id: String,
+    /// Task.
+    pub task_id: String,
+    /// The agent session of its cause (empty for none).
+    pub agent_session_id: String,
+    /// Position, from 1.
+    pub n: u32,
+    /// Commit (40 hex).
+    pub commit: String,
+    /// Tree (40 hex).
+    pub tree: String,
+    /// The task's latest event seq when it was started.
+    pub event_seq: u64,
+    /// Why.
+    pub trigger: SnapshotTrigger,
+    /// Whether the end-of-turn commit moved the task branch to it.
+    pub branch_advanced: bool,
+    /// Microseconds since the epoch.
+    pub created_at_us: i64,
+    /// Seq of `snapshot.taken`.
+    pub seq: u64,
+}
+
+/// A cause waiting for its snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingSnapshot {
+    /// `turn_end` or `requested`.
+    pub trigger: SnapshotTrigger,
+    /// The agent session of the cause (empty for none).
+    pub agent_session_id: String,
+    /// For `turn_end`, the turn's number; else 0.
+    pub turn: u32,
+}
+
+/// A task's snapshots and the causes still waiting for one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TaskSnapshots {
+    /// Taken, oldest first: `taken[i].n == i + 1`.
+    pub taken: Vec<Snapshot>,
+    /// Causes not yet answered, by the cause's seq.
+    pub pending: BTreeMap<u64, PendingSnapshot>,
+}
+
+/// What the reactor made for a cause (carried by `Command::RecordSnapshot`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TakenSnapshot {
+    /// The position it was stored at (its ref's `n`).
+    pub n: u32,
+    /// Commit (40 hex).
+    pub commit: String,
+    /// Tree (40 hex).
+    pub tree: String,
+    /// The task's latest event seq when it was started.
+    pub event_seq: u64,
+    /// Whether the task branch now points at `commit` by byre's end-of-turn commit.
+    pub branch_advanced: bool,
+}
+
+impl State {
+    /// A task's snapshots, oldest first (`listSnapshots`); empty for a task without any.
+    pub fn task_snapshots(&self, task_id: &str) -> &[Snapshot] {
+        self.snapshots
+            .get(task_id)
+            .map_or(&[], |s| s.taken.as_slice())
+    }
+}
+
+/// The task's agent session for a requested snapshot: its newest implementer session.
+fn agent_session(state: &State, task_id: &str) -> Option<String> {
+    state
+        .task_sessions(task_id)
+        .into_iter()
+        .rev()
+        .find(|s| s.role == SessionRole::Implementer)
+        .map(|s| s.id.clone())
+}
+
+/// Decides `RequestSnapshot`. 404 unknown task; 409 closed task or no worktree yet; 400 for a
+/// trigger other than `requested` (`turn_end` snapshots follow `turn.ended` by themselves).
+pub(crate) fn request(
+    state: &State,
+    task_id: &str,
+    trigger: SnapshotTrigger,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let task = state
+        .tasks
+        .get(task_id)
+        .ok_or_else(|| Rejection::NotFound(format!("no task `{task_id}`")))?;
+    if trigger != SnapshotTrigger::Requested {
+        return Err(Rejection::Invalid(
+            "only `requested` snapshots can be asked for".into(),
+        ));
+    }
+    if task.status != TaskStatus::Active {
+        return Err(Rejection::Conflict(format!("task `{task_id}` is closed")));
+    }
+    if !task.worktree_ready {
+        return Err(Rejection::Conflict(format!(
+            "the worktree of task `{task_id}` is not made yet"
+        )));
+    }
+    let mut e = NewEvent::new(
+        "byre",
+        EventBody::SnapshotRequested(SnapshotRequested { trigger }),
+    )
+    .project(task.project_id.clone())
+    .task(task_id);
+    e.agent_session_id = agent_session(state, task_id);
+    Ok(vec![e])
+}
+
+/// Decides `RecordSnapshot`: the reactor's outcome for the cause at `cause_seq`. Nothing when
+/// that cause is already answered (a repeat after a restart). 404 unknown task; 409 when `n`
+/// is not the task's next position.
+pub(crate) fn record(
+    state: &State,
+    ctx: &DecideCtx,
+    task_id: &str,
+    cause_seq: u64,
+    outcome: &Result<TakenSnapshot, String>,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let task = state
+        .tasks
+        .get(task_id)
+        .ok_or_else(|| Rejection::NotFound(format!("no task `{task_id}`")))?;
+    let Some(snaps) = state.snapshots.get(task_id) else {
+        return Ok(Vec::new());
+    };
+    let Some(pending) = snaps.pending.get(&cause_seq) else {
+        return Ok(Vec::new());
+    };
+    let body = match outcome {
+        Ok(t) => {
+            let next = snaps.taken.len() as u32 + 1;
+            if t.n != next {
+                return Err(Rejection::Conflict(format!(
+                    "snapshot {} of task `{task_id}` is not the next one ({next})",
+                    t.n
+                )));
+            }
+            EventBody::SnapshotTaken(SnapshotTaken {
+                id: ctx.id(0),
+                cause_seq,
+                n: t.n,
+                commit: t.commit.clone(),
+                tree: t.tree.clone(),
+                trigger: pending.trigger,
+                event_seq: t.event_seq,
+                branch_advanced: t.branch_advanced,
+            })
+        }
+        Err(reason) => EventBody::SnapshotFailed(SnapshotFailed {
+            cause_seq,
+            trigger: pending.trigger,
+            reason: reason.clone(),
+        }),
+    };
+    let mut e = NewEvent::new("byre", body)
+        .project(task.project_id.clone())
+        .task(task_id);
+    e.agent_session_id =
+        (!pending.agent_session_id.is_empty()).then(|| pending.agent_session_id.clone());
+    Ok(vec![e])
+}
+
+/// Folds `turn.ended` (of a task's implementer session, while the task is active),
+/// `snapshot.requested`, `snapshot.taken` and `snapshot.failed`.
+pub(crate) fn apply(state: &mut State, e: &crate::Event) {
+    let Some(task_id) = e.task_id.as_deref() else {
+        return;
+    };
+    let session_id = e.agent_session_id.clone().unwrap_or_default();
+    match &e.body {
+        EventBody::TurnEnded(p) => {
+            let implementer = state
+                .sessions
+                .get(&session_id)
+                .is_some_and(|s| s.role == SessionRole::Implementer);
+            let active = state
+                .tasks
+                .get(task_id)
+                .is_some_and(|t| t.status == TaskStatus::Active);
+            if !(implementer && active) {
+                return;
+            }
+            let snaps = state.snapshots.entry(task_id.to_owned()).or_default();
+            snaps
+                .pending
+                .retain(|_, p| p.trigger != SnapshotTrigger::TurnEnd);
+            snaps.pending.insert(
+                e.seq,
+                PendingSnapshot {
+                    trigger: SnapshotTrigger::TurnEnd,
+                    agent_session_id: session_id,
+                    turn: p.turn,
+                },
+            );
+        }
+        EventBody::SnapshotRequested(p) => {
+            state
+                .snapshots
+                .entry(task_id.to_owned())
+                .or_default()
+                .pending
+                .insert(
+                    e.seq,
+                    PendingSnapshot {
+                        trigger: p.trigger,
+                        agent_session_id: session_id,
+                        turn: 0,
+                    },
+                );
+        }
+        EventBody::SnapshotTaken(p) => {
+            let snaps = state.snapshots.entry(task_id.to_owned()).or_default();
+            snaps.pending.remove(&p.cause_seq);
+            if p.n as usize == snaps.taken.len() + 1 {
+                snaps.taken.push(Snapshot {
+                    id: p.id.clone(),
+                    task_id: task_id.to_owned(),
+                    agent_session_id: session_id,
+                    n: p.n,
+                    commit: p.commit.clone(),
+                    tree: p.tree.clone(),
+                    event_seq: p.event_seq,
+                    trigger: p.trigger,
+                    branch_advanced: p.branch_advanced,
+                    created_at_us: e.created_at_us,
+                    seq: e.seq,
+                });
+            }
+        }
+        EventBody::SnapshotFailed(p) => {
+            if let Some(snaps) = state.snapshots.get_mut(task_id) {
+                snaps.pending.remove(&p.cause_seq);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Given / when / then for snapshot causes and outcomes.
+    use super::*;
+    use crate::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
+    use crate::{decide, derived_events, Command, Event};
+
+    struct World {
+        state: State,
+        n: u128,
+    }
+
+    impl World {
+        /// A user, a project and a task whose worktree is made.
+        fn new() -> World {
+            let mut w = World {
+                state: State::default(),
+                n: 1,
+            };
+            w.ok(Command::EnsureUser {
+                login: "ada".into(),
+                display_name: "Ada".into(),
+                default_model: "sonnet".into(),
+            });
+            w.ok(Command::CreateProject {
+                actor: "ada".into(),
+                name: "p".into(),
+                repo_path: "/r".into(),
+                default_branch: "main".into(),
+                remote: String::new(),
+                worktrees_root: "/w".into(),
+            });
+            let pid = w.state.projects.keys().next().unwrap().clone();
+            w.ok(Command::CreateTask {
+                actor: "ada".into(),
+                project_id: pid,
+                title: "t".into(),
+                base_ref: "abc".into(),
+            });
+            let task_id = w.task();
+            w.ok(Command::RecordWorktree {
+                task_id,
+                outcome: Ok("abc".into()),
+            });
+            w
+        }
+
+        fn task(&self) -> String {
+            self.state.tasks.keys().next().unwrap().clone()
+        }
+
+        fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
+            self.n += 1;
+            let ctx = DecideCtx {
+                now_us: self.n as i64,
+                seed: self.n << 64,
+            };
+            let events = decide(&self.state, &cmd, &ctx)?;
+            let mut committed = Vec::new();
+            for ne in events {
+                let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+                self.state.apply(&e);
+                committed.push(e);
+            }
+            for ne in derived_events(&self.state, &committed) {
+                let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+                self.state.apply(&e);
+                committed.push(e);
+            }
+            Ok(committed)
+        }
+
+        fn ok(&mut self, cmd: Command) -> Vec<Event> {
+            self.when(cmd).expect("command passes")
+        }
+
+        /// Starts a session and ends its first turn; the seq of `turn.ended`.
+        fn turn(&mut self) -> u64 {
+            let task_id = self.task();
+            if self.state.sessions.is_empty() {
+                self.ok(Command::CreateSession {
+                    actor: "ada".into(),
+                    task_id,
+                    model: None,
+                    prompt: "go".into(),
+                    images: vec![],
+                    head: "h".into(),
+                });
+            } else {
+                let sid = self.state.sessions.keys().next().unwrap().clone();
+                self.ok(Command::SendMessage {
+                    actor: "ada".into(),
+                    session_id: sid,
+                    text: "more".into(),
+                    images: vec![],
+                    model: None,
+                    head: "h".into(),
+                });
+            }
+            let sid = self.state.sessions.keys().next().unwrap().clone();
+            let ended = TurnEnded {
+                turn: 0,
+                outcome: TurnOutcome::Completed,
+                summary: false,
+                result: "done".into(),
+                error: String::new(),
+                usage: Usage::default(),
+                cost_micro_usd: 0,
+                duration_ms: 1,
+                num_turns: 1,
+                api_error_status: None,
+                rate_limits: None,
+                raw: "{}".into(),
+            };
+            let events = self.ok(Command::RecordVendorOutput {
+                session_id: sid,
+                items: vec![VendorItem::TurnEnded(ended)],
+            });
+            events
+                .iter()
+                .find(|e| e.body.kind() == "turn.ended")
+                .unwrap()
+                .seq
+        }
+
+        fn record(&mut self, cause_seq: u64, n: u32) -> Result<Vec<Event>, Rejection> {
+            let task_id = self.task();
+            self.when(Command::RecordSnapshot {
+                task_id,
+                cause_seq,
+                outcome: Ok(TakenSnapshot {
+                    n,
+                    commit: format!("{n:040}"),
+                    tree: "t".repeat(40),
+                    event_seq: cause_seq,
+                    branch_advanced: true,
+                }),
+            })
+        }
+
+        fn pending(&self) -> Vec<u64> {
+            self.state.snapshots[&self.task()]
+                .pending
+                .keys()
+                .copied()
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_turn_end_waits_for_its_snapshot_and_a_newer_one_replaces_it() {
+        let mut w = World::new();
+        let first = w.turn();
+        assert_eq!(w.pending(), [first]);
+        let second = w.turn();
+        assert_eq!(
+            w.pending(),
+            [second],
+            "the older turn's snapshot is not needed"
+        );
+        let events = w.record(second, 1).unwrap();
+        let EventBody::SnapshotTaken(t) = &events[0].body else {
+            panic!("snapshot.taken expected")
+        };
+        assert_eq!(
+            (t.n, t.trigger, t.cause_seq),
+            (1, SnapshotTrigger::TurnEnd, second)
+        );
+        assert!(events[0].agent_session_id.is_some());
+        assert!(w.pending().is_empty());
+        let snaps = w.state.task_snapshots(&w.task());
+        assert_eq!(snaps.len(), 1);
+        assert_eq!(snaps[0].seq, events[0].seq);
+        assert_eq!(
+            w.record(second, 2).unwrap(),
+            vec![],
+            "a repeated outcome changes nothing"
+        );
+    }
+
+    #[test]
+    fn requested_snapshots_need_an_open_task_and_take_the_next_position() {
+        let mut w = World::new();
+        let task_id = w.task();
+        let ask = |trigger| Command::RequestSnapshot {
+            task_id: task_id.clone(),
+            trigger,
+        };
+        assert!(matches!(
+            w.when(ask(SnapshotTrigger::TurnEnd)),
+            Err(Rejection::Invalid(_))
+        ));
+        assert!(matches!(
+            w.when(Command::RequestSnapshot {
+                task_id: "nope".into(),
+                trigger: SnapshotTrigger::Requested
+            }),
+            Err(Rejection::NotFound(_))
+        ));
+        let requested = w.ok(ask(SnapshotTrigger::Requested));
+        assert_eq!(requested[0].body.kind(), "snapshot.requested");
+        let turn = w.turn();
+        assert_eq!(w.pending(), [requested[0].seq, turn]);
+        assert!(matches!(w.record(turn, 2), Err(Rejection::Conflict(_))));
+        w.record(requested[0].seq, 1).unwrap();
+        let failed = w
+            .when(Command::RecordSnapshot {
+                task_id: task_id.clone(),
+                cause_seq: turn,
+                outcome: Err("a rebase is in progress".into()),
+            })
+            .unwrap();
+        assert_eq!(failed[0].body.kind(), "snapshot.failed");
+        assert!(w.pending().is_empty());
+        let snaps = w.state.task_snapshots(&task_id);
+        assert_eq!(snaps.len(), 1);
+        assert_eq!(snaps[0].trigger, SnapshotTrigger::Requested);
+    }
+}
