@@ -90,7 +90,9 @@ pub async fn socket(
         llm: hub.llm(),
     });
     actix_web::rt::spawn(write_loop(session.clone(), rx));
-    actix_web::rt::spawn(read_loop(ctx, session, stream));
+    // Clients at the AsyncAPI's addresses get its ServiceResponse fields on every reply.
+    let spec_channel = req.path() != "/codebolt";
+    actix_web::rt::spawn(read_loop(ctx, session, stream, spec_channel));
     Ok(response)
 }
 
@@ -110,6 +112,7 @@ async fn read_loop(
     ctx: Arc<super::actions::Ctx>,
     mut session: actix_ws::Session,
     stream: actix_ws::MessageStream,
+    spec_channel: bool,
 ) {
     let mut stream = stream
         .max_frame_size(MAX_FRAME_BYTES)
@@ -165,7 +168,8 @@ async fn read_loop(
                 tracing::warn!(%ty, %action, "unknown v1 CodeBolt request: no reply type to answer with");
                 forward(&ctx.link, json!({"__byre": "unknown", "raw": cut(&text)})).await;
             }
-            Some(Frame::Request(r)) => {
+            Some(Frame::Request(mut r)) => {
+                r.spec_client |= spec_channel;
                 let _ = req_tx.send(r);
             }
         }

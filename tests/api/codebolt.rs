@@ -270,6 +270,19 @@ async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awa
         spec["data"].is_object() && spec["timestamp"].is_string(),
         "{spec}"
     );
+    // A frame spelled as the real client spells it, on the spec's channel, too.
+    let spec2 = report["spec2"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["requestId"] == "spec-2")
+        .unwrap();
+    assert_eq!(spec2["type"], "readFileResponse");
+    assert!(
+        spec2["data"]["content"].as_str().unwrap().starts_with("# basic"),
+        "{spec2}"
+    );
+    assert!(spec2["timestamp"].is_string());
     // Every served request is in the log as a tool call with its result.
     let calls = all(&events, "tool.call").len();
     assert!(calls > 180, "{calls}");
