@@ -236,7 +236,7 @@ impl From<&p::sessions::Session> for AgentSession {
     }
 }
 
-/// Spec `InboxItem` (no responses yet: answering comes with the agent-tools issue).
+/// Spec `InboxItem`.
 #[derive(Debug, Serialize)]
 pub struct InboxItem {
     /// Id.
@@ -257,8 +257,61 @@ pub struct InboxItem {
     pub state: p::inbox::InboxState,
     /// RFC 3339.
     pub created_at: String,
-    /// Responses.
-    pub responses: Vec<serde_json::Value>,
+    /// Who answered, dismissed or superseded it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_by: Option<String>,
+    /// When (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<String>,
+    /// Responses, oldest first.
+    pub responses: Vec<InboxResponse>,
+}
+
+/// Spec `InboxResponse`.
+#[derive(Debug, Serialize)]
+pub struct InboxResponse {
+    /// Id.
+    pub id: String,
+    /// The item.
+    pub item_id: String,
+    /// The answering human.
+    pub user: String,
+    /// `option`, `other` or `dismiss`.
+    #[serde(rename = "type")]
+    pub kind: p::inbox::ResponseType,
+    /// `option`: the chosen options.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<String>>,
+    /// Text, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Blob ids.
+    pub images: Vec<String>,
+    /// Attachments.
+    pub attachments: Vec<serde_json::Value>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// When it reached the agent (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<String>,
+}
+
+impl From<&p::inbox::ResponseRecord> for InboxResponse {
+    fn from(r: &p::inbox::ResponseRecord) -> Self {
+        let x = &r.response;
+        InboxResponse {
+            id: x.id.clone(),
+            item_id: x.item_id.clone(),
+            user: x.user.clone(),
+            kind: x.kind,
+            options: (x.kind == p::inbox::ResponseType::Option).then(|| x.options.clone()),
+            text: (!x.text.is_empty()).then(|| x.text.clone()),
+            images: x.images.clone(),
+            attachments: x.attachments.clone(),
+            created_at: rfc3339(r.created_at_us),
+            delivered_at: r.delivered_at_us.map(rfc3339),
+        }
+    }
 }
 
 impl From<&p::inbox::InboxItem> for InboxItem {
@@ -273,7 +326,33 @@ impl From<&p::inbox::InboxItem> for InboxItem {
             payload: i.payload.clone(),
             state: i.state,
             created_at: rfc3339(i.created_at_us),
-            responses: Vec::new(),
+            resolved_by: i.resolved_by.clone(),
+            resolved_at: i.resolved_at_us.map(rfc3339),
+            responses: i.responses.iter().map(InboxResponse::from).collect(),
+        }
+    }
+}
+
+/// Spec `Preview`.
+#[derive(Debug, Serialize)]
+pub struct Preview {
+    /// The task.
+    pub task_id: String,
+    /// Name.
+    pub name: String,
+    /// Port.
+    pub port: u32,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+impl From<&p::tools::Preview> for Preview {
+    fn from(x: &p::tools::Preview) -> Self {
+        Preview {
+            task_id: x.task_id.clone(),
+            name: x.name.clone(),
+            port: x.port,
+            created_at: rfc3339(x.created_at_us),
         }
     }
 }

@@ -50,6 +50,12 @@ pub struct Config {
     /// own (`ANTHROPIC_*`, `OPENAI_API_KEY`, …); e.g. a model API endpoint per server. Codex's
     /// settings (`OPENAI_BASE_URL`, `BYRE_CODEX_*_MAX_RETRIES`) are read here first.
     pub agent_env: Vec<(String, String)>,
+    /// The byre binary agents start as their MCP server (`byre mcp`); `None`: this process's
+    /// own executable.
+    pub byre_bin: Option<PathBuf>,
+    /// The `tailscale` binary that publishes previews; `None`: `tailscale` on PATH, if any
+    /// (resolved at start-up; still `None` then: previews are recorded, not published).
+    pub tailscale_bin: Option<PathBuf>,
 }
 
 impl Config {
@@ -64,6 +70,8 @@ impl Config {
             claude_bin: None,
             codex_bin: None,
             agent_env: Vec::new(),
+            byre_bin: None,
+            tailscale_bin: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! - [`identity`]: who is calling (local, Tailscale headers, bearer tokens).
 //! - [`git`]: repository facts and worktrees, through git2.
 //! - [`reactors`]: effects that follow committed events (worktrees).
+//! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, session tokens, choices).
 //! - [`api`]: the contract's JSON types, converted from the projections.
 //! - [`codebolt`]: the WebSocket CodeBolt agents speak, and what their requests do.
 //! - [`cli`]: `byre serve | log | rebuild | replay`.
@@ -21,6 +22,7 @@ pub mod git;
 pub mod http;
 pub mod identity;
 pub mod log;
+pub mod mcp;
 pub mod reactors;
 pub mod startup;
 pub mod vendors;

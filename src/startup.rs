@@ -118,15 +118,40 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let (writer, writer_thread) = Writer::start(store, state);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let leftovers = crate::vendors::runtime::clear_leftovers(&config.data_dir).await;
+    // Agents' MCP servers run on this host: they reach the server at its own address
+    // (loopback when it listens on every address).
+    let mcp_addr = if addr.ip().is_unspecified() {
+        std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
+    } else {
+        addr
+    };
+    let mcp_url = format!("http://{mcp_addr}");
+    let byre_bin = match config.byre_bin.clone() {
+        Some(p) => p,
+        None => std::env::current_exe().context("cannot find byre's own executable")?,
+    };
+    let mcp = Arc::new(
+        crate::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
+            .context("cannot read or make the MCP secret")?,
+    );
     let (agents, agents_task) = crate::vendors::runtime::Runtime::start(
         writer.clone(),
         &config,
         leftovers,
+        mcp.clone(),
         shutdown_rx.clone(),
     );
     agents.codebolt().set_port(addr.port());
+    if config.tailscale_bin.is_none() {
+        config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
+    }
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::previews::start(
+            writer.clone(),
+            config.tailscale_bin.clone(),
+            shutdown_rx.clone(),
+        ),
         crate::reactors::snapshots::start(writer.clone(), shutdown_rx.clone()),
         agents_task,
     ];
@@ -137,6 +162,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         started_at_us: chrono::Utc::now().timestamp_micros(),
         clients: Clients::default(),
         agents,
+        mcp,
         shutdown: shutdown_rx,
     });
     let server = HttpServer::new(move || {

@@ -261,6 +261,36 @@ pub enum Command {
         /// The worktree's HEAD now.
         head: String,
     },
+    /// A task agent's `ask_human` tool: a question for the humans.
+    AskHuman {
+        /// The asking session (from its MCP token).
+        session_id: String,
+        /// The question, its choices parsed.
+        question: crate::inbox::Question,
+    },
+    /// `respondInbox`.
+    RespondInbox {
+        /// The caller.
+        actor: String,
+        /// The responses, all or none.
+        responses: Vec<crate::inbox::ResponseInput>,
+    },
+    /// A task agent's `set_merge_title` tool.
+    SetMergeTitle {
+        /// The session.
+        session_id: String,
+        /// The title.
+        merge_title: String,
+    },
+    /// A task agent's `expose_port` tool.
+    ExposePort {
+        /// The session.
+        session_id: String,
+        /// The preview's name.
+        name: String,
+        /// The port.
+        port: u32,
+    },
     /// `take_snapshot` (agent tool): snapshot the task's worktree now, without moving its
     /// branch. `trigger` must be `requested`. 404 unknown task; 409 closed or no worktree.
     RequestSnapshot {

@@ -212,6 +212,16 @@ event_kinds! {
     VendorUnrecognized = "vendor.unrecognized" (crate::sessions::VendorUnrecognized),
     /// An inbox item was created (a question, a session error, a rate limit).
     InboxItemCreated = "inbox.item_created" (crate::inbox::InboxItemCreated),
+    /// A human answered or dismissed an inbox item.
+    InboxResponded = "inbox.responded" (crate::inbox::InboxResponded),
+    /// Answers were handed to the agent as one message.
+    InboxDelivered = "inbox.delivered" (crate::inbox::InboxDelivered),
+    /// A newer question of the same session replaced an open one.
+    InboxSuperseded = "inbox.superseded" (crate::inbox::InboxSuperseded),
+    /// The task's agent set the task's merge title (`set_merge_title`).
+    MergeTitleSet = "task.merge_title_set" (crate::tools::MergeTitleSet),
+    /// The task's agent exposed a port of its block as a preview (`expose_port`).
+    PreviewExposed = "preview.exposed" (crate::tools::PreviewExposed),
     /// A snapshot of a task's worktree was asked for (intent).
     SnapshotRequested = "snapshot.requested" (crate::snapshots::SnapshotRequested),
     /// A snapshot's commit and ref exist; a `turn_end` one may have moved the task branch

@@ -24,6 +24,7 @@ pub mod projects;
 pub mod sessions;
 pub mod snapshots;
 pub mod tasks;
+pub mod tools;
 pub mod upcast;
 pub mod users;
 pub mod workflows;

@@ -208,7 +208,7 @@ fn session<'a>(state: &'a State, id: &str) -> Result<&'a Session, Rejection> {
         .ok_or_else(|| Rejection::NotFound(format!("no session `{id}`")))
 }
 
-fn session_event(s: &Session, state: &State, actor: &str, body: EventBody) -> NewEvent {
+pub(crate) fn session_event(s: &Session, state: &State, actor: &str, body: EventBody) -> NewEvent {
     let mut e = NewEvent::new(actor, body);
     e.agent_session_id = Some(s.id.clone());
     if !s.task_id.is_empty() {
@@ -232,7 +232,7 @@ pub fn check_images(state: &State, images: &[String]) -> Result<(), Rejection> {
 
 /// A message's hand-over: `user.message` then `turn.started`.
 #[allow(clippy::too_many_arguments)]
-fn hand_over(
+pub(crate) fn hand_over(
     state: &State,
     s: &Session,
     actor: &str,
@@ -553,6 +553,13 @@ fn end_turn(
             &next.head,
             next.model.clone(),
         ));
+    } else if !s.completed && crate::inbox::deliverable(state, s) {
+        let after = Session {
+            turn_running: false,
+            ..s.clone()
+        };
+        let (answers, _) = crate::inbox::deliver(state, &after, &[], state.last_input_id, "");
+        events.extend(answers);
     }
     events
 }

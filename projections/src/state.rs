@@ -47,6 +47,9 @@ pub struct State {
     /// Inbox items by id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub inbox: BTreeMap<String, crate::inbox::InboxItem>,
+    /// Previews by task id (`expose_port`), oldest first.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub previews: BTreeMap<String, Vec<crate::tools::Preview>>,
     /// Snapshots and unanswered snapshot causes by task id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
@@ -71,6 +74,7 @@ impl State {
         crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
         crate::sessions::apply(self, e);
         crate::inbox::apply(self, e);
+        crate::tools::apply(self, e);
         crate::snapshots::apply(self, e);
     }
 
@@ -236,6 +240,22 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::ResumeAfterRestart { session_id, head } => {
             sessions::resume_after_restart(state, session_id, head)
         }
+        Command::AskHuman {
+            session_id,
+            question,
+        } => crate::inbox::ask_human(state, ctx, session_id, question),
+        Command::RespondInbox { actor, responses } => {
+            crate::inbox::respond(state, ctx, actor, responses)
+        }
+        Command::SetMergeTitle {
+            session_id,
+            merge_title,
+        } => crate::tools::set_merge_title(state, session_id, merge_title),
+        Command::ExposePort {
+            session_id,
+            name,
+            port,
+        } => crate::tools::expose_port(state, session_id, name, *port),
         Command::RequestSnapshot { task_id, trigger } => {
             crate::snapshots::request(state, task_id, *trigger)
         }

@@ -86,6 +86,17 @@ pub enum Cmd {
         #[arg(long)]
         verify: bool,
     },
+    /// (Internal) byre's MCP server for one agent session on stdio, started by the agent CLI;
+    /// forwards tool calls to the running server.
+    #[command(hide = true)]
+    Mcp {
+        /// The running server, e.g. `http://127.0.0.1:7777`.
+        #[arg(long)]
+        url: String,
+        /// The file holding the session's token.
+        #[arg(long)]
+        token_file: PathBuf,
+    },
     /// Print a task as it stood at a seq.
     Replay {
         /// Data directory.
@@ -164,6 +175,10 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         ),
         Cmd::Rebuild { data, verify } => {
             inspect::rebuild(&data.unwrap_or_else(config::default_data_dir), verify)
+        }
+        Cmd::Mcp { url, token_file } => {
+            crate::mcp::stdio::serve(url, &token_file).await?;
+            Ok(0)
         }
         Cmd::Replay { data, task, until } => {
             inspect::replay(&data.unwrap_or_else(config::default_data_dir), &task, until)

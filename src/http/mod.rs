@@ -10,6 +10,7 @@ use actix_web::{web, HttpResponse};
 use crate::config::Config;
 use crate::log::Writer;
 
+mod agent_tools;
 mod blobs;
 mod error;
 mod events;
@@ -40,6 +41,8 @@ pub struct App {
     pub clients: Clients,
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
     pub agents: std::sync::Arc<crate::vendors::runtime::Runtime>,
+    /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
+    pub mcp: Arc<crate::mcp::McpHost>,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -87,7 +90,6 @@ fn not_implemented_handler(
 
 /// The route table: every operationId of the contract.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    const TOOLS: &str = "worktree views, snapshots and the inbox come with the agent-tools issue";
     const FINISH: &str = "merging and discarding come with the finishing-a-task issue";
     const LATER: &str = "not yet scheduled";
     cfg.app_data(
@@ -234,7 +236,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/tasks/{taskId}/previews",
-        not_implemented("listPreviews", TOOLS),
+        web::get().to(tasks::list_previews),
     )
     .route(
         "/api/tasks/{taskId}/snapshots",
@@ -291,7 +293,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/api/inbox", web::get().to(sessions::list_inbox))
     .route(
         "/api/inbox/responses",
-        not_implemented("respondInbox", TOOLS),
+        web::post().to(sessions::respond_inbox),
     )
     .route(
         "/api/inbox/{itemId}",
@@ -337,6 +339,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route(
         "/api/workflows/{name}",
         web::delete().to(workflows::delete_workflow),
+    )
+    // Internal, not in the contract: agents' tool calls from `byre mcp`.
+    .route(
+        "/internal/mcp/tools/{tool}",
+        web::post().to(agent_tools::call_tool),
     );
 }
 

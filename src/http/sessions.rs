@@ -221,6 +221,72 @@ pub async fn get_inbox_item(
     Ok(HttpResponse::Ok().json(item))
 }
 
+/// One response of `respondInbox` (spec `InboxResponseCreate`).
+#[derive(Deserialize)]
+pub struct InboxResponseCreate {
+    item_id: String,
+    #[serde(rename = "type")]
+    kind: byre_projections::inbox::ResponseType,
+    #[serde(default)]
+    options: Vec<String>,
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    images: Vec<String>,
+    #[serde(default)]
+    attachments: Vec<serde_json::Value>,
+}
+
+/// Body of `respondInbox` (spec `InboxRespond`).
+#[derive(Deserialize)]
+pub struct InboxRespond {
+    responses: Vec<InboxResponseCreate>,
+}
+
+/// `respondInbox` — POST /api/inbox/responses → 200 `[InboxItem]` (the answered items, in the
+/// submission's order); 400 a malformed response (options not among the item's, not exactly
+/// one for pick-one, none for pick-any, unknown images, an item twice); 404 an unknown item;
+/// 409 an item that is not open. All responses or none.
+pub async fn respond_inbox(
+    caller: Caller,
+    body: web::Json<InboxRespond>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let responses: Vec<byre_projections::inbox::ResponseInput> = body
+        .into_inner()
+        .responses
+        .into_iter()
+        .map(|r| byre_projections::inbox::ResponseInput {
+            item_id: r.item_id,
+            kind: r.kind,
+            options: r.options,
+            text: r.text,
+            images: r.images,
+            attachments: r.attachments,
+        })
+        .collect();
+    if responses
+        .iter()
+        .any(|r| !r.attachments.iter().all(|a| a.is_object()))
+    {
+        return Err(ApiError::BadRequest(
+            "each attachment must be an object".into(),
+        ));
+    }
+    let ids: Vec<String> = responses.iter().map(|r| r.item_id.clone()).collect();
+    app.submit(Command::RespondInbox {
+        actor: caller.login.clone(),
+        responses,
+    })
+    .await?;
+    let items: Vec<api::InboxItem> = app.writer.read(|s| {
+        ids.iter()
+            .filter_map(|id| s.inbox.get(id).map(api::InboxItem::from))
+            .collect()
+    });
+    Ok(HttpResponse::Ok().json(items))
+}
+
 /// Body of `compactSession` (spec `CompactCreate`).
 #[derive(Deserialize)]
 pub struct CompactCreate {

@@ -238,3 +238,25 @@ pub async fn list_task_events(
         .content_type("application/json")
         .body(body))
 }
+
+/// `listPreviews` — GET /api/tasks/{taskId}/previews → 200 `[Preview]` (the ports the task's
+/// agent exposed with `expose_port`, oldest first); 404 unknown task.
+pub async fn list_previews(
+    _caller: Caller,
+    task_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let task_id = task_id.into_inner();
+    let previews = app
+        .writer
+        .read(|s| {
+            s.tasks.contains_key(&task_id).then(|| {
+                s.previews
+                    .get(&task_id)
+                    .map(|v| v.iter().map(api::Preview::from).collect::<Vec<_>>())
+                    .unwrap_or_default()
+            })
+        })
+        .ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
+    Ok(HttpResponse::Ok().json(previews))
+}

@@ -2,5 +2,6 @@
 //! event, is idempotent (it may see an event twice after a restart), and at start-up
 //! reconciles what the projections say should exist with what does.
 
+pub mod previews;
 pub mod snapshots;
 pub mod worktrees;

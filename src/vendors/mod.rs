@@ -74,6 +74,8 @@ pub struct SpawnSpec {
     pub socket_token: String,
     /// CodeBolt: the port the agent connects to (byre's own).
     pub socket_port: u16,
+    /// How the CLI starts byre's MCP server for this session (`None`: no byre tools).
+    pub mcp: Option<crate::mcp::McpLaunch>,
 }
 
 /// What one output line of an agent process means, once its [`Protocol`] read it.

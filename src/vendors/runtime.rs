@@ -99,6 +99,8 @@ pub struct Runtime {
     protocol_recent: Mutex<std::collections::VecDeque<ProtocolError>>,
     leftover_zombies: Mutex<Vec<Zombie>>,
     ephemeral: broadcast::Sender<Arc<Ephemeral>>,
+    /// Session tokens and how agents start byre's MCP server.
+    mcp: Arc<crate::mcp::McpHost>,
 }
 
 impl Runtime {
@@ -108,6 +110,7 @@ impl Runtime {
         writer: Writer,
         config: &crate::config::Config,
         leftovers: Vec<Zombie>,
+        mcp: Arc<crate::mcp::McpHost>,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Arc<Runtime>, tokio::task::JoinHandle<()>) {
         let data_dir = &config.data_dir;
@@ -134,6 +137,7 @@ impl Runtime {
             protocol_recent: Mutex::new(Default::default()),
             leftover_zombies: Mutex::new(leftovers),
             ephemeral,
+            mcp,
         });
         rt.codebolt_hub.set_llm(&config.agent_env);
         rt.codebolt_hub
@@ -329,6 +333,7 @@ impl Runtime {
                     resume: false,
                     socket_token: String::new(),
                     socket_port: 0,
+                    mcp: self.mcp.launch(session_id),
                 };
                 spec.resume = driver.has_conversation(&spec);
                 let (tx, rx) = mpsc::channel(64);

@@ -92,6 +92,8 @@ impl TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let mut config = Config::new(data.path().to_owned(), auth);
         config.heartbeat = Duration::from_millis(500);
+        // Agents start the real binary as their MCP server, not this test binary.
+        config.byre_bin = Some(crate::process::byre_bin().into());
         configure(&mut config);
         let running = byre::startup::run(listener, config)
             .await

@@ -6,6 +6,7 @@ mod helpers;
 mod process;
 mod schema;
 
+mod ask_human;
 mod blobs;
 mod claude;
 mod cli;
@@ -14,6 +15,7 @@ mod codex;
 mod contract;
 mod crash;
 mod events;
+mod inbox;
 mod me;
 mod old_logs;
 mod projects;

@@ -431,3 +431,132 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
         "nothing to resume when idle"
     );
 }
+
+fn ask(w: &mut World, sid: &str, context: &str) -> String {
+    let events = w.ok(Command::AskHuman {
+        session_id: sid.into(),
+        question: crate::inbox::Question {
+            context: context.into(),
+            question: "Which?".into(),
+            why_blocked: "yours".into(),
+            options: vec!["red".into(), "blue".into()],
+            multiple: false,
+            recommended: vec!["blue".into()],
+            attachments: vec![],
+        },
+    });
+    events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+            _ => None,
+        })
+        .expect("an item")
+}
+
+fn answer(
+    item_id: &str,
+    kind: crate::inbox::ResponseType,
+    options: &[&str],
+    text: &str,
+) -> crate::inbox::ResponseInput {
+    crate::inbox::ResponseInput {
+        item_id: item_id.into(),
+        kind,
+        options: options.iter().map(|o| o.to_string()).collect(),
+        text: text.into(),
+        images: vec![],
+        attachments: vec![],
+    }
+}
+
+#[test]
+fn an_answer_given_while_the_turn_runs_reaches_the_agent_when_the_turn_ends() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let sid = w.start("go");
+    let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
+    });
+    assert_eq!(
+        World::kinds(&events),
+        ["inbox.responded"],
+        "the turn still runs"
+    );
+    let events = w.end_turn(&sid, TurnOutcome::Completed, "Asked.", None);
+    assert_eq!(
+        World::kinds(&events),
+        [
+            "turn.ended",
+            "inbox.delivered",
+            "user.message",
+            "turn.started"
+        ]
+    );
+    let message = events
+        .iter()
+        .find(|e| e.body.kind() == "user.message")
+        .unwrap();
+    assert_eq!(message.actor, "ada");
+    let EventBody::UserMessage(m) = &message.body else {
+        unreachable!()
+    };
+    assert_eq!(m.text, "Answer to your question \"Which?\" from ada: blue");
+    assert!(w.state.inbox[&q].responses[0].delivered_at_us.is_some());
+    let again = w.end_turn(&sid, TurnOutcome::Completed, "Done.", None);
+    assert_eq!(
+        World::kinds(&again),
+        ["turn.ended", "session.state", "task.state"],
+        "delivered once"
+    );
+}
+
+#[test]
+fn answers_wait_for_the_open_question_then_each_human_gets_one_message_oldest_first() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let sid = w.start("go");
+    w.end_turn(&sid, TurnOutcome::Failed, "", None);
+    let error_item = w.state.inbox.keys().next().unwrap().clone();
+    let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
+    let events = w.ok(Command::RespondInbox {
+        actor: "bob".into(),
+        responses: vec![answer(&error_item, ResponseType::Other, &[], "try again")],
+    });
+    assert_eq!(
+        World::kinds(&events),
+        ["inbox.responded"],
+        "a question is still open"
+    );
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["red"], "")],
+    });
+    let people: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| matches!(e.body.kind(), "user.message" | "user.queued"))
+        .map(|e| (e.body.kind(), e.actor.as_str()))
+        .collect();
+    assert_eq!(people, [("user.message", "bob"), ("user.queued", "ada")]);
+    assert_eq!(w.session().queue.len(), 1);
+}
+
+#[test]
+fn a_newer_question_supersedes_the_open_one() {
+    let mut w = World::new();
+    let sid = w.start("go");
+    let first = ask(&mut w, &sid, "");
+    let second = ask(&mut w, &sid, "");
+    assert_eq!(
+        w.state.inbox[&first].state,
+        crate::inbox::InboxState::Superseded
+    );
+    assert_eq!(w.state.inbox[&second].state, crate::inbox::InboxState::Open);
+    let r = w.when(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&first, crate::inbox::ResponseType::Dismiss, &[], "")],
+    });
+    assert!(matches!(r, Err(Rejection::Conflict(_))), "{r:?}");
+}

@@ -119,6 +119,19 @@ impl Driver for ClaudeDriver {
         } else {
             cmd.args(["--session-id", &spec.vendor_session_id]);
         }
+        if let Some(mcp) = &spec.mcp {
+            // PROTOCOL.md §8: a stdio server, started before the first `system/init`.
+            let config = json!({"mcpServers": {crate::mcp::SERVER_NAME: {
+                "type": "stdio",
+                "command": mcp.program,
+                "args": mcp.args,
+            }}});
+            cmd.args(["--mcp-config", &config.to_string(), "--strict-mcp-config"]);
+            cmd.args([
+                "--allowedTools",
+                &format!("mcp__{}", crate::mcp::SERVER_NAME),
+            ]);
+        }
         cmd.current_dir(&spec.cwd).env_clear();
         for (k, v) in std::env::vars_os() {
             let name = k.to_string_lossy();

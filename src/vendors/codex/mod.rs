@@ -189,6 +189,9 @@ impl Driver for CodexDriver {
         self.prepare();
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.arg("app-server");
+        if let Some(mcp) = &spec.mcp {
+            cmd.args(mcp_overrides(mcp));
+        }
         cmd.current_dir(&spec.cwd).env_clear();
         for name in PASSED_THROUGH {
             if let Some(v) = std::env::var_os(name) {
@@ -219,9 +222,60 @@ impl Driver for CodexDriver {
     }
 }
 
+/// `-c` overrides giving Codex byre's MCP server (PROTOCOL.md §9): `mcp_servers.byre.*`,
+/// with timeouts high enough for a human-paced tool.
+pub fn mcp_overrides(mcp: &crate::mcp::McpLaunch) -> Vec<String> {
+    let name = crate::mcp::SERVER_NAME;
+    let command = toml::Value::String(mcp.program.to_string_lossy().into_owned());
+    let args = toml::Value::Array(
+        mcp.args
+            .iter()
+            .map(|a| toml::Value::String(a.clone()))
+            .collect(),
+    );
+    [
+        format!("mcp_servers.{name}.command={command}"),
+        format!("mcp_servers.{name}.args={args}"),
+        format!(
+            "mcp_servers.{name}.startup_timeout_sec={}",
+            crate::mcp::CODEX_STARTUP_TIMEOUT_SEC
+        ),
+        format!(
+            "mcp_servers.{name}.tool_timeout_sec={}",
+            crate::mcp::CODEX_TOOL_TIMEOUT_SEC
+        ),
+    ]
+    .into_iter()
+    .flat_map(|kv| ["-c".to_owned(), kv])
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_overrides_are_valid_toml_values() {
+        let launch = crate::mcp::McpLaunch {
+            program: "/opt/by re/\"byre\"".into(),
+            args: vec![
+                "mcp".into(),
+                "--token-file".into(),
+                "/d/mcp-tokens/s.token".into(),
+            ],
+        };
+        let argv = mcp_overrides(&launch);
+        assert_eq!(argv.len(), 8);
+        for pair in argv.chunks(2) {
+            assert_eq!(pair[0], "-c");
+            let (key, value) = pair[1].split_once('=').expect("key=value");
+            let doc: toml::Table =
+                toml::from_str(&format!("v = {value}")).expect("the value parses as TOML");
+            if key.ends_with(".command") {
+                assert_eq!(doc["v"].as_str(), Some("/opt/by re/\"byre\""));
+            }
+        }
+    }
 
     #[test]
     fn the_config_points_at_the_api_and_turns_off_what_calls_home() {
