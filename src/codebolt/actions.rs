@@ -127,16 +127,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
                 .clone();
             json!({"chats": h, "messages": h})
         }
-        "waitforReply" => {
-            let mut v = err("byre cannot route a CodeBolt question to a human yet: answer in the task's chat instead");
-            v["message"] = json!({"userMessage": "", "error": v["error"].clone()});
-            v
-        }
-        "confirmationRequest" => {
-            let mut v = err("byre cannot route a CodeBolt confirmation to a human yet: answer in the task's chat instead");
-            v["answer"] = Value::Null;
-            v
-        }
+        "waitforReply" | "confirmationRequest" => ask_human(ctx, ty, f).await,
         "memoryEvent" | "agentStateEvent" | "projectStateEvent" | "taskEvent"
         | "tokenizerEvent" | "vectordbEvent" | "vectorDbEvent" | "chatSummaryEvent" => {
             let mut store = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner());
@@ -168,6 +159,113 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
             "byre does not support `{ty}`{}{action}",
             if action.is_empty() { "" } else { "/" }
         )),
+    }
+}
+
+// ---------------------------------------------------------------- questions
+
+/// `waitforReply` and `confirmationRequest`: an inbox question (`buttons` its options), then
+/// the first human's answer, sent back as the reply (`RecordAnswersDelivered` by the runtime).
+async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
+    let question_text = text(&f["message"]);
+    let options: Vec<String> = f["buttons"]
+        .as_array()
+        .map(|b| b.iter().map(text).filter(|t| !t.is_empty()).collect())
+        .unwrap_or_default();
+    let question = byre_projections::inbox::Question {
+        context: String::new(),
+        question: if question_text.trim().is_empty() {
+            "The CodeBolt agent waits for your reply.".into()
+        } else {
+            question_text
+        },
+        why_blocked: "The CodeBolt agent waits for the answer before it goes on.".into(),
+        options,
+        multiple: false,
+        recommended: Vec::new(),
+        attachments: Vec::new(),
+    };
+    let session_id = ctx.link.session_id.clone();
+    let cmd = byre_projections::Command::AskHuman {
+        session_id: session_id.clone(),
+        question,
+    };
+    let ack = match ctx.writer.submit(cmd, None).await {
+        Ok(a) => a,
+        Err(e) => return question_failed(ty, &format!("the question could not be asked: {e}")),
+    };
+    let _ = ack;
+    // The item just created: the session's newest open question.
+    let item = ctx.writer.read(|s| {
+        s.inbox
+            .values()
+            .filter(|i| {
+                i.agent_session_id == session_id
+                    && i.kind == byre_projections::inbox::InboxKind::Question
+                    && i.state == byre_projections::inbox::InboxState::Open
+            })
+            .max_by_key(|i| i.created_seq)
+            .map(|i| i.id.clone())
+    });
+    let Some(item_id) = item else {
+        return question_failed(ty, "the question was answered or replaced at once");
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    ctx.link
+        .questions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(item_id.clone(), tx);
+    match rx.await {
+        Ok(response) => answer_reply(ty, &response),
+        Err(_) => question_failed(ty, "the session ended before a human answered"),
+    }
+}
+
+fn question_failed(ty: &str, why: &str) -> Value {
+    let mut v = err(why);
+    if ty == "waitforReply" {
+        v["message"] = json!({"userMessage": "", "error": why});
+    }
+    v
+}
+
+/// The reply carrying a human's answer (`InboxResponse` JSON): for `waitforReply` a
+/// `message` shaped like `messageResponse.message`; for `confirmationRequest` the chosen
+/// button (or text) in `answer`, `message` and `value`, free text in `feedback`.
+fn answer_reply(ty: &str, r: &Value) -> Value {
+    let options: Vec<String> = r["options"]
+        .as_array()
+        .map(|o| o.iter().map(text).collect())
+        .unwrap_or_default();
+    let free = text(&r["text"]);
+    let answer = match r["type"].as_str() {
+        Some("option") if free.trim().is_empty() => options.join(", "),
+        Some("option") => format!("{}\n{free}", options.join(", ")),
+        Some("dismiss") => {
+            "(dismissed without an answer: decide for yourself, or ask differently)".to_owned()
+        }
+        _ => free.clone(),
+    };
+    let user = text(&r["user"]);
+    if ty == "waitforReply" {
+        json!({
+            "message": {
+                "userMessage": answer, "currentFile": "", "selectedAgent": {"id": "", "name": ""},
+                "mentionedFiles": [], "mentionedFullPaths": [], "mentionedFolders": [],
+                "mentionedMCPs": [], "uploadedImages": [], "mentionedAgents": [],
+                "messageId": r["id"].clone(), "threadId": "", "selection": null, "remixPrompt": null
+            },
+            "userMessage": answer,
+            "user": user,
+        })
+    } else {
+        let choice = options.first().cloned().unwrap_or_else(|| answer.clone());
+        json!({
+            "answer": choice, "message": choice, "value": choice, "feedback": free,
+            "userMessage": answer, "user": user,
+            "data": {"answer": choice, "feedback": free},
+        })
     }
 }
 

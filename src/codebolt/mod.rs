@@ -69,6 +69,10 @@ pub struct Link {
     pub store: Mutex<actions::Store>,
     /// Terminal commands running for this agent (their process groups), for interrupts.
     pub terminals: Mutex<Vec<i32>>,
+    /// Questions the agent waits on (`waitforReply`, `confirmationRequest`), by inbox item id:
+    /// where the answer (an `InboxResponse` as JSON) goes.
+    pub questions:
+        Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<serde_json::Value>>>,
 }
 
 impl Link {
@@ -185,6 +189,7 @@ impl Hub {
             out: Mutex::new(Outbox::Pending(Vec::new())),
             store: Mutex::new(actions::Store::default()),
             terminals: Mutex::new(Vec::new()),
+            questions: Mutex::new(Default::default()),
         });
         self.links.insert(token.clone(), link);
         (token, rx)
@@ -193,6 +198,14 @@ impl Hub {
     /// The link of `token`.
     pub fn link(&self, token: &str) -> Option<Arc<Link>> {
         self.links.get(token).map(|l| l.clone())
+    }
+
+    /// The link of a session, if its agent runs.
+    pub fn link_of_session(&self, session_id: &str) -> Option<Arc<Link>> {
+        self.links
+            .iter()
+            .find(|l| l.session_id == session_id)
+            .map(|l| l.value().clone())
     }
 
     /// Ends a session's link: its socket is closed, its terminals killed.

@@ -258,6 +258,11 @@ impl Runtime {
                 let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
                 self.deliver(session_id, &event["payload"]).await;
             }
+            "inbox.responded" => {
+                let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
+                self.answer_codebolt(session_id, &event["payload"]["response"])
+                    .await;
+            }
             "session.completed" => {
                 if let Some(l) = self.live(session_id) {
                     let _ = l.tx.send(Input::Stop).await;
@@ -283,6 +288,27 @@ impl Runtime {
             },
             _ => {}
         }
+    }
+
+    /// Hands an answer to the CodeBolt agent waiting on its question, over its socket; it is
+    /// recorded as delivered first, so the turn's end does not deliver it again as a message.
+    async fn answer_codebolt(&self, session_id: &str, response: &serde_json::Value) {
+        let Some(link) = self.codebolt_hub.link_of_session(session_id) else {
+            return;
+        };
+        let item_id = response["item_id"].as_str().unwrap_or("");
+        let waiting = link
+            .questions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(item_id);
+        let Some(tx) = waiting else { return };
+        self.record(Command::RecordAnswersDelivered {
+            session_id: session_id.into(),
+            response_ids: vec![response["id"].as_str().unwrap_or("").to_owned()],
+        })
+        .await;
+        let _ = tx.send(response.clone());
     }
 
     async fn deliver(&self, session_id: &str, payload: &serde_json::Value) {

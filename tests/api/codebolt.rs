@@ -85,6 +85,40 @@ impl Bench {
     }
 }
 
+/// Answers every agent question that reaches the inbox, as `login`: the first option when it
+/// has options, else the text "blue". Runs until aborted.
+fn answer_questions(api: Api) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut sse = api.events(&[], None).await;
+        loop {
+            let Some(e) = sse.next(Duration::from_secs(3600)).await else {
+                return;
+            };
+            if e.data["kind"] != "inbox.item_created" || e.data["payload"]["kind"] != "question" {
+                continue;
+            }
+            let item = &e.data["payload"];
+            let options = item["payload"]["options"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let response = match options.first() {
+                Some(o) => json!({"item_id": item["id"], "type": "option", "options": [o]}),
+                None => json!({"item_id": item["id"], "type": "other", "text": "blue"}),
+            };
+            let r = api
+                .call(
+                    "respondInbox",
+                    &[],
+                    &[],
+                    Some(json!({ "responses": [response] })),
+                )
+                .await;
+            assert!(r.status < 300, "{:?}", r.body);
+        }
+    })
+}
+
 fn all<'a>(events: &'a [SseEvent], kind: &str) -> Vec<&'a Value> {
     events
         .iter()
@@ -103,6 +137,7 @@ fn texts(events: &[SseEvent]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     let mut b = Bench::start().await;
+    let answering = answer_questions(b.api.clone());
     let task = b.task(&fixture("agent"), "Add some notes").await;
     let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
     let texts = texts(&events);
@@ -123,6 +158,16 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
         has("the model said: Teal, said the fake model."),
         "{texts:?}"
     );
+    // Its questions went to the inbox; the answers came back over the socket, recorded as
+    // delivered there (input_id 0), not as messages.
+    assert!(has("the human said: blue"), "{texts:?}");
+    assert!(has("confirmed: yes"), "{texts:?}");
+    assert_eq!(all(&events, "inbox.item_created").len(), 2);
+    let delivered = all(&events, "inbox.delivered");
+    assert_eq!(delivered.len(), 2);
+    assert!(delivered.iter().all(|d| d["payload"]["input_id"] == 0));
+    assert_eq!(all(&events, "user.message").len(), 1);
+    answering.abort();
     let calls: Vec<_> = b
         .fake
         .requests()
@@ -148,6 +193,7 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
         "executeCommandWithStream",
         "inference",
         "waitforReply",
+        "confirmationRequest",
     ] {
         assert!(calls.iter().any(|c| c == name), "{name} in {calls:?}");
     }
@@ -195,6 +241,7 @@ fn awaited(client: &str, captured: &[Value]) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awaits() {
     let mut b = Bench::start().await;
+    let answering = answer_questions(b.api.clone());
     let frames = fixture("frames.jsonl");
     let task = b.task(&fixture("replay"), frames.to_str().unwrap()).await;
     let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
@@ -279,10 +326,14 @@ async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awa
         .unwrap();
     assert_eq!(spec2["type"], "readFileResponse");
     assert!(
-        spec2["data"]["content"].as_str().unwrap().starts_with("# basic"),
+        spec2["data"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("# basic"),
         "{spec2}"
     );
     assert!(spec2["timestamp"].is_string());
+    answering.abort();
     // Every served request is in the log as a tool call with its result.
     let calls = all(&events, "tool.call").len();
     assert!(calls > 180, "{calls}");
