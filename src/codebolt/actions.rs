@@ -14,8 +14,9 @@
 //!   it lives ([`Store`]); every request and its reply is logged (`tool.call`/`tool.result`),
 //!   so every change is an event;
 //! - chat: `getChatHistory` from the session's messages;
-//! - the rest (`waitforReply`/`confirmationRequest` until inbox answers are built, MCP
-//!   servers, sub-agents, browser and crawler without Chromium, code matchers) answer at once
+//! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
+//! - mcp: byre's agent tools as the toolbox `byre`;
+//! - the rest (sub-agents, browser and crawler without Chromium, code matchers) answer at once
 //!   with `success: false` and an `error` saying so: never a hang.
 
 use std::collections::BTreeMap;
@@ -135,7 +136,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
         }
         "debugEvent" if action == "addLog" => json!({"message": "logged"}),
         "settingEvent" | "projectEvent" => project_action(&ctx.link.worktree, action),
-        "codebolttools" => mcp_action(action),
+        "codebolttools" => mcp_action(ctx, action, f).await,
         "codeEvent" if action == "getAllFilesMarkdown" => {
             let root = ctx.link.worktree.clone();
             tokio::task::spawn_blocking(move || all_files_markdown(&root))
@@ -911,20 +912,101 @@ fn project_action(worktree: &Path, action: &str) -> Value {
     }
 }
 
-fn mcp_action(action: &str) -> Value {
+/// byre's agent tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`, as
+/// over MCP for the CLIs) as the toolbox `byre`: tools named `byre--<tool>`, described as
+/// OpenAI function tools; `executeTool` answers `data: [false, <result text>]`.
+async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
+    let toolbox = json!([{"name": "byre", "description": "byre's tools for a task's agent"}]);
+    let definitions = || -> Vec<Value> {
+        crate::mcp::stdio::tools()
+            .into_iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": format!("byre--{}", t.name),
+                    "description": t.description.as_deref().unwrap_or(""),
+                    "parameters": Value::Object((*t.input_schema).clone()),
+                }})
+            })
+            .collect()
+    };
+    let named = |list: &Value| -> bool {
+        list.as_array().is_none_or(|a| {
+            a.iter()
+                .any(|b| text(b) == "byre" || text(&b["toolbox"]) == "byre")
+        })
+    };
     match action {
-        "getEnabledToolBoxes"
-        | "getLocalToolBoxes"
-        | "getAvailableToolBoxes"
-        | "searchAvailableToolBoxes"
-        | "listToolsFromToolBoxes"
-        | "getTools" => json!({"data": []}),
-        "executeTool" => {
-            let mut v = err("byre offers no MCP tools to CodeBolt agents yet");
-            v["data"] = json!([false, v["error"].clone()]);
-            v
+        "getEnabledToolBoxes" | "getLocalToolBoxes" | "getAvailableToolBoxes" => {
+            json!({"data": toolbox})
         }
-        _ => err(format!("byre does not support codebolttools/{action}")),
+        "searchAvailableToolBoxes" => {
+            let q = text(&f["query"]).to_lowercase();
+            let hit = q.is_empty() || "byre".contains(&q) || q.contains("byre");
+            json!({"data": if hit { toolbox } else { json!([]) }})
+        }
+        "listToolsFromToolBoxes" if named(&f["toolBoxes"]) => json!({"data": definitions()}),
+        "getTools" if named(&f["toolboxes"]) => {
+            let wanted: Vec<String> = f["toolboxes"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|t| format!("byre--{}", text(&t["toolName"])))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let defs: Vec<Value> = definitions()
+                .into_iter()
+                .filter(|d| {
+                    wanted.is_empty() || wanted.iter().any(|w| d["function"]["name"] == w.as_str())
+                })
+                .collect();
+            json!({"data": defs})
+        }
+        "listToolsFromToolBoxes" | "getTools" => json!({"data": []}),
+        "executeTool" => {
+            let name = text(&f["toolName"]);
+            let tool = name.strip_prefix("byre--").unwrap_or(&name).to_owned();
+            let fail = |m: String| {
+                let mut v = err(m.clone());
+                v["data"] = json!([false, m]);
+                v
+            };
+            if !name.starts_with("byre--") && !f["toolbox"].as_str().is_some_and(|t| t == "byre") {
+                return fail(format!("no tool `{name}`: byre's tools are byre--ask_human, byre--take_snapshot, byre--set_merge_title and byre--expose_port"));
+            }
+            let session_id = ctx.link.session_id.clone();
+            let implementer = ctx.writer.read(|s| {
+                s.sessions
+                    .get(&session_id)
+                    .is_some_and(|x| x.role == byre_projections::sessions::SessionRole::Implementer)
+            });
+            if !implementer {
+                return fail(format!("`{tool}` is for a task's implementing agent only"));
+            }
+            let params = if f["params"].is_object() {
+                f["params"].clone()
+            } else {
+                json!({})
+            };
+            let cmd = match crate::http::agent_tools::parse(
+                &tool,
+                &session_id,
+                &ctx.link.task_id,
+                &params,
+            ) {
+                Ok(c) => c,
+                Err(m) => return fail(m),
+            };
+            match ctx.writer.submit(cmd, None).await {
+                Ok(ack) => {
+                    json!({"data": [false, crate::http::agent_tools::success_text(&tool, &ack)]})
+                }
+                Err(e) => fail(e.to_string()),
+            }
+        }
+        _ => err(format!(
+            "byre configures no other MCP servers for CodeBolt agents (`{action}`)"
+        )),
     }
 }
 

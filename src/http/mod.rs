@@ -10,7 +10,7 @@ use actix_web::{web, HttpResponse};
 use crate::config::Config;
 use crate::log::Writer;
 
-mod agent_tools;
+pub(crate) mod agent_tools;
 mod blobs;
 mod error;
 mod events;

@@ -161,6 +161,12 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     // Its questions went to the inbox; the answers came back over the socket, recorded as
     // delivered there (input_id 0), not as messages.
     assert!(has("the human said: blue"), "{texts:?}");
+    // byre's agent tools are its toolbox `byre`.
+    assert!(
+        has("byre tools: byre--ask_human,byre--take_snapshot,byre--set_merge_title,byre--expose_port"),
+        "{texts:?}"
+    );
+    assert!(has("set_merge_title: The merge title is set."), "{texts:?}");
     assert!(has("confirmed: yes"), "{texts:?}");
     assert_eq!(all(&events, "inbox.item_created").len(), 2);
     let delivered = all(&events, "inbox.delivered");
@@ -219,6 +225,14 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     let taken = all(&snap, "snapshot.taken")[0];
     assert_eq!(taken["payload"]["trigger"], "turn_end");
     assert_eq!(taken["task_id"], task["id"]);
+    let task_now = b
+        .api
+        .call("getTask", &[task["id"].as_str().unwrap()], &[], None)
+        .await;
+    assert_eq!(
+        task_now.body["merge_title"],
+        "Add notes from a CodeBolt agent"
+    );
     // The session is a codebolt one.
     let sessions = b
         .api
