@@ -195,21 +195,12 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
         Ok(a) => a,
         Err(e) => return question_failed(ty, &format!("the question could not be asked: {e}")),
     };
-    let _ = ack;
-    // The item just created: the session's newest open question.
-    let item = ctx.writer.read(|s| {
-        s.inbox
-            .values()
-            .filter(|i| {
-                i.agent_session_id == session_id
-                    && i.kind == byre_projections::inbox::InboxKind::Question
-                    && i.state == byre_projections::inbox::InboxState::Open
-            })
-            .max_by_key(|i| i.created_seq)
-            .map(|i| i.id.clone())
+    let item = ack.events.iter().find_map(|e| match &e.body {
+        byre_projections::EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+        _ => None,
     });
     let Some(item_id) = item else {
-        return question_failed(ty, "the question was answered or replaced at once");
+        return question_failed(ty, "the question could not be posted");
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     ctx.link
@@ -217,9 +208,48 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(item_id.clone(), tx);
+    // An answer (or a newer question) that came before the wait was registered.
+    let settled = ctx.writer.read(|s| {
+        s.inbox
+            .get(&item_id)
+            .and_then(|i| match i.responses.first() {
+                Some(r) => Some(Ok(serde_json::to_value(&r.response).unwrap_or_default())),
+                None if i.state != byre_projections::inbox::InboxState::Open => Some(Err(())),
+                None => None,
+            })
+    });
+    if let Some(settled) = settled {
+        let mine = ctx
+            .link
+            .questions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&item_id);
+        if mine.is_some() {
+            return match settled {
+                Ok(response) => {
+                    let _ = ctx
+                        .writer
+                        .submit(
+                            byre_projections::Command::RecordAnswersDelivered {
+                                session_id: session_id.clone(),
+                                response_ids: vec![text(&response["id"])],
+                            },
+                            None,
+                        )
+                        .await;
+                    answer_reply(ty, &response)
+                }
+                Err(()) => question_failed(ty, "no answer: a newer question replaced this one"),
+            };
+        }
+    }
     match rx.await {
         Ok(response) => answer_reply(ty, &response),
-        Err(_) => question_failed(ty, "the session ended before a human answered"),
+        Err(_) => question_failed(
+            ty,
+            "no answer: a newer question replaced this one, or the session ended",
+        ),
     }
 }
 

@@ -6,7 +6,8 @@
 //! (`threadToken` or `agentId`, see [`super`]); anything else is refused with 401 before the
 //! upgrade. Every request gets exactly one reply of the type its client awaits
 //! ([`super::frames`]), v2's `requestId` echoed; requests are served one at a time, so a v1
-//! client gets its replies in request order (a terminal stream runs on beside them). Only
+//! client gets its replies in request order (a terminal stream, and a question waiting for a
+//! human, run on beside them). Only
 //! valid JSON is sent. A frame that is not a JSON object with a `type` is logged and ignored
 //! (its generation, so the awaited reply, is unknowable); the socket is never closed for it.
 
@@ -124,7 +125,13 @@ async fn read_loop(
     let worker_ctx = ctx.clone();
     actix_web::rt::spawn(async move {
         while let Some(req) = req_rx.recv().await {
-            serve(&worker_ctx, req).await;
+            if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest") {
+                // A question waits for a human: the agent's other requests go on meanwhile.
+                let ctx = worker_ctx.clone();
+                actix_web::rt::spawn(async move { serve(&ctx, req).await });
+            } else {
+                serve(&worker_ctx, req).await;
+            }
         }
     });
     while let Some(msg) = stream.recv().await {

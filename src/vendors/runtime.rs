@@ -263,6 +263,21 @@ impl Runtime {
                 self.answer_codebolt(session_id, &event["payload"]["response"])
                     .await;
             }
+            "inbox.superseded" => {
+                // A newer question replaced one a CodeBolt agent waits on: that wait ends.
+                let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
+                if let (Some(link), Some(item)) = (
+                    self.codebolt_hub.link_of_session(session_id),
+                    event["payload"]["id"].as_str(),
+                ) {
+                    let waiting = link
+                        .questions
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(item);
+                    drop(waiting); // its receiver answers "replaced"
+                }
+            }
             "session.completed" => {
                 if let Some(l) = self.live(session_id) {
                     let _ = l.tx.send(Input::Stop).await;
