@@ -421,3 +421,54 @@ async fn a_codebolt_agent_deaf_to_the_stop_is_killed_and_its_turn_interrupted() 
     let events = interrupt("deaf", "busy forever").await;
     assert_eq!(all(&events, "session.process_exited").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_wait_beside_other_requests_and_a_newer_one_replaces_the_older() {
+    let mut b = Bench::start().await;
+    b.task(&fixture("questions"), "ask").await;
+    // Nobody answers yet: the read is served, the first question's wait ends as replaced.
+    let mut seen = Vec::new();
+    while !(seen
+        .iter()
+        .any(|t: &String| t.starts_with("read while waiting"))
+        && seen.iter().any(|t| t.starts_with("q1:")))
+    {
+        let events = b
+            .sse
+            .until("the agent's text", |e| e.data["kind"] == "agent.text")
+            .await;
+        seen.extend(texts(&events));
+    }
+    assert!(
+        seen.contains(&"read while waiting: readFileResponse".to_owned()),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|t| t.starts_with("q1: false") && t.contains("replaced")),
+        "{seen:?}"
+    );
+    let open = b.api.call("listInbox", &[], &[], None).await;
+    let items: Vec<&Value> = open
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["state"] == "open")
+        .collect();
+    assert_eq!(items.len(), 1, "{:?}", open.body);
+    assert_eq!(items[0]["payload"]["question"], "Second question?");
+    let r = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": items[0]["id"], "type": "other", "text": "green"}]})),
+        )
+        .await;
+    assert!(r.status < 300, "{:?}", r.body);
+    let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    assert!(texts(&events).contains(&"q2: green".to_owned()));
+    b.server.stop().await;
+}
