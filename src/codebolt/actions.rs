@@ -60,6 +60,8 @@ pub struct Ctx {
 
 /// Longest terminal command run, in seconds; it is killed after.
 const COMMAND_TIMEOUT_S: u64 = 600;
+/// Largest file `readFile` returns, in bytes (the endpoint's frame limit).
+const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 /// Most output kept from a command, in bytes.
 const MAX_OUTPUT: usize = 1024 * 1024;
 
@@ -365,6 +367,16 @@ fn writable(root: &Path, raw: &str) -> Result<PathBuf, String> {
     Ok(dir.join(name))
 }
 
+/// A regular file's text (never through a symlink, which could lead out of the worktree; at
+/// most 1 MiB), for searches and listings.
+fn read_plain(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_OUTPUT as u64 {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
 fn write_file(path: &Path, content: &str) -> Result<(), String> {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
@@ -421,6 +433,9 @@ fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
             if !meta.is_file() {
                 return Err(format!("{} is not a file", p.as_str()));
             }
+            if meta.len() > MAX_READ_BYTES {
+                return Err(format!("{} is larger than 16 MiB", p.as_str()));
+            }
             let c = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
             let c = String::from_utf8_lossy(&c).into_owned();
             Ok(json!({"content": c, "message": c}))
@@ -462,7 +477,7 @@ fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
                 list(p.resolved(), wt.root(), true, &mut files);
                 let mut hits = Vec::new();
                 for f in files.iter().filter(|f| !f.ends_with('/')) {
-                    let Ok(c) = std::fs::read_to_string(wt.root().join(f)) else {
+                    let Some(c) = read_plain(&wt.root().join(f)) else {
                         continue;
                     };
                     for (i, line) in c.lines().enumerate() {
@@ -1048,7 +1063,7 @@ fn all_files_markdown(root: &Path) -> Value {
         if md.len() > MAX_OUTPUT {
             break;
         }
-        if let Ok(c) = std::fs::read_to_string(root.join(f)) {
+        if let Some(c) = read_plain(&root.join(f)) {
             md.push_str(&format!("## {f}\n\n```\n{c}\n```\n\n"));
         }
     }
@@ -1136,6 +1151,17 @@ mod tests {
             let r = fs_action(&root, action, &m);
             assert_eq!(r["success"], false, "{action} {m}: {r}");
         }
+        std::fs::write(outside.join("secret"), "s3cret").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), root.join("leak")).unwrap();
+        let found = fs_action(
+            &root,
+            "searchFiles",
+            &json!({"path": "", "regex": "s3cret"}),
+        );
+        assert_eq!(
+            found["result"], "",
+            "search never reads through a symlink: {found}"
+        );
         assert!(outside.join("secret").exists());
         assert!(!outside.join("x").exists());
     }
