@@ -59,6 +59,13 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/codebolt", web::get().to(socket))
+        .route("/agent-to-app", web::get().to(socket))
+        .route("/app-to-agent", web::get().to(socket));
+}
+
 /// `GET /codebolt` (and `/agent-to-app`, `/app-to-agent`): upgrades an agent's socket.
 /// # Errors
 /// 401 without the token of a live CodeBolt session; 400 when the request is no WebSocket
