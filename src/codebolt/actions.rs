@@ -56,6 +56,8 @@ pub struct Ctx {
     pub out: mpsc::UnboundedSender<String>,
     /// Where `inference` goes.
     pub llm: super::Llm,
+    /// Turns true when the socket closed.
+    pub closed: tokio::sync::watch::Sender<bool>,
 }
 
 /// Longest terminal command run, in seconds; it is killed after.
@@ -246,13 +248,25 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
             };
         }
     }
-    match rx.await {
+    let answered = tokio::select! {
+        r = rx => r,
+        // The socket closed: nobody to hand the answer to (dropping the receiver tells the
+        // runtime, which then leaves the answer to be delivered as a message).
+        _ = closed(ctx) => return question_failed(ty, "the agent disconnected"),
+    };
+    match answered {
         Ok(response) => answer_reply(ty, &response),
         Err(_) => question_failed(
             ty,
             "no answer: a newer question replaced this one, or the session ended",
         ),
     }
+}
+
+/// Resolves once the socket of `ctx` closed.
+async fn closed(ctx: &Ctx) {
+    let mut rx = ctx.closed.subscribe();
+    let _ = rx.wait_for(|c| *c).await;
 }
 
 fn question_failed(ty: &str, why: &str) -> Value {

@@ -96,19 +96,29 @@ pub async fn socket(
         writer: app.writer.clone(),
         out: tx,
         llm: hub.llm(),
+        closed: tokio::sync::watch::channel(false).0,
     });
-    actix_web::rt::spawn(write_loop(session.clone(), rx));
+    actix_web::rt::spawn(write_loop(session.clone(), rx, ctx.closed.subscribe()));
     // Clients at the AsyncAPI's addresses get its ServiceResponse fields on every reply.
     let spec_channel = req.path() != "/codebolt";
     actix_web::rt::spawn(read_loop(ctx, session, stream, spec_channel));
     Ok(response)
 }
 
-async fn write_loop(mut session: actix_ws::Session, mut rx: mpsc::UnboundedReceiver<String>) {
+async fn write_loop(
+    mut session: actix_ws::Session,
+    mut rx: mpsc::UnboundedReceiver<String>,
+    mut closed: tokio::sync::watch::Receiver<bool>,
+) {
     // The client registers its message handlers just after the socket opens; a frame that
     // arrives before is dropped (PROTOCOL.md §2.3). The reference server waits too.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    while let Some(frame) = rx.recv().await {
+    loop {
+        let frame = tokio::select! {
+            f = rx.recv() => f,
+            _ = closed.wait_for(|c| *c) => None,
+        };
+        let Some(frame) = frame else { break };
         if session.text(frame).await.is_err() {
             break;
         }
@@ -189,6 +199,7 @@ async fn read_loop(
         }
     }
     ctx.link.disconnect();
+    ctx.closed.send_replace(true);
     tracing::info!(session_id = %ctx.link.session_id, "CodeBolt agent disconnected");
 }
 

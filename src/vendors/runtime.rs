@@ -317,7 +317,11 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(item_id);
-        let Some(tx) = waiting else { return };
+        // A wait whose request is gone (its socket closed) takes nothing: the answer is then
+        // delivered as a message, as to any agent.
+        let Some(tx) = waiting.filter(|tx| !tx.is_closed()) else {
+            return;
+        };
         self.record(Command::RecordAnswersDelivered {
             session_id: session_id.into(),
             response_ids: vec![response["id"].as_str().unwrap_or("").to_owned()],
