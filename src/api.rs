@@ -120,6 +120,9 @@ pub struct Task {
     pub merge_after_review: bool,
     /// Latest summary seq.
     pub summary_seq: u64,
+    /// RFC 3339: when a held merge was requested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_queued_at: Option<String>,
 }
 
 impl From<&p::tasks::Task> for Task {
@@ -145,8 +148,48 @@ impl From<&p::tasks::Task> for Task {
             merging_into_parent: t.merging_into_parent,
             merge_after_review: t.merge_after_review,
             summary_seq: t.summary_seq,
+            merge_queued_at: t.merge_queued_at_us.map(rfc3339),
         }
     }
+}
+
+/// Spec `Participant`: a human with a message in a task's transcript.
+#[derive(Debug, Serialize)]
+pub struct Participant {
+    /// Login.
+    pub login: String,
+    /// Display name.
+    pub display_name: String,
+    /// Git name; empty when unset (no Co-authored-by trailer then).
+    pub git_name: String,
+    /// Git email.
+    pub git_email: String,
+}
+
+impl From<&p::users::User> for Participant {
+    fn from(u: &p::users::User) -> Self {
+        Participant {
+            login: u.login.clone(),
+            display_name: u.display_name.clone(),
+            git_name: u.git_name.clone(),
+            git_email: u.git_email.clone(),
+        }
+    }
+}
+
+/// Spec `Unmerged`.
+#[derive(Debug, Serialize)]
+pub struct Unmerged {
+    /// Commits on the task branch not on the default branch.
+    pub commits: u64,
+    /// Files that differ from the merge-base, uncommitted changes included.
+    pub files: u64,
+    /// Lines added.
+    pub insertions: u64,
+    /// Lines deleted.
+    pub deletions: u64,
+    /// Paths with uncommitted changes.
+    pub uncommitted: u64,
 }
 
 /// Spec `Blob`.

@@ -153,6 +153,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     }
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
         crate::reactors::previews::start(
             writer.clone(),
             config.tailscale_bin.clone(),

@@ -261,6 +261,68 @@ pub enum Command {
         /// The worktree's HEAD now.
         head: String,
     },
+    /// `mergeTask`.
+    MergeTask {
+        /// The caller (the squash commit's author).
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// The confirmed title (required for target main).
+        merge_title: Option<String>,
+        /// Target `parent` (refused until subtasks exist).
+        target_parent: bool,
+        /// `after_review` (refused until reviews exist).
+        after_review: bool,
+        /// The worktree's HEAD now.
+        head: String,
+    },
+    /// The finish reactor: start a held merge if it may start now.
+    StartHeldMerge {
+        /// The task.
+        task_id: String,
+        /// The worktree's HEAD now.
+        head: String,
+    },
+    /// The finish reactor: the squash commit landed (before the worktree's removal).
+    RecordMergeLanded {
+        /// The task.
+        task_id: String,
+        /// The commit; empty when there was nothing to merge.
+        merge_commit: String,
+    },
+    /// The finish reactor's outcome of a merge's git work.
+    RecordMerge {
+        /// The task.
+        task_id: String,
+        /// What landed, or why nothing did.
+        outcome: Result<crate::finish::MergeDone, String>,
+    },
+    /// `mergeIn`.
+    MergeIn {
+        /// The caller.
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// The worktree's HEAD now.
+        head: String,
+    },
+    /// `discardTask`.
+    DiscardTask {
+        /// The caller.
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// The worktree's HEAD now.
+        head: String,
+    },
+    /// The finish reactor's outcome of a discard's clean-up: the snapshot ref kept (empty for
+    /// none), or why it failed.
+    RecordDiscard {
+        /// The task.
+        task_id: String,
+        /// The outcome.
+        outcome: Result<String, String>,
+    },
     /// A task agent's `ask_human` tool: a question for the humans.
     AskHuman {
         /// The asking session (from its MCP token).

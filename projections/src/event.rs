@@ -212,6 +212,24 @@ event_kinds! {
     VendorUnrecognized = "vendor.unrecognized" (crate::sessions::VendorUnrecognized),
     /// An inbox item was created (a question, a session error, a rate limit).
     InboxItemCreated = "inbox.item_created" (crate::inbox::InboxItemCreated),
+    /// `mergeTask` was accepted: the merge-in turn starts, or the merge is held (intent).
+    MergeRequested = "task.merge_requested" (crate::finish::MergeRequested),
+    /// A held merge started its merge-in turn.
+    MergeStarted = "task.merge_started" (crate::finish::MergeStarted),
+    /// A merge stopped without merging; the task stays active (outcome).
+    MergeFailed = "task.merge_failed" (crate::finish::MergeFailed),
+    /// The squash commit is on the default branch and origin; removal follows (outcome).
+    MergeLanded = "task.merge_landed" (crate::finish::MergeLanded),
+    /// The task was squash-merged, pushed and removed; it is closed as merged (outcome).
+    TaskMerged = "task.merged" (crate::finish::TaskMerged),
+    /// `discardTask` was accepted (or a failed clean-up is retried) (intent).
+    DiscardRequested = "task.discard_requested" (crate::finish::DiscardRequested),
+    /// A discard's summary turn started after the turn it waited for.
+    DiscardTurnStarted = "task.discard_turn_started" (crate::finish::DiscardTurnStarted),
+    /// The task's worktree and branch were removed; it is closed as discarded (outcome).
+    TaskDiscarded = "task.discarded" (crate::finish::TaskDiscarded),
+    /// Removing a discarded task's worktree or branch failed (outcome).
+    CleanupFailed = "task.cleanup_failed" (crate::finish::CleanupFailed),
     /// A human answered or dismissed an inbox item.
     InboxResponded = "inbox.responded" (crate::inbox::InboxResponded),
     /// Answers were handed to the agent as one message.

@@ -403,6 +403,14 @@ pub(crate) fn respond(
         if s.turn_running || s.completed || s.compact_to.is_some() || !s.queue.is_empty() {
             continue;
         }
+        // A merging or discarding task's agent gets nothing else until it is finished.
+        if state
+            .tasks
+            .get(&s.task_id)
+            .is_some_and(|t| t.merging || t.discarding)
+        {
+            continue;
+        }
         if open_questions(state, sid).any(|i| !answered.contains(i.id.as_str())) {
             continue;
         }

@@ -18,6 +18,7 @@ pub mod blobs;
 pub mod command;
 pub mod digest;
 pub mod event;
+pub mod finish;
 pub mod focus;
 pub mod inbox;
 pub mod projects;

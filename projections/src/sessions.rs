@@ -230,6 +230,24 @@ pub fn check_images(state: &State, images: &[String]) -> Result<(), Rejection> {
     }
 }
 
+/// Refuses a human's message to a task that is merging or being discarded: nothing else is
+/// admitted while its merge or summary turn runs and the task is finished.
+fn check_not_finishing(task: &crate::tasks::Task) -> Result<(), Rejection> {
+    if task.merging {
+        return Err(Rejection::Conflict(format!(
+            "task `{}` is merging; nothing else is handed to its agent meanwhile",
+            task.id
+        )));
+    }
+    if task.discarding {
+        return Err(Rejection::Conflict(format!(
+            "task `{}` is being discarded; nothing else is handed to its agent meanwhile",
+            task.id
+        )));
+    }
+    Ok(())
+}
+
 /// A message's hand-over: `user.message` then `turn.started`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn hand_over(
@@ -287,6 +305,7 @@ pub(crate) fn create(
     if task.status != TaskStatus::Active {
         return Err(Rejection::Conflict(format!("task `{task_id}` is closed")));
     }
+    check_not_finishing(task)?;
     if let Some(live) = state
         .sessions
         .values()
@@ -386,6 +405,7 @@ pub(crate) fn send(
         if task.status != TaskStatus::Active {
             return Err(Rejection::Conflict(format!("task `{}` is closed", task.id)));
         }
+        check_not_finishing(task)?;
     }
     if text.trim().is_empty() && images.is_empty() {
         return Err(Rejection::Invalid(
@@ -498,6 +518,7 @@ fn end_turn(
     }
     ended.turn = s.turns;
     ended.summary = ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty();
+    let outcome = ended.outcome;
     let mut events = Vec::new();
     if ended.outcome == TurnOutcome::Failed {
         let id = ctx.id(0);
@@ -536,6 +557,11 @@ fn end_turn(
     );
     if let (Some((model, head)), Some(handoff)) = (&s.compact_to, handoff) {
         events.extend(compact_into_successor(state, ctx, s, model, head, &handoff));
+        return events;
+    }
+    let mut hook = crate::finish::turn_end_hook(state, s, outcome, "");
+    events.append(&mut hook.events);
+    if hook.hold_queue {
         return events;
     }
     if let Some(next) = s.queue.first() {
@@ -687,6 +713,11 @@ pub(crate) fn resume_after_restart(
         raw: String::new(),
     };
     let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];
+    let mut hook = crate::finish::turn_end_hook(state, s, TurnOutcome::Interrupted, head);
+    events.append(&mut hook.events);
+    if hook.hold_queue {
+        return Ok(events);
+    }
     let after = Session {
         turn_running: false,
         ..s.clone()
@@ -792,6 +823,9 @@ pub(crate) fn compact(
         return Err(Rejection::Conflict(format!(
             "session `{session_id}` is running a turn; compact it once it is idle"
         )));
+    }
+    if let Some(task) = state.tasks.get(&s.task_id) {
+        check_not_finishing(task)?;
     }
     let model = model
         .filter(|m| !m.is_empty())

@@ -74,6 +74,7 @@ impl State {
         crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
         crate::sessions::apply(self, e);
         crate::inbox::apply(self, e);
+        crate::finish::apply(self, e.created_at_us, &e.actor, &e.body, task_id);
         crate::tools::apply(self, e);
         crate::snapshots::apply(self, e);
     }
@@ -239,6 +240,46 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         } => sessions::compact(state, actor, session_id, model.as_deref(), head),
         Command::ResumeAfterRestart { session_id, head } => {
             sessions::resume_after_restart(state, session_id, head)
+        }
+        Command::MergeTask {
+            actor,
+            task_id,
+            merge_title,
+            target_parent,
+            after_review,
+            head,
+        } => crate::finish::merge(
+            state,
+            ctx,
+            actor,
+            task_id,
+            merge_title.as_deref(),
+            *target_parent,
+            *after_review,
+            head,
+        ),
+        Command::StartHeldMerge { task_id, head } => {
+            crate::finish::start_held(state, ctx, task_id, head)
+        }
+        Command::RecordMergeLanded {
+            task_id,
+            merge_commit,
+        } => crate::finish::record_landed(state, task_id, merge_commit),
+        Command::RecordMerge { task_id, outcome } => {
+            crate::finish::record_merge(state, task_id, outcome)
+        }
+        Command::MergeIn {
+            actor,
+            task_id,
+            head,
+        } => crate::finish::merge_in(state, ctx, actor, task_id, head),
+        Command::DiscardTask {
+            actor,
+            task_id,
+            head,
+        } => crate::finish::discard(state, ctx, actor, task_id, head),
+        Command::RecordDiscard { task_id, outcome } => {
+            crate::finish::record_discard(state, task_id, outcome)
         }
         Command::AskHuman {
             session_id,

@@ -104,6 +104,28 @@ pub struct Task {
     pub worktree_ready: bool,
     /// Seq of `task.created`.
     pub created_seq: u64,
+    /// When a merge was held behind another in the project, microseconds since the epoch.
+    /// (The fields below are left out of the digest while empty, so older logs' digests hold.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_queued_at_us: Option<i64>,
+    /// Who asked for the merge (its author); empty when none was asked.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub merge_by: String,
+    /// The squash commit once landed (`task.merge_landed`; empty: nothing to merge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_landed: Option<String>,
+    /// The merge-in turn of a started merge: (session, turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_turn: Option<(String, u32)>,
+    /// The discard's summary turn once started: (session, turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discard_turn: Option<(String, u32)>,
+    /// Why a discard's clean-up failed (retried by `discardTask`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleanup_failed: Option<String>,
+    /// The humans with a `user.message` in the task's transcript, in order of their first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub participants: Vec<String>,
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
@@ -331,6 +353,13 @@ pub(crate) fn apply(
                 summary_seq: 0,
                 worktree_ready: false,
                 created_seq: seq,
+                merge_queued_at_us: None,
+                merge_by: String::new(),
+                merge_landed: None,
+                merge_turn: None,
+                discard_turn: None,
+                cleanup_failed: None,
+                participants: Vec::new(),
             });
         }
         EventBody::TaskWorktreeCreated(_) => {

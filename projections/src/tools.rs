@@ -66,13 +66,19 @@ fn task_session<'a>(
 
 /// Decides `SetMergeTitle`.
 /// # Errors
-/// 400 not one line of 1..=72 characters; 404/409 as [`task_session`].
+/// 400 not one line of 1..=72 characters; 409 while a merge runs or is held (mergeTask fixed
+/// the title); 404/409 as [`task_session`].
 pub(crate) fn set_merge_title(
     state: &State,
     session_id: &str,
     title: &str,
 ) -> Result<Vec<NewEvent>, Rejection> {
     let (s, t) = task_session(state, session_id)?;
+    if t.merging || t.merge_queued_at_us.is_some() {
+        return Err(Rejection::Conflict(
+            "the merge title was confirmed by mergeTask and is fixed until the task closes".into(),
+        ));
+    }
     let title = title.trim();
     if title.is_empty() || title.contains(['\n', '\r']) {
         return Err(Rejection::Invalid(

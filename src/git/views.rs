@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Repository, RepositoryOpenFlags};
 
-mod changes;
+pub(crate) mod changes;
 
 pub use changes::{
     snapshot_changes, staged_index, task_changes, task_diff, ChangeStatus, Changes, FileChange,

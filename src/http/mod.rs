@@ -14,6 +14,7 @@ pub(crate) mod agent_tools;
 mod blobs;
 mod error;
 mod events;
+mod finish;
 mod me;
 mod projects;
 mod sessions;
@@ -90,7 +91,6 @@ fn not_implemented_handler(
 
 /// The route table: every operationId of the contract.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    const FINISH: &str = "merging and discarding come with the finishing-a-task issue";
     const LATER: &str = "not yet scheduled";
     cfg.app_data(
         web::JsonConfig::default()
@@ -184,15 +184,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/tasks/{taskId}/unmerged",
-        not_implemented("getUnmerged", FINISH),
+        web::get().to(finish::get_unmerged),
     )
     .route(
         "/api/tasks/{taskId}/co-authors",
-        not_implemented("getCoAuthors", FINISH),
+        web::get().to(finish::get_co_authors),
     )
     .route(
         "/api/tasks/{taskId}/merge",
-        not_implemented("mergeTask", FINISH),
+        web::post().to(finish::merge_task),
     )
     .route(
         "/api/tasks/{taskId}/merge-after-review",
@@ -200,11 +200,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/api/tasks/{taskId}/merge-in",
-        not_implemented("mergeIn", FINISH),
+        web::post().to(finish::merge_in),
     )
     .route(
         "/api/tasks/{taskId}/discard",
-        not_implemented("discardTask", FINISH),
+        web::post().to(finish::discard_task),
     )
     .route(
         "/api/tasks/{taskId}/events",

@@ -2,6 +2,7 @@
 //! event, is idempotent (it may see an event twice after a restart), and at start-up
 //! reconciles what the projections say should exist with what does.
 
+pub mod finish;
 pub mod previews;
 pub mod snapshots;
 pub mod worktrees;

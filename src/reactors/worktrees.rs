@@ -80,7 +80,8 @@ pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task
         let candidates: Vec<(String, bool, PathBuf)> = writer.read(|s| {
             s.tasks
                 .values()
-                .filter(|t| t.status == TaskStatus::Active)
+                // A merge or discard under way removes the worktree itself: not restored.
+                .filter(|t| t.status == TaskStatus::Active && !t.merging && !t.discarding)
                 .map(|t| {
                     (
                         t.id.clone(),

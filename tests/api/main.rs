@@ -15,6 +15,7 @@ mod codex;
 mod contract;
 mod crash;
 mod events;
+mod finish;
 mod inbox;
 mod me;
 mod old_logs;

@@ -228,7 +228,7 @@ fn merge_base(
 
 /// The tree of the worktree as if everything were staged (`git add -A`), written to the
 /// object database. See [`staged_index`].
-fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oid, ViewError> {
+pub(crate) fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oid, ViewError> {
     Ok(staged_index(worktree, repo)?.write_tree_to(repo)?)
 }
 

@@ -1,0 +1,514 @@
+//! Given / when / then for finishing a task: held merges, the merge turn's end, discards.
+use super::*;
+use crate::sessions::{TurnEnded, Usage, VendorItem};
+use crate::{decide, derived_events, Command, Event};
+
+struct World {
+    state: State,
+    n: u128,
+    project: String,
+}
+
+impl World {
+    fn new() -> World {
+        let mut w = World {
+            state: State::default(),
+            n: 1,
+            project: String::new(),
+        };
+        for login in ["ada", "bob"] {
+            w.ok(Command::EnsureUser {
+                login: login.into(),
+                display_name: login.into(),
+                default_model: "sonnet".into(),
+            });
+        }
+        w.ok(Command::UpdateMe {
+            login: "ada".into(),
+            git_name: "Ada".into(),
+            git_email: "ada@example.com".into(),
+        });
+        w.ok(Command::CreateProject {
+            actor: "ada".into(),
+            name: "p".into(),
+            repo_path: "/r".into(),
+            default_branch: "main".into(),
+            remote: String::new(),
+            worktrees_root: "/w".into(),
+        });
+        w.project = w.state.projects.keys().next().unwrap().clone();
+        w
+    }
+
+    fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
+        self.n += 1;
+        let ctx = DecideCtx {
+            now_us: self.n as i64,
+            seed: self.n << 64,
+        };
+        let events = decide(&self.state, &cmd, &ctx)?;
+        let mut committed = Vec::new();
+        for ne in events {
+            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+            self.state.apply(&e);
+            committed.push(e);
+        }
+        for ne in derived_events(&self.state, &committed) {
+            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+            self.state.apply(&e);
+            committed.push(e);
+        }
+        Ok(committed)
+    }
+
+    fn ok(&mut self, cmd: Command) -> Vec<Event> {
+        self.when(cmd).expect("command passes")
+    }
+
+    /// A task whose agent (started by `who`) finished its first turn; (task, session).
+    fn idle_task(&mut self, title: &str, who: &str) -> (String, String) {
+        let events = self.ok(Command::CreateTask {
+            actor: "ada".into(),
+            project_id: self.project.clone(),
+            title: title.into(),
+            base_ref: "abc".into(),
+        });
+        let task = events[0].task_id.clone().unwrap();
+        let events = self.ok(Command::CreateSession {
+            actor: who.into(),
+            task_id: task.clone(),
+            model: None,
+            prompt: "work".into(),
+            images: vec![],
+            head: "h".into(),
+        });
+        let sid = events[0].agent_session_id.clone().unwrap();
+        self.end_turn(&sid, TurnOutcome::Completed);
+        (task, sid)
+    }
+
+    fn end_turn(&mut self, sid: &str, outcome: TurnOutcome) -> Vec<Event> {
+        let ended = TurnEnded {
+            turn: 0,
+            outcome,
+            summary: false,
+            result: "done".into(),
+            error: String::new(),
+            usage: Usage::default(),
+            cost_micro_usd: 0,
+            duration_ms: 1,
+            num_turns: 1,
+            api_error_status: None,
+            rate_limits: None,
+            raw: "{}".into(),
+        };
+        let mut events = self.ok(Command::RecordVendorOutput {
+            session_id: sid.into(),
+            items: vec![VendorItem::TurnEnded(ended)],
+        });
+        let task_id = self.state.sessions[sid].task_id.clone();
+        assert!(
+            !merge_due(&self.state, self.task(&task_id))
+                && !discard_due(&self.state, self.task(&task_id)),
+            "nothing is due before the turn's snapshot is recorded"
+        );
+        self.settle_snapshots(&task_id);
+        events.retain(|e| !e.body.kind().starts_with("snapshot."));
+        events
+    }
+
+    /// Answers the task's pending snapshots, as the snapshot reactor would.
+    fn settle_snapshots(&mut self, task_id: &str) {
+        let pending: Vec<u64> = self
+            .state
+            .snapshots
+            .get(task_id)
+            .map(|s| s.pending.keys().copied().collect())
+            .unwrap_or_default();
+        for cause_seq in pending {
+            self.ok(Command::RecordSnapshot {
+                task_id: task_id.into(),
+                cause_seq,
+                outcome: Err("not in this test".into()),
+            });
+        }
+    }
+
+    fn merge(&mut self, task: &str, title: &str) -> Result<Vec<Event>, Rejection> {
+        self.when(Command::MergeTask {
+            actor: "ada".into(),
+            task_id: task.into(),
+            merge_title: Some(title.into()),
+            target_parent: false,
+            after_review: false,
+            head: "h".into(),
+        })
+    }
+
+    fn task(&self, id: &str) -> &Task {
+        &self.state.tasks[id]
+    }
+}
+
+fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.body.kind()).collect()
+}
+
+fn done() -> Result<MergeDone, String> {
+    Ok(MergeDone {
+        merge_commit: "c".repeat(40),
+        kept_ref: "refs/byre/tasks/t/snap/1".into(),
+        cleanup_error: String::new(),
+    })
+}
+
+#[test]
+fn a_second_merge_is_held_and_starts_after_the_first_lands() {
+    let mut w = World::new();
+    let (a, _) = w.idle_task("a", "ada");
+    let (b, _) = w.idle_task("b", "ada");
+    let events = w.merge(&a, "Merge a").unwrap();
+    assert_eq!(
+        kinds(&events),
+        [
+            "task.merge_requested",
+            "user.message",
+            "turn.started",
+            "session.state",
+            "task.state"
+        ]
+    );
+    assert_eq!(events[1].actor, "byre", "the merge-in prompt is byre's");
+    assert!(w.task(&a).merging);
+    assert!(!finish_due(&w, &a), "not before the merge turn ends");
+    w.merge(&b, "Merge b").unwrap();
+    assert!(!w.task(&b).merging);
+    assert!(w.task(&b).merge_queued_at_us.is_some());
+    assert!(matches!(w.merge(&b, "again"), Err(Rejection::Conflict(_))));
+    let nothing = w.ok(Command::StartHeldMerge {
+        task_id: b.clone(),
+        head: "h".into(),
+    });
+    assert!(nothing.is_empty(), "a's merge still runs");
+
+    let sid = w.task(&a).merge_turn.clone().unwrap().0;
+    w.end_turn(&sid, TurnOutcome::Completed);
+    assert!(finish_due(&w, &a));
+    let landed = w.ok(Command::RecordMergeLanded {
+        task_id: a.clone(),
+        merge_commit: "c".repeat(40),
+    });
+    assert_eq!(kinds(&landed), ["task.merge_landed"]);
+    assert_eq!(
+        w.task(&a).merge_landed.as_deref(),
+        Some("c".repeat(40).as_str())
+    );
+    assert!(finish_due(&w, &a), "the removal is still due");
+    let again = w.ok(Command::RecordMergeLanded {
+        task_id: a.clone(),
+        merge_commit: "d".repeat(40),
+    });
+    assert!(again.is_empty(), "recorded once");
+    let closed = w.ok(Command::RecordMerge {
+        task_id: a.clone(),
+        outcome: done(),
+    });
+    assert!(kinds(&closed).contains(&"task.merged"));
+    assert!(kinds(&closed).contains(&"session.completed"));
+    assert_eq!(w.task(&a).status, TaskStatus::Merged);
+    assert!(w
+        .ok(Command::RecordMerge {
+            task_id: a.clone(),
+            outcome: done()
+        })
+        .is_empty());
+
+    let started = w.ok(Command::StartHeldMerge {
+        task_id: b.clone(),
+        head: "h".into(),
+    });
+    assert_eq!(kinds(&started)[0], "task.merge_started");
+    assert!(w.task(&b).merging);
+    assert!(w.task(&b).merge_queued_at_us.is_none());
+}
+
+fn finish_due(w: &World, task: &str) -> bool {
+    merge_due(&w.state, w.task(task))
+}
+
+#[test]
+fn an_interrupted_merge_turn_fails_the_merge_and_a_refused_squash_too() {
+    let mut w = World::new();
+    let (a, _) = w.idle_task("a", "ada");
+    w.merge(&a, "Merge a").unwrap();
+    let sid = w.task(&a).merge_turn.clone().unwrap().0;
+    let events = w.end_turn(&sid, TurnOutcome::Interrupted);
+    assert!(kinds(&events).contains(&"task.merge_failed"));
+    assert!(!w.task(&a).merging);
+    assert_eq!(w.task(&a).status, TaskStatus::Active);
+
+    w.merge(&a, "Merge a").unwrap();
+    let sid = w.task(&a).merge_turn.clone().unwrap().0;
+    w.end_turn(&sid, TurnOutcome::Completed);
+    let failed = w.ok(Command::RecordMerge {
+        task_id: a.clone(),
+        outcome: Err("conflict in lib.txt".into()),
+    });
+    assert_eq!(kinds(&failed)[0], "task.merge_failed");
+    assert!(!w.task(&a).merging);
+}
+
+#[test]
+fn merge_refusals_follow_the_spec() {
+    let mut w = World::new();
+    let (a, sid) = w.idle_task("a", "ada");
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "more".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    assert!(
+        matches!(w.merge(&a, "t"), Err(Rejection::Conflict(m)) if m.contains("running a turn"))
+    );
+    w.end_turn(&sid, TurnOutcome::Completed);
+    assert!(matches!(
+        w.merge(&a, &"x".repeat(73)),
+        Err(Rejection::Invalid(_))
+    ));
+    assert!(matches!(w.merge(&a, "a\nb"), Err(Rejection::Invalid(_))));
+    let no_identity = w.when(Command::MergeTask {
+        actor: "bob".into(),
+        task_id: a.clone(),
+        merge_title: Some("t".into()),
+        target_parent: false,
+        after_review: false,
+        head: "h".into(),
+    });
+    assert!(matches!(no_identity, Err(Rejection::Invalid(m)) if m.contains("git identity")));
+    w.merge(&a, "t").unwrap();
+    let msg = w.when(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid,
+        text: "meanwhile".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    assert!(
+        matches!(msg, Err(Rejection::Conflict(_))),
+        "nothing else while merging"
+    );
+    let merge_sid = w.task(&a).merge_turn.clone().unwrap().0;
+    let retitle = w.when(Command::SetMergeTitle {
+        session_id: merge_sid.clone(),
+        merge_title: "Another title".into(),
+    });
+    assert!(
+        matches!(retitle, Err(Rejection::Conflict(_))),
+        "the title is fixed once confirmed"
+    );
+    assert_eq!(w.task(&a).merge_title, "t");
+    w.end_turn(&merge_sid, TurnOutcome::Completed);
+    let compact = w.when(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: merge_sid,
+        model: None,
+        head: "h".into(),
+    });
+    assert!(
+        matches!(compact, Err(Rejection::Conflict(_))),
+        "no compaction while merging"
+    );
+    let discard = w.when(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: a,
+        head: "h".into(),
+    });
+    assert!(matches!(discard, Err(Rejection::Conflict(m)) if m.contains("merging")));
+}
+
+#[test]
+fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
+    let mut w = World::new();
+    let (a, sid) = w.idle_task("a", "ada");
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "slow".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let events = w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: a.clone(),
+        head: "h".into(),
+    });
+    assert!(
+        !kinds(&events).contains(&"turn.started"),
+        "waits for the running turn"
+    );
+    assert!(w.task(&a).discarding);
+    assert!(!discard_due(&w.state, w.task(&a)));
+    let ended = w.end_turn(&sid, TurnOutcome::Completed);
+    let ks = kinds(&ended);
+    assert!(ks.contains(&"task.discard_turn_started"), "{ks:?}");
+    let msg = ended
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::UserMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(msg, SUMMARY_PROMPT);
+    assert!(!discard_due(&w.state, w.task(&a)));
+    w.end_turn(&sid, TurnOutcome::Failed);
+    assert!(
+        discard_due(&w.state, w.task(&a)),
+        "however the summary turn ends"
+    );
+
+    let failed = w.ok(Command::RecordDiscard {
+        task_id: a.clone(),
+        outcome: Err("busy".into()),
+    });
+    assert_eq!(kinds(&failed)[0], "task.cleanup_failed");
+    assert!(!discard_due(&w.state, w.task(&a)));
+    let retry = w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: a.clone(),
+        head: "h".into(),
+    });
+    assert_eq!(kinds(&retry), ["task.discard_requested"]);
+    assert!(discard_due(&w.state, w.task(&a)));
+    let closed = w.ok(Command::RecordDiscard {
+        task_id: a.clone(),
+        outcome: Ok(String::new()),
+    });
+    assert!(kinds(&closed).contains(&"task.discarded"));
+    assert_eq!(w.task(&a).status, TaskStatus::Discarded);
+    assert!(w.state.sessions[&sid].completed);
+}
+
+#[test]
+fn co_authors_are_the_other_humans_in_order_of_their_first_message() {
+    let mut w = World::new();
+    let (a, sid) = w.idle_task("a", "bob");
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid,
+        text: "hi".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let t = w.task(&a);
+    assert_eq!(t.participants, ["bob", "ada"]);
+    assert_eq!(co_authors(t, "ada").collect::<Vec<_>>(), ["bob"]);
+    assert_eq!(co_authors(t, "carl").collect::<Vec<_>>(), ["bob", "ada"]);
+}
+
+#[test]
+fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_merging() {
+    use crate::inbox::{Question, ResponseInput, ResponseType};
+    let mut w = World::new();
+    let (a, sid) = w.idle_task("a", "ada");
+    let ask = |w: &mut World| {
+        let events = w.ok(Command::AskHuman {
+            session_id: sid.clone(),
+            question: Question {
+                context: "- ( ) red\n- (*) blue".into(),
+                question: "Which?".into(),
+                why_blocked: "yours".into(),
+                options: vec!["red".into(), "blue".into()],
+                multiple: false,
+                recommended: vec!["blue".into()],
+                attachments: vec![],
+            },
+        });
+        events
+            .iter()
+            .find_map(|e| match &e.body {
+                EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+                _ => None,
+            })
+            .expect("an item")
+    };
+    let answer = |item_id: &str| ResponseInput {
+        item_id: item_id.into(),
+        kind: ResponseType::Option,
+        options: vec!["blue".into()],
+        text: String::new(),
+        images: vec![],
+        attachments: vec![],
+    };
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "go on".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let q = ask(&mut w);
+    w.ok(Command::RespondInbox {
+        actor: "bob".into(),
+        responses: vec![answer(&q)],
+    });
+    w.end_turn(&sid, TurnOutcome::Completed); // delivers bob's answer as his message
+    w.end_turn(&sid, TurnOutcome::Completed);
+    assert_eq!(co_authors(w.task(&a), "ada").collect::<Vec<_>>(), ["bob"]);
+
+    // While merging, an answer waits: nothing is handed to the agent.
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "one more".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let q = ask(&mut w);
+    w.end_turn(&sid, TurnOutcome::Completed);
+    w.merge(&a, "t").unwrap();
+    w.end_turn(&sid, TurnOutcome::Completed);
+    let events = w.ok(Command::RespondInbox {
+        actor: "bob".into(),
+        responses: vec![answer(&q)],
+    });
+    assert_eq!(
+        kinds(&events),
+        ["inbox.responded"],
+        "not delivered while merging"
+    );
+    assert!(merge_due(&w.state, w.task(&a)));
+}
+
+#[test]
+fn a_discard_drops_a_held_merge() {
+    let mut w = World::new();
+    let (a, _) = w.idle_task("a", "ada");
+    let (b, _) = w.idle_task("b", "ada");
+    w.merge(&a, "Merge a").unwrap();
+    w.merge(&b, "Merge b").unwrap();
+    assert!(w.task(&b).merge_queued_at_us.is_some());
+    let events = w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: b.clone(),
+        head: "h".into(),
+    });
+    assert!(
+        kinds(&events).contains(&"turn.started"),
+        "the summary turn starts at once"
+    );
+    assert!(w.task(&b).merge_queued_at_us.is_none());
+    assert!(w.task(&b).discarding);
+    let started = w.ok(Command::StartHeldMerge {
+        task_id: b,
+        head: "h".into(),
+    });
+    assert!(started.is_empty(), "the dropped merge never starts");
+}

@@ -1,0 +1,525 @@
+//! Finishing a task in git: what a task holds that the default branch doesn't
+//! ([`unmerged`]), the squash merge onto the default branch ([`squash_merge`]), and the
+//! removal of a task's worktree and branch with its last state kept ([`remove_task_worktree`]).
+//!
+//! Safety rules (issue 7, point 5), which every function here keeps:
+//! - The user's own checkout is never modified except by a fast-forward of the default branch
+//!   when that checkout is on it with a clean working tree and index (no change, no untracked
+//!   file). When the default branch is checked out in a checkout that is not clean, the merge
+//!   is refused before anything moves ([`MergeError::Refused`]): byre neither moves a branch
+//!   under a dirty checkout nor lets the local default branch fall behind what it pushed.
+//! - A merge is refused while a rebase, merge, cherry-pick (any operation libgit2 reports in
+//!   `Repository::state`) is in progress in the task's worktree or the project's checkout.
+//! - A conflict (content, binary, rename/delete, …) moves no ref: the squash commit is
+//!   written to the object database only once the merge is clean, and refs move only after.
+//! - Removing a task's worktree keeps its last state first: the worktree as if everything
+//!   were staged becomes a commit (parent HEAD) at `refs/byre/tasks/{task_id}/snap/{n}`.
+//!   Sibling worktrees, other branches and the object store are untouched.
+//! - Push runs the `git` binary by argv (`git push origin <sha>:refs/heads/<default>`), never
+//!   a shell and never `--force`: git's own credential helpers and ssh configuration apply;
+//!   a rejection is reported with git's message.
+//!
+//! Every function blocks: call it from `spawn_blocking`, one at a time per repository.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use git2::build::CheckoutBuilder;
+use git2::{
+    BranchType, ErrorCode, MergeOptions, Oid, Repository, RepositoryState, Signature, Sort,
+    StatusOptions, WorktreePruneOptions,
+};
+
+use super::views::{changes::worktree_tree, Worktree};
+use super::GitError;
+
+/// What a task's worktree holds that the default branch doesn't (spec `Unmerged`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Unmerged {
+    /// Commits on the task branch that aren't on the default branch.
+    pub commits: u64,
+    /// Files that differ between the merge-base and the worktree as if everything were staged.
+    pub files: u64,
+    /// Lines added in those files (binary files count none).
+    pub insertions: u64,
+    /// Lines deleted in those files.
+    pub deletions: u64,
+    /// Paths with uncommitted changes in the worktree (staged, unstaged or untracked).
+    pub uncommitted: u64,
+}
+
+/// A git identity (`user.name`, `user.email`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Name.
+    pub name: String,
+    /// Email.
+    pub email: String,
+}
+
+/// Why a squash merge did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The merge cannot be made as things stand (a conflict, an operation in progress, a dirty
+    /// checkout of the default branch, a rejected push); the message says what to do. Nothing
+    /// moved.
+    #[error("{0}")]
+    Refused(String),
+    /// libgit2 or the filesystem failed.
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
+
+impl From<git2::Error> for MergeError {
+    fn from(e: git2::Error) -> Self {
+        MergeError::Git(e.into())
+    }
+}
+
+fn view_err(e: super::views::ViewError) -> GitError {
+    use super::views::ViewError;
+    match e {
+        ViewError::Conflict(m) | ViewError::NotFound(m) => GitError::Conflict(m),
+        other => GitError::Other(other.to_string()),
+    }
+}
+
+fn open(path: &Path) -> Result<Repository, GitError> {
+    Repository::open_ext(
+        path,
+        git2::RepositoryOpenFlags::NO_SEARCH,
+        std::iter::empty::<&std::ffi::OsStr>(),
+    )
+    .map_err(|e| GitError::Other(format!("cannot open {}: {}", path.display(), e.message())))
+}
+
+fn local_tip(repo: &Repository, branch: &str) -> Result<Oid, GitError> {
+    let b = repo
+        .find_branch(branch, BranchType::Local)
+        .map_err(|e| GitError::Conflict(format!("cannot read branch {branch}: {}", e.message())))?;
+    Ok(b.get().peel_to_commit()?.id())
+}
+
+/// The worktree as if everything were staged, as a tree in the object database (the
+/// worktree's index file is only read).
+fn staged_tree(worktree_path: &Path) -> Result<Oid, GitError> {
+    let wt = Worktree::open(worktree_path).map_err(view_err)?;
+    let handle = wt.repo().map_err(view_err)?;
+    worktree_tree(&wt, &handle).map_err(view_err)
+}
+
+/// Paths with changes in a checkout: staged, unstaged, or untracked (not ignored).
+fn changed_paths(repo: &Repository) -> Result<u64, GitError> {
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false)
+        .exclude_submodules(false);
+    Ok(repo.statuses(Some(&mut opts))?.len() as u64)
+}
+
+/// `getUnmerged`: commits on `task_branch` not on `default_branch`; files, insertions and
+/// deletions between their merge-base and the worktree at `worktree_path` as if everything
+/// were staged; and the worktree's paths with uncommitted changes.
+///
+/// # Errors
+/// [`GitError::Conflict`] when a branch is gone, the two share no history, or the worktree is
+/// missing; [`GitError::Other`] for libgit2.
+pub fn unmerged(
+    repo_path: &Path,
+    worktree_path: &Path,
+    task_branch: &str,
+    default_branch: &str,
+) -> Result<Unmerged, GitError> {
+    let repo = open(repo_path)?;
+    let task_tip = local_tip(&repo, task_branch)?;
+    let default_tip = local_tip(&repo, default_branch)?;
+    let base = repo.merge_base(task_tip, default_tip).map_err(|e| {
+        GitError::Conflict(format!(
+            "branches {task_branch} and {default_branch} have no merge-base: {}",
+            e.message()
+        ))
+    })?;
+    let mut walk = repo.revwalk()?;
+    walk.set_sorting(Sort::NONE)?;
+    walk.push(task_tip)?;
+    walk.hide(default_tip)?;
+    let commits = walk.count() as u64;
+
+    if !worktree_path.is_dir() {
+        return Err(GitError::Conflict(format!(
+            "the worktree {} is missing",
+            worktree_path.display()
+        )));
+    }
+    let tree = repo.find_tree(staged_tree(worktree_path)?)?;
+    let base_tree = repo.find_commit(base)?.tree()?;
+    let diff = repo.diff_tree_to_tree(Some(&base_tree), Some(&tree), None)?;
+    let stats = diff.stats()?;
+    let wrepo = open(worktree_path)?;
+    Ok(Unmerged {
+        commits,
+        files: stats.files_changed() as u64,
+        insertions: stats.insertions() as u64,
+        deletions: stats.deletions() as u64,
+        uncommitted: changed_paths(&wrepo)?,
+    })
+}
+
+/// What a squash merge asks for.
+#[derive(Debug, Clone)]
+pub struct SquashRequest<'a> {
+    /// The project's checkout (its top directory).
+    pub repo_path: &'a Path,
+    /// The task's worktree.
+    pub worktree_path: &'a Path,
+    /// The task's branch.
+    pub task_branch: &'a str,
+    /// The project's default branch.
+    pub default_branch: &'a str,
+    /// The commit's title, used byte for byte (one line).
+    pub title: &'a str,
+    /// The commit's author and committer.
+    pub author: &'a Identity,
+    /// Each gets a `Co-authored-by: Name <email>` trailer, in order.
+    pub co_authors: &'a [Identity],
+}
+
+/// The commit message: the title, then (when there are co-authors) a blank line and one
+/// `Co-authored-by` trailer per co-author.
+pub fn commit_message(title: &str, co_authors: &[Identity]) -> String {
+    let mut msg = format!("{title}\n");
+    if !co_authors.is_empty() {
+        msg.push('\n');
+        for c in co_authors {
+            msg.push_str(&format!("Co-authored-by: {} <{}>\n", c.name, c.email));
+        }
+    }
+    msg
+}
+
+/// Refuses when an operation (rebase, merge, cherry-pick, revert, bisect, …) is in progress.
+fn check_no_operation(repo: &Repository, what: &str) -> Result<(), MergeError> {
+    match repo.state() {
+        RepositoryState::Clean => Ok(()),
+        other => Err(MergeError::Refused(format!(
+            "a {} is in progress in {what}; finish or abort it, then merge again",
+            operation_name(other)
+        ))),
+    }
+}
+
+fn operation_name(s: RepositoryState) -> &'static str {
+    match s {
+        RepositoryState::Merge => "merge",
+        RepositoryState::Revert | RepositoryState::RevertSequence => "revert",
+        RepositoryState::CherryPick | RepositoryState::CherryPickSequence => "cherry-pick",
+        RepositoryState::Bisect => "bisect",
+        RepositoryState::Rebase
+        | RepositoryState::RebaseInteractive
+        | RepositoryState::RebaseMerge => "rebase",
+        RepositoryState::ApplyMailbox | RepositoryState::ApplyMailboxOrRebase => "git am",
+        RepositoryState::Clean => "nothing",
+    }
+}
+
+/// The checkouts (the main one and every linked worktree) that have `refname` checked out.
+fn checkouts_of(repo: &Repository, refname: &str) -> Result<Vec<Repository>, GitError> {
+    let on_it = |r: &Repository| {
+        r.find_reference("HEAD")
+            .ok()
+            .and_then(|h| h.symbolic_target().ok().flatten().map(str::to_owned))
+            .as_deref()
+            == Some(refname)
+    };
+    let mut out = Vec::new();
+    if !repo.is_bare() {
+        let main = open(repo.workdir().unwrap_or(repo.path()))?;
+        if on_it(&main) {
+            out.push(main);
+        }
+    }
+    for name in repo.worktrees()?.iter().flatten().flatten() {
+        let Ok(wt) = repo.find_worktree(name) else {
+            continue;
+        };
+        if wt.validate().is_err() {
+            continue;
+        }
+        if let Ok(r) = Repository::open_from_worktree(&wt) {
+            if on_it(&r) {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `mergeTask`'s git part: squashes the worktree (as if everything were staged) onto the
+/// default branch with a three-way merge of trees (merge-base, default branch tip, worktree),
+/// commits it with [`commit_message`] as `author`, pushes it to `origin` when the repository
+/// has that remote, advances the local default branch and fast-forwards each checkout of it
+/// (all clean, checked first). Returns the commit's sha, or None when the worktree adds
+/// nothing to the default branch (nothing is committed, pushed or moved).
+///
+/// # Errors
+/// [`MergeError::Refused`] with nothing moved: an operation in progress in the worktree or the
+/// project's checkout; a conflict (the paths are named); a checkout of the default branch that
+/// is not clean; a rejected push; the default branch moved meanwhile. [`MergeError::Git`]
+/// for libgit2, the filesystem, or a `git` binary that could not run.
+pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeError> {
+    let repo = open(req.repo_path)?;
+    let wrepo = open(req.worktree_path)?;
+    check_no_operation(&wrepo, "the task's worktree")?;
+    check_no_operation(&repo, "the project's checkout")?;
+    let refname = format!("refs/heads/{}", req.default_branch);
+    let checkouts = checkouts_of(&repo, &refname)?;
+    for c in &checkouts {
+        check_no_operation(c, "a checkout of the default branch")?;
+    }
+
+    let default_tip = local_tip(&repo, req.default_branch)?;
+    let head = wrepo.head()?.peel_to_commit()?.id();
+    let base = repo.merge_base(head, default_tip).map_err(|e| {
+        MergeError::Refused(format!(
+            "the task shares no history with {}: {}",
+            req.default_branch,
+            e.message()
+        ))
+    })?;
+    let task_tree = repo.find_tree(staged_tree(req.worktree_path)?)?;
+    let ours = repo.find_commit(default_tip)?.tree()?;
+    let ancestor = repo.find_commit(base)?.tree()?;
+    let mut opts = MergeOptions::new();
+    opts.find_renames(true).fail_on_conflict(false);
+    let mut index = repo.merge_trees(&ancestor, &ours, &task_tree, Some(&opts))?;
+    if index.has_conflicts() {
+        let mut paths: Vec<String> = Vec::new();
+        for c in index.conflicts()? {
+            let c = c?;
+            let entry = c.our.or(c.their).or(c.ancestor);
+            if let Some(e) = entry {
+                paths.push(String::from_utf8_lossy(&e.path).into_owned());
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        return Err(MergeError::Refused(format!(
+            "the task's changes conflict with {} in: {}; merge {} into the task first (mergeIn)",
+            req.default_branch,
+            paths.join(", "),
+            req.default_branch
+        )));
+    }
+    let tree_id = index.write_tree_to(&repo)?;
+    if tree_id == ours.id() {
+        return Ok(None);
+    }
+    for c in &checkouts {
+        if changed_paths(c)? > 0 {
+            let at = c.workdir().unwrap_or(c.path()).display().to_string();
+            return Err(MergeError::Refused(format!(
+                "{} is checked out at {at} with uncommitted changes or untracked files; commit or stash them, then merge again",
+                req.default_branch
+            )));
+        }
+    }
+    let sig = Signature::now(&req.author.name, &req.author.email)?;
+    let tree = repo.find_tree(tree_id)?;
+    let parent = repo.find_commit(default_tip)?;
+    let message = commit_message(req.title, req.co_authors);
+    let commit = repo.commit(None, &sig, &sig, &message, &tree, &[&parent])?;
+
+    if repo.find_remote("origin").is_ok() {
+        push(req.repo_path, commit, req.default_branch)?;
+    }
+    if local_tip(&repo, req.default_branch)? != default_tip {
+        return Err(MergeError::Refused(format!(
+            "{} moved during the merge; merge again",
+            req.default_branch
+        )));
+    }
+    for c in &checkouts {
+        // Clean (checked above) and HEAD still on the old tip, the baseline of a safe
+        // checkout: the new tree replaces the old one, index included.
+        let own_tree = c.find_tree(tree_id)?;
+        c.checkout_tree(own_tree.as_object(), Some(CheckoutBuilder::new().safe()))?;
+    }
+    // Compare-and-swap: the branch must still be where the squash started.
+    repo.reference_matching(
+        &refname,
+        commit,
+        true,
+        default_tip,
+        &format!("byre: squash merge of {}", req.task_branch),
+    )
+    .map_err(|e| {
+        MergeError::Refused(format!(
+            "{} moved during the merge: {}",
+            req.default_branch,
+            e.message()
+        ))
+    })?;
+    Ok(Some(commit.to_string()))
+}
+
+/// How long `git push` may take before byre stops it.
+pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
+/// own credential helpers and ssh configuration apply; no terminal prompt. It runs in its own
+/// process group, killed (with its ssh) after [`PUSH_TIMEOUT`], and is always reaped.
+fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(repo_path)
+        .args(["push", "--porcelain", "origin"])
+        .arg(format!("{commit}:refs/heads/{branch}"))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| GitError::Other(format!("cannot run git push: {e}")))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut text);
+            }
+            text
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + PUSH_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                // SAFETY: kill(2) on the process group this child leads; no memory involved.
+                unsafe {
+                    libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+                }
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.join().unwrap_or_default()),
+        String::from_utf8_lossy(&err.join().unwrap_or_default())
+    );
+    let text: String = text.trim().chars().take(2000).collect();
+    match status {
+        Some(s) if s.success() => Ok(()),
+        Some(_) => Err(MergeError::Refused(format!(
+            "origin rejected the push of {branch}: {text}"
+        ))),
+        None => Err(MergeError::Refused(format!(
+            "the push of {branch} to origin did not finish within {} s and was stopped; it may \
+             have landed: fetch, then merge again",
+            PUSH_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Keeps the worktree's state as a snapshot commit (the worktree as if everything were
+/// staged, parent HEAD) at `refs/byre/tasks/{task_id}/snap/{n}`, n one more than the highest
+/// there. Returns the ref's name.
+///
+/// # Errors
+/// [`GitError::Other`] for libgit2.
+pub fn keep_snapshot(
+    repo_path: &Path,
+    worktree_path: &Path,
+    task_id: &str,
+) -> Result<String, GitError> {
+    let repo = open(repo_path)?;
+    let wrepo = open(worktree_path)?;
+    let head = repo.find_commit(wrepo.head()?.peel_to_commit()?.id())?;
+    let tree = repo.find_tree(staged_tree(worktree_path)?)?;
+    let prefix = format!("refs/byre/tasks/{task_id}/snap/");
+    let mut n = 0u64;
+    for r in repo.references_glob(&format!("{prefix}*"))?.flatten() {
+        if let Some(k) = r
+            .name()
+            .ok()
+            .and_then(|s| s.strip_prefix(&prefix))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            n = n.max(k);
+        }
+    }
+    let sig = Signature::now("byre", "byre@localhost")?;
+    let msg = format!("byre: the worktree of task {task_id} before its removal\n");
+    let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&head])?;
+    let name = format!("{prefix}{}", n + 1);
+    repo.reference(&name, commit, false, "byre: keep the worktree")?;
+    Ok(name)
+}
+
+/// Removes a task's worktree (directory and `.git/worktrees/{worktree_name}`) and its branch,
+/// after keeping the worktree's state with [`keep_snapshot`] (when the directory exists).
+/// Idempotent: what is already gone is skipped. Returns the snapshot ref kept, if any.
+///
+/// # Errors
+/// [`GitError::Other`] when keeping the snapshot or removing fails (nothing is removed when
+/// the snapshot could not be kept).
+pub fn remove_task_worktree(
+    repo_path: &Path,
+    worktree_path: &Path,
+    worktree_name: &str,
+    task_id: &str,
+    branch: &str,
+) -> Result<Option<String>, GitError> {
+    let repo = open(repo_path)?;
+    let kept = if worktree_path.join(".git").exists() {
+        Some(keep_snapshot(repo_path, worktree_path, task_id)?)
+    } else {
+        None
+    };
+    match repo.find_worktree(worktree_name) {
+        Ok(wt) => {
+            let mut opts = WorktreePruneOptions::new();
+            opts.valid(true).locked(false).working_tree(true);
+            wt.prune(Some(&mut opts)).map_err(|e| {
+                GitError::Other(format!(
+                    "cannot remove worktree {worktree_name}: {}",
+                    e.message()
+                ))
+            })?;
+        }
+        Err(e) if e.code() == ErrorCode::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    if worktree_path.exists() {
+        std::fs::remove_dir_all(worktree_path)
+            .map_err(|e| GitError::Other(format!("{}: {e}", worktree_path.display())))?;
+    }
+    match repo.find_branch(branch, BranchType::Local) {
+        Ok(mut b) => b.delete()?,
+        Err(e) if e.code() == ErrorCode::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,401 @@
+//! The squash merge, unmerged stats and worktree removal on real temporary repositories
+//! (setup with the `git` binary by argv; byre's side through the functions under test).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tempfile::TempDir;
+
+use super::*;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=Setup",
+            "-c",
+            "user.email=setup@example.com",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+struct Fixture {
+    _dir: TempDir,
+    repo: PathBuf,
+    origin: PathBuf,
+    wt: PathBuf,
+}
+
+const BRANCH: &str = "byre/task-1";
+
+/// A checkout on `main` with two files, a bare origin it was pushed to, and a task worktree.
+fn fixture() -> Fixture {
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path().join("repo");
+    let origin = dir.path().join("origin.git");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    fs::write(repo.join("README.md"), "hello\n").unwrap();
+    fs::write(repo.join("lib.txt"), "one\ntwo\nthree\n").unwrap();
+    fs::write(repo.join("blob.bin"), [0u8, 1, 2, 3, 0, 255]).unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    git(
+        dir.path(),
+        &["init", "-q", "--bare", "-b", "main", "origin.git"],
+    );
+    git(
+        &repo,
+        &["remote", "add", "origin", origin.to_str().unwrap()],
+    );
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let wt = dir.path().join("wt").join("task-1");
+    let head = git(&repo, &["rev-parse", "main"]);
+    crate::git::ensure_worktree(&repo, BRANCH, &head, &wt, "task-1").unwrap();
+    Fixture {
+        _dir: dir,
+        repo,
+        origin,
+        wt,
+    }
+}
+
+/// Every file under `dir` (with `.git`'s index, HEAD and refs), path → bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().to_owned();
+            let in_git = rel.starts_with(".git");
+            let keep_git = rel == Path::new(".git/index")
+                || rel == Path::new(".git/HEAD")
+                || rel.starts_with(".git/refs");
+            if p.is_dir() {
+                if !in_git || rel == Path::new(".git") || rel.starts_with(".git/refs") {
+                    stack.push(p);
+                }
+            } else if !in_git || keep_git {
+                out.insert(rel, fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn refs(repo: &Path) -> String {
+    git(repo, &["for-each-ref", "--format=%(refname) %(objectname)"])
+}
+
+fn ada() -> Identity {
+    Identity {
+        name: "Ada Lovelace".into(),
+        email: "ada@example.com".into(),
+    }
+}
+
+fn request<'a>(
+    f: &'a Fixture,
+    title: &'a str,
+    author: &'a Identity,
+    co: &'a [Identity],
+) -> SquashRequest<'a> {
+    SquashRequest {
+        repo_path: &f.repo,
+        worktree_path: &f.wt,
+        task_branch: BRANCH,
+        default_branch: "main",
+        title,
+        author,
+        co_authors: co,
+    }
+}
+
+#[test]
+fn unmerged_counts_commits_files_lines_and_uncommitted_paths() {
+    let f = fixture();
+    let zero = unmerged(&f.repo, &f.wt, BRANCH, "main").unwrap();
+    assert_eq!(zero, Unmerged::default());
+    fs::write(f.wt.join("new.txt"), "a\nb\n").unwrap();
+    git(&f.wt, &["add", "new.txt"]);
+    git(&f.wt, &["commit", "-q", "-m", "new"]);
+    fs::write(f.wt.join("lib.txt"), "one\nTWO\nthree\n").unwrap(); // unstaged
+    fs::write(f.wt.join("untracked.txt"), "x\n").unwrap(); // untracked
+    let u = unmerged(&f.repo, &f.wt, BRANCH, "main").unwrap();
+    assert_eq!(
+        u,
+        Unmerged {
+            commits: 1,
+            files: 3,
+            insertions: 4,
+            deletions: 1,
+            uncommitted: 2
+        }
+    );
+}
+
+#[test]
+fn a_squash_lands_byte_for_byte_is_pushed_and_fast_forwards_a_clean_checkout() {
+    let f = fixture();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    git(&f.wt, &["add", "feature.txt"]);
+    git(&f.wt, &["commit", "-q", "-m", "wip 1"]);
+    fs::write(f.wt.join("uncommitted.txt"), "not committed yet\n").unwrap();
+    let title = "Fix `rm -rf $(pwd)` and \"quotes\" 'single' — café ✓ $HOME \\n";
+    let co = [Identity {
+        name: "Bob Ünïcode".into(),
+        email: "bob@example.com".into(),
+    }];
+    let author = ada();
+    let sha = squash_merge(&request(&f, title, &author, &co))
+        .unwrap()
+        .expect("a commit");
+    let raw = git(&f.repo, &["cat-file", "commit", &sha]);
+    let message = raw.split_once("\n\n").unwrap().1;
+    assert_eq!(
+        format!("{message}\n"),
+        format!("{title}\n\nCo-authored-by: Bob Ünïcode <bob@example.com>\n")
+    );
+    assert_eq!(
+        git(&f.repo, &["log", "-1", "--format=%an <%ae>", &sha]),
+        "Ada Lovelace <ada@example.com>"
+    );
+    assert_eq!(
+        git(&f.repo, &["rev-parse", "main"]),
+        sha,
+        "local main advanced"
+    );
+    assert_eq!(
+        git(&f.origin, &["rev-parse", "main"]),
+        sha,
+        "pushed to origin"
+    );
+    assert_eq!(
+        git(&f.repo, &["rev-list", "--count", "main"]),
+        "2",
+        "one commit"
+    );
+    // The user's clean checkout on main was fast-forwarded: files and index.
+    assert_eq!(
+        fs::read_to_string(f.repo.join("feature.txt")).unwrap(),
+        "feature\n"
+    );
+    assert_eq!(
+        fs::read_to_string(f.repo.join("uncommitted.txt")).unwrap(),
+        "not committed yet\n"
+    );
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn nothing_to_merge_makes_no_commit() {
+    let f = fixture();
+    let before = refs(&f.repo);
+    let author = ada();
+    assert_eq!(squash_merge(&request(&f, "t", &author, &[])).unwrap(), None);
+    assert_eq!(refs(&f.repo), before);
+}
+
+#[test]
+fn a_dirty_checkout_of_main_refuses_and_stays_byte_identical() {
+    let f = fixture();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    fs::write(f.repo.join("README.md"), "my own edit\n").unwrap();
+    fs::write(f.repo.join("lib.txt"), "staged edit\n").unwrap();
+    git(&f.repo, &["add", "lib.txt"]);
+    let (files, refs_before, origin) = (snapshot(&f.repo), refs(&f.repo), refs(&f.origin));
+    let author = ada();
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("uncommitted")),
+        "{err}"
+    );
+    assert_eq!(snapshot(&f.repo), files);
+    assert_eq!(refs(&f.repo), refs_before);
+    assert_eq!(refs(&f.origin), origin, "nothing pushed");
+}
+
+#[test]
+fn a_checkout_on_another_branch_is_left_alone_while_main_advances() {
+    let f = fixture();
+    git(&f.repo, &["switch", "-q", "-c", "mine"]);
+    fs::write(f.repo.join("README.md"), "my own edit\n").unwrap();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let files = snapshot(&f.repo);
+    let files: BTreeMap<_, _> = files
+        .into_iter()
+        .filter(|(p, _)| {
+            !p.starts_with(".git/refs/heads/main") && !p.starts_with(".git/refs/remotes")
+        })
+        .collect();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "t", &author, &[]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(git(&f.repo, &["rev-parse", "main"]), sha);
+    let after: BTreeMap<_, _> = snapshot(&f.repo)
+        .into_iter()
+        .filter(|(p, _)| {
+            !p.starts_with(".git/refs/heads/main") && !p.starts_with(".git/refs/remotes")
+        })
+        .collect();
+    assert_eq!(after, files, "HEAD, index and files untouched");
+}
+
+/// Commits `change` on main in the checkout, `task_change` in the worktree, then expects
+/// the squash to be refused as a conflict with no ref moved anywhere.
+fn assert_conflict(change: impl Fn(&Path), task_change: impl Fn(&Path)) {
+    let f = fixture();
+    change(&f.repo);
+    git(&f.repo, &["add", "-A"]);
+    git(&f.repo, &["commit", "-q", "-m", "theirs"]);
+    task_change(&f.wt);
+    let (r, o, files) = (refs(&f.repo), refs(&f.origin), snapshot(&f.repo));
+    let author = ada();
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("conflict")),
+        "{err}"
+    );
+    assert_eq!(refs(&f.repo), r);
+    assert_eq!(refs(&f.origin), o);
+    assert_eq!(snapshot(&f.repo), files);
+}
+
+#[test]
+fn a_content_conflict_moves_no_ref() {
+    assert_conflict(
+        |d| fs::write(d.join("lib.txt"), "one\nmain\nthree\n").unwrap(),
+        |d| fs::write(d.join("lib.txt"), "one\ntask\nthree\n").unwrap(),
+    );
+}
+
+#[test]
+fn a_binary_conflict_moves_no_ref() {
+    assert_conflict(
+        |d| fs::write(d.join("blob.bin"), [0u8, 9, 9, 0]).unwrap(),
+        |d| fs::write(d.join("blob.bin"), [0u8, 7, 7, 0]).unwrap(),
+    );
+}
+
+#[test]
+fn a_rename_against_a_modify_and_delete_moves_no_ref() {
+    // main renames lib.txt and edits it; the task edits the same line of it: rename/modify.
+    assert_conflict(
+        |d| {
+            fs::remove_file(d.join("lib.txt")).unwrap();
+            fs::write(d.join("moved.txt"), "one\nmain\nthree\n").unwrap();
+        },
+        |d| fs::write(d.join("lib.txt"), "one\ntask\nthree\n").unwrap(),
+    );
+    // main deletes it; the task renames it: rename/delete.
+    assert_conflict(
+        |d| fs::remove_file(d.join("lib.txt")).unwrap(),
+        |d| fs::rename(d.join("lib.txt"), d.join("renamed.txt")).unwrap(),
+    );
+}
+
+#[test]
+fn an_operation_in_progress_refuses_the_merge() {
+    for (in_checkout, file) in [
+        (true, "MERGE_HEAD"),
+        (true, "CHERRY_PICK_HEAD"),
+        (false, "rebase-merge"),
+        (false, "MERGE_HEAD"),
+    ] {
+        let f = fixture();
+        fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+        let gitdir = if in_checkout {
+            f.repo.join(".git")
+        } else {
+            f.repo.join(".git/worktrees/task-1")
+        };
+        let head = git(&f.repo, &["rev-parse", "main"]);
+        if file == "rebase-merge" {
+            fs::create_dir(gitdir.join(file)).unwrap();
+        } else {
+            fs::write(gitdir.join(file), format!("{head}\n")).unwrap();
+        }
+        let (r, files) = (refs(&f.repo), snapshot(&f.repo));
+        let author = ada();
+        let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+        assert!(
+            matches!(err, MergeError::Refused(ref m) if m.contains("in progress")),
+            "{file}: {err}"
+        );
+        assert_eq!(refs(&f.repo), r);
+        assert_eq!(snapshot(&f.repo), files);
+    }
+}
+
+#[test]
+fn a_rejected_push_is_reported_and_moves_nothing_locally() {
+    let f = fixture();
+    // Someone else pushed to origin's main meanwhile.
+    let other = f.repo.parent().unwrap().join("other");
+    git(
+        f.repo.parent().unwrap(),
+        &["clone", "-q", f.origin.to_str().unwrap(), "other"],
+    );
+    fs::write(other.join("theirs.txt"), "theirs\n").unwrap();
+    git(&other, &["add", "-A"]);
+    git(&other, &["commit", "-q", "-m", "theirs"]);
+    git(&other, &["push", "-q", "origin", "main"]);
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let (r, files) = (refs(&f.repo), snapshot(&f.repo));
+    let author = ada();
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("rejected")),
+        "{err}"
+    );
+    assert_eq!(refs(&f.repo), r);
+    assert_eq!(snapshot(&f.repo), files);
+}
+
+#[test]
+fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
+    let f = fixture();
+    let head = git(&f.repo, &["rev-parse", "main"]);
+    let sibling = f.wt.parent().unwrap().join("task-2");
+    crate::git::ensure_worktree(&f.repo, "byre/task-2", &head, &sibling, "task-2").unwrap();
+    fs::write(sibling.join("sib.txt"), "sibling work\n").unwrap();
+    fs::write(f.wt.join("work.txt"), "precious\n").unwrap();
+    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
+        .unwrap()
+        .expect("a snapshot ref");
+    assert_eq!(kept, "refs/byre/tasks/t1/snap/1");
+    assert_eq!(
+        git(&f.repo, &["show", &format!("{kept}:work.txt")]),
+        "precious"
+    );
+    assert_eq!(git(&f.repo, &["log", "-1", "--format=%P", &kept]), head);
+    assert!(!f.wt.exists());
+    assert!(!f.repo.join(".git/worktrees/task-1").exists());
+    assert_eq!(git(&f.repo, &["branch", "--list", BRANCH]), "");
+    assert_eq!(
+        fs::read_to_string(sibling.join("sib.txt")).unwrap(),
+        "sibling work\n"
+    );
+    assert!(git(&sibling, &["status", "--porcelain"]).contains("sib.txt"));
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+    // Again: nothing left to remove, nothing fails.
+    assert_eq!(
+        remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH).unwrap(),
+        None
+    );
+}
