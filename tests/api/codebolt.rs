@@ -472,3 +472,48 @@ async fn questions_wait_beside_other_requests_and_a_newer_one_replaces_the_older
     assert!(texts(&events).contains(&"q2: green".to_owned()));
     b.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_agent_that_left_its_socket_comes_as_the_next_message() {
+    let mut b = Bench::start().await;
+    b.task(&fixture("leaves"), "ask and leave").await;
+    let first = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    let said = texts(&first);
+    assert!(
+        said.contains(&"asked".to_owned()) && said.contains(&"reconnected".to_owned()),
+        "{said:?}"
+    );
+    let open = b.api.call("listInbox", &[], &[], None).await;
+    let item = open.body.as_array().unwrap()[0].clone();
+    assert_eq!(
+        item["payload"]["question"],
+        "Which colour, while I am away?"
+    );
+    let r = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(
+                json!({"responses": [{"item_id": item["id"], "type": "other", "text": "purple"}]}),
+            ),
+        )
+        .await;
+    assert!(r.status < 300, "{:?}", r.body);
+    let second = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    let delivered = all(&second, "inbox.delivered");
+    assert_eq!(delivered.len(), 1);
+    assert_ne!(
+        delivered[0]["payload"]["input_id"], 0,
+        "delivered as a message"
+    );
+    assert!(
+        texts(&second)
+            .iter()
+            .any(|t| t.starts_with("got: ") && t.contains("purple")),
+        "{:?}",
+        texts(&second)
+    );
+    b.server.stop().await;
+}
