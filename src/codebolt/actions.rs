@@ -1030,7 +1030,7 @@ async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
                 v["data"] = json!([false, m]);
                 v
             };
-            if !name.starts_with("byre--") && !f["toolbox"].as_str().is_some_and(|t| t == "byre") {
+            if !name.starts_with("byre--") && f["toolbox"].as_str().is_none_or(|t| t != "byre") {
                 return fail(format!("no tool `{name}`: byre's tools are byre--ask_human, byre--take_snapshot, byre--set_merge_title and byre--expose_port"));
             }
             let session_id = ctx.link.session_id.clone();
