@@ -247,7 +247,7 @@ pub fn reply(req: &Request, fields: Value) -> Value {
         out.insert("event".into(), ty.into());
     }
     if req.generation == frames::Generation::V2 {
-        out.insert("requestId".into(), req.request_id.clone().into());
+        out.insert("requestId".into(), req.request_id.clone());
     }
     out.insert("success".into(), true.into());
     if let Value::Object(f) = fields {
@@ -266,4 +266,30 @@ pub fn reply(req: &Request, fields: Value) -> Value {
         out.insert("timestamp".into(), chrono::Utc::now().to_rfc3339().into());
     }
     Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_v2_request_id_of_any_json_type_is_echoed_as_sent() {
+        for id in [
+            json!("r-1"),
+            json!(42),
+            json!(1.5),
+            json!({"a": [1, 2]}),
+            json!(null),
+            json!("x".repeat(100_000)),
+        ] {
+            let frame = json!({"type": "fsEvent", "action": "readFile", "message": {"filePath": "a"}, "requestId": id});
+            let Some(Frame::Request(r)) = frames::classify(&frame.to_string()) else {
+                panic!("{frame}")
+            };
+            assert_eq!(r.generation, frames::Generation::V2);
+            let out = reply(&r, json!({"content": "x"}));
+            assert_eq!(out["requestId"], id);
+            assert_eq!(out["type"], "readFileResponse");
+        }
+    }
 }

@@ -46,8 +46,9 @@ pub enum Frame {
 pub struct Request {
     /// Its generation.
     pub generation: Generation,
-    /// `requestId` (v2), else empty.
-    pub request_id: String,
+    /// `requestId` (v2) exactly as sent (a string from the real client; any JSON value is
+    /// echoed as given), else `null`.
+    pub request_id: Value,
     /// `type` (real spelling, after [`normalize`]).
     pub ty: String,
     /// `action` (real spelling), empty for type-only requests.
@@ -85,11 +86,7 @@ pub fn classify(text: &str) -> Option<Frame> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    let request_id = obj
-        .get("requestId")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+    let request_id = obj.get("requestId").cloned().unwrap_or(Value::Null);
     let generation = if obj.contains_key("requestId") {
         Generation::V2
     } else {

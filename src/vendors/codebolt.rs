@@ -131,9 +131,12 @@ pub struct CodeboltProtocol {
 }
 
 impl CodeboltProtocol {
+    /// The tool-use id of a frame: its `requestId` when that is a short string or a number,
+    /// else a fresh `cb-<n>` (an agent may send any JSON, of any size, as its id).
     fn id(&mut self, given: &Value) -> String {
-        match given.as_str() {
-            Some(s) if !s.is_empty() => s.to_owned(),
+        match given {
+            Value::String(s) if !s.is_empty() && s.len() <= 256 => s.to_owned(),
+            Value::Number(n) => n.to_string(),
             _ => {
                 self.n += 1;
                 format!("cb-{}", self.n)
