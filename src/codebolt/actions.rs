@@ -64,6 +64,8 @@ pub struct Ctx {
 const COMMAND_TIMEOUT_S: u64 = 600;
 /// Largest file `readFile` returns, in bytes (the endpoint's frame limit).
 const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+/// How long a finished command's pipes are still read, for output its children left.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most output kept from a command, in bytes.
 const MAX_OUTPUT: usize = 1024 * 1024;
 
@@ -639,35 +641,68 @@ fn track(ctx: &Ctx, pid: Option<u32>, add: bool) {
     }
 }
 
+/// Runs a command to its end: its shell's exit (or the time limit) ends it, and then its
+/// whole process group is killed, so a background child that still holds the output pipes
+/// neither delays the reply nor outlives the command. At most [`MAX_OUTPUT`] bytes of each
+/// stream are kept (the rest is read and dropped).
 async fn run_command(ctx: &Ctx, command: &str) -> (Option<i32>, String, String) {
-    let child = match shell(ctx, command).spawn() {
+    let mut child = match shell(ctx, command).spawn() {
         Ok(c) => c,
         Err(e) => return (None, String::new(), format!("cannot run the command: {e}")),
     };
     let pid = child.id();
     track(ctx, pid, true);
-    let out = tokio::time::timeout(
+    let stdout = tokio::spawn(read_capped(child.stdout.take()));
+    let stderr = tokio::spawn(read_capped(child.stderr.take()));
+    let status = tokio::time::timeout(
         std::time::Duration::from_secs(COMMAND_TIMEOUT_S),
-        child.wait_with_output(),
+        child.wait(),
     )
     .await;
     track(ctx, pid, false);
     if let Some(p) = pid {
         crate::vendors::kill_group(p as i32);
     }
-    match out {
-        Ok(Ok(o)) => {
-            let cut =
-                |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(MAX_OUTPUT)]).into_owned();
-            (o.status.code(), cut(&o.stdout), cut(&o.stderr))
-        }
-        Ok(Err(e)) => (None, String::new(), e.to_string()),
+    if status.is_err() {
+        let _ = child.kill().await;
+    }
+    // A child that left the group (setsid) may hold a pipe open: what came so far is kept.
+    let drain = |h: tokio::task::JoinHandle<String>| async move {
+        let abort = h.abort_handle();
+        let r = tokio::time::timeout(DRAIN, h).await;
+        abort.abort();
+        r.ok().and_then(Result::ok).unwrap_or_default()
+    };
+    let (stdout, stderr) = tokio::join!(drain(stdout), drain(stderr));
+    match status {
+        Ok(Ok(s)) => (s.code(), stdout, stderr),
+        Ok(Err(e)) => (None, stdout, format!("{stderr}{e}")),
         Err(_) => (
             None,
-            String::new(),
-            format!("killed after {COMMAND_TIMEOUT_S} s"),
+            stdout,
+            format!("{stderr}killed after {COMMAND_TIMEOUT_S} s"),
         ),
     }
+}
+
+/// A pipe's text up to [`MAX_OUTPUT`] bytes, read to its end.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
+    use tokio::io::AsyncReadExt;
+    let Some(mut pipe) = pipe else {
+        return String::new();
+    };
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = MAX_OUTPUT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
 }
 
 /// Runs a command and streams its lines as `commandOutput` (stdout) and `commandError`
@@ -708,8 +743,18 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
         let (mut o_open, mut e_open) = (true, true);
         let deadline = tokio::time::sleep(std::time::Duration::from_secs(COMMAND_TIMEOUT_S));
         tokio::pin!(deadline);
+        let mut status = None;
         while o_open || e_open {
             tokio::select! {
+                // The shell's exit ends the command: its group goes (background children
+                // holding the pipes too), and what is left in the pipes is still streamed.
+                s = child.wait(), if status.is_none() => {
+                    status = Some(s.ok().and_then(|s| s.code()).unwrap_or(-1));
+                    if let Some(p) = pid {
+                        crate::vendors::kill_group(p as i32);
+                    }
+                    deadline.as_mut().reset(tokio::time::Instant::now() + DRAIN);
+                }
                 l = out.next_line(), if o_open => match l {
                     Ok(Some(l)) => { let _ = ctx.out.send(frame("commandOutput", json!({"response": l, "output": l, "stdout": l}))); }
                     _ => o_open = false,
@@ -724,7 +769,10 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
         if let Some(p) = pid {
             crate::vendors::kill_group(p as i32);
         }
-        let code = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
+        let code = match status {
+            Some(c) => c,
+            None => child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1),
+        };
         track(&ctx, pid, false);
         let _ = ctx.out.send(frame(
             "commandFinish",
