@@ -430,7 +430,27 @@ fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
     }
 }
 
+/// The fields of fs requests that name paths: a value other than a string is refused (it
+/// would otherwise become a file named after its JSON).
+const PATH_FIELDS: &[&str] = &[
+    "filePath",
+    "fileName",
+    "filename",
+    "relPath",
+    "folderPath",
+    "folderName",
+    "folderpath",
+    "foldername",
+    "path",
+];
+
 fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
+    if let Some(k) = PATH_FIELDS
+        .iter()
+        .find(|k| !matches!(m.get(**k), None | Some(Value::Null | Value::String(_))))
+    {
+        return err(format!("fsEvent/{action}: `{k}` must be a string path"));
+    }
     let s = |k: &str| text(&m[k]);
     let r = match action {
         "createFile" => writable(root, &join(&s("filePath"), &s("fileName")))
