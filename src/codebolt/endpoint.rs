@@ -5,9 +5,9 @@
 //! Authentication: the query must carry the secret token byre gave the agent it started
 //! (`threadToken` or `agentId`, see [`super`]); anything else is refused with 401 before the
 //! upgrade. Every request gets exactly one reply of the type its client awaits
-//! ([`super::frames`]), v2's `requestId` echoed; requests are served one at a time, so a v1
-//! client gets its replies in request order (a terminal stream, and a question waiting for a
-//! human, run on beside them). Only
+//! ([`super::frames`]), v2's `requestId` echoed; v1 requests are served one at a time, so a
+//! v1 client gets its replies in request order (a terminal stream, and a question waiting for
+//! a human, run on beside them); v2 requests run side by side (at most 8 at a time). Only
 //! valid JSON is sent. A frame that is not a JSON object with a `type` is logged and ignored
 //! (its generation, so the awaited reply, is unknowable); the socket is never closed for it.
 
@@ -21,6 +21,9 @@ use tokio::sync::mpsc;
 use super::frames::{self, Frame, Request};
 use super::Link;
 use crate::http::{ApiError, App};
+
+/// Most v2 requests of one agent served at the same time.
+const V2_CONCURRENCY: usize = 8;
 
 /// Largest frame accepted, in bytes (a file's content travels in one).
 const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -136,18 +139,29 @@ async fn read_loop(
         .max_frame_size(MAX_FRAME_BYTES)
         .aggregate_continuations()
         .max_continuation_size(MAX_FRAME_BYTES);
-    // Requests are served in order by one worker; the reader stays free for pings and
-    // messages.
+    // v1 requests are served in order by one worker (their replies are matched by type);
+    // v2 requests, whose replies carry their id, each run on their own, at most
+    // V2_CONCURRENCY at a time, so a long command holds up nothing else. The reader stays
+    // free for pings and messages.
     let (req_tx, mut req_rx) = mpsc::unbounded_channel::<Request>();
     let worker_ctx = ctx.clone();
     actix_web::rt::spawn(async move {
+        let permits = Arc::new(tokio::sync::Semaphore::new(V2_CONCURRENCY));
         while let Some(req) = req_rx.recv().await {
+            let ctx = worker_ctx.clone();
             if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest") {
                 // A question waits for a human: the agent's other requests go on meanwhile.
-                let ctx = worker_ctx.clone();
                 actix_web::rt::spawn(async move { serve(&ctx, req).await });
+            } else if req.generation == frames::Generation::V2 {
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    break;
+                };
+                actix_web::rt::spawn(async move {
+                    serve(&ctx, req).await;
+                    drop(permit);
+                });
             } else {
-                serve(&worker_ctx, req).await;
+                serve(&ctx, req).await;
             }
         }
     });
