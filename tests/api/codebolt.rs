@@ -517,3 +517,70 @@ async fn an_answer_to_an_agent_that_left_its_socket_comes_as_the_next_message() 
     );
     b.server.stop().await;
 }
+
+/// The frames one check of the `abuse` fixture got back for its request.
+fn got<'a>(report: &'a Value, check: &str) -> &'a [Value] {
+    report[check]
+        .as_array()
+        .unwrap_or_else(|| panic!("{check}: {report}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_frames_each_get_one_reply_and_never_close_the_socket() {
+    let mut b = Bench::start().await;
+    let task = b.task(&fixture("abuse"), "abuse").await;
+    let events = until_kind(&mut b.sse, "turn.ended", Duration::from_secs(400)).await;
+    assert_eq!(all(&events, "turn.ended")[0]["payload"]["result"], "abused");
+    let worktree = Path::new(task["worktree_path"].as_str().unwrap());
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(worktree.join("codebolt-abuse.json")).unwrap())
+            .unwrap();
+    assert!(report.get("error").is_none(), "{report}");
+    // Only JSON objects came back, and the socket stayed open throughout.
+    assert_eq!(report["invalid"], 0);
+    assert_eq!(report["closed"], false);
+    let one = |check: &str, ty: &str| -> Value {
+        let frames: Vec<&Value> = got(&report, check)
+            .iter()
+            .filter(|f| f["type"] == ty)
+            .collect();
+        assert_eq!(frames.len(), 1, "{check}: {:?}", got(&report, check));
+        frames[0].clone()
+    };
+    // A command that left a child holding its output is answered when its shell ends, and
+    // the child goes with it.
+    let bg = one("bg", "commandFinish");
+    assert!(bg["stdout"].as_str().unwrap().contains("now"), "{bg}");
+    assert!(!bg["stdout"].as_str().unwrap().contains("late"), "{bg}");
+    assert_eq!(one("bgstream", "commandFinish")["exitCode"], 0);
+    // Any JSON requestId is echoed as sent.
+    assert_eq!(one("numid", "readFileResponse")["requestId"], 42);
+    assert_eq!(one("objid", "readFileResponse")["requestId"], json!({"a": [1]}));
+    // Malformed frames were ignored; bad fields get a failed reply, not silence.
+    assert_eq!(one("afterBad", "readFileResponse")["success"], true);
+    for check in ["nomsg", "numsg"] {
+        assert_eq!(one(check, "readFileResponse")["success"], false, "{check}");
+    }
+    assert_eq!(one("wrongtypes", "createFileResponse")["success"], false);
+    assert_eq!(one("gitbad", "gitCommitResponse")["requestId"], "gitbad");
+    // No path leads out of the worktree or into its .git.
+    for (i, frames) in got(&report, "escapes").iter().enumerate() {
+        let replies = frames.as_array().unwrap();
+        assert_eq!(replies.len(), 1, "escape {i}: {replies:?}");
+        assert_eq!(replies[0]["success"], false, "escape {i}: {replies:?}");
+    }
+    let outside = worktree.parent().unwrap();
+    assert!(!outside.join("outside.txt").exists() && !outside.join("outside2.txt").exists());
+    // A 10 MB frame is served.
+    assert_eq!(one("bigWrite", "writeToFileResponse")["success"], true);
+    let read = &got(&report, "bigRead")[0];
+    assert_eq!(read["length"], 10 * 1024 * 1024, "{read}");
+    // A flood of 1000 requests: each answered exactly once.
+    assert_eq!(report["flood"], json!({"ids": 1000, "max": 1}));
+    // A command that never ends holds up no other request, and an interrupt ends it.
+    assert_eq!(one("fast", "readFileResponse")["success"], true);
+    assert_eq!(report["slowBeforeFast"], 0);
+    one("interrupt", "terminalInterrupted");
+    assert_eq!(got(&report, "slow").len(), 1, "{report}");
+    b.server.stop().await;
+}
