@@ -111,17 +111,8 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
             json!({"__streamed": true})
         }
         "sendInterruptToTerminal" => {
-            let groups: Vec<i32> = ctx
-                .link
-                .terminals
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .drain(..)
-                .collect();
-            for g in &groups {
-                crate::vendors::kill_group(*g);
-            }
-            json!({"message": format!("interrupted {} command(s)", groups.len())})
+            let n = ctx.link.kill_terminals();
+            json!({"message": format!("interrupted {n} command(s)")})
         }
         "inference" => inference(&ctx.llm, msg).await,
         "getChatHistory" => {

@@ -98,6 +98,21 @@ impl Link {
         }
     }
 
+    /// Kills the agent's running terminal commands (their process groups); how many there
+    /// were. Their requests are then answered as ended.
+    pub fn kill_terminals(&self) -> usize {
+        let groups: Vec<i32> = self
+            .terminals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for g in &groups {
+            crate::vendors::kill_group(*g);
+        }
+        groups.len()
+    }
+
     /// Binds the socket's sender; false when a socket is already bound or the session ended.
     fn connect(&self, tx: mpsc::UnboundedSender<String>) -> bool {
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
@@ -212,14 +227,7 @@ impl Hub {
     pub fn unregister(&self, token: &str) {
         if let Some((_, link)) = self.links.remove(token) {
             *link.out.lock().unwrap_or_else(|e| e.into_inner()) = Outbox::Closed;
-            for pgid in link
-                .terminals
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .drain(..)
-            {
-                crate::vendors::kill_group(pgid);
-            }
+            link.kill_terminals();
         }
     }
 }

@@ -182,7 +182,9 @@ async fn run_process(
                 Some(Input::Interrupt) if !held.is_empty() => held.push(Input::Interrupt),
                 Some(Input::Interrupt) => {
                     emit(&mut stdin, link.as_deref(), protocol.interrupt()).await;
-                    if link.is_some() {
+                    if let Some(link) = link.as_deref() {
+                        // The stop covers the agent's terminal commands too.
+                        link.kill_terminals();
                         kill_if_deaf_to_stop(rt, &spec.session_id, pid as i32);
                     }
                 }
@@ -207,7 +209,8 @@ async fn run_process(
                         let interrupt = matches!(input, Input::Interrupt);
                         let lines = input_lines(protocol.as_mut(), input);
                         emit(&mut stdin, link.as_deref(), lines).await;
-                        if interrupt && link.is_some() {
+                        if let (true, Some(link)) = (interrupt, link.as_deref()) {
+                            link.kill_terminals();
                             kill_if_deaf_to_stop(rt, &spec.session_id, pid as i32);
                         }
                     }

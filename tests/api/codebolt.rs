@@ -584,3 +584,15 @@ async fn hostile_frames_each_get_one_reply_and_never_close_the_socket() {
     assert_eq!(got(&report, "slow").len(), 1, "{report}");
     b.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupting_a_codebolt_turn_ends_its_running_terminal_commands() {
+    let events = interrupt("hold", "command running").await;
+    // The stop ended the command, so the agent saw its end and stopped by itself.
+    assert!(
+        texts(&events).contains(&"command ended".to_owned()),
+        "{:?}",
+        texts(&events)
+    );
+    assert!(all(&events, "session.process_exited").is_empty());
+}
