@@ -38,6 +38,8 @@ pub struct CodeboltDriver {
     agents_dir: PathBuf,
     home: PathBuf,
     node: PathBuf,
+    /// byre's own `NODE_PATH`, passed on (where a shared `@codebolt/codeboltjs` lives).
+    node_path: Option<std::ffi::OsString>,
     extra_env: Vec<(String, String)>,
 }
 
@@ -55,6 +57,7 @@ impl CodeboltDriver {
             agents_dir,
             home: home_dir(data_dir),
             node,
+            node_path: std::env::var_os("NODE_PATH").filter(|p| !p.is_empty()),
             extra_env,
         }
     }
@@ -97,6 +100,9 @@ impl Driver for CodeboltDriver {
             .env("threadToken", &spec.socket_token)
             .env("parentId", "byre")
             .env("PORT", spec.port_base.to_string());
+        if let Some(p) = &self.node_path {
+            cmd.env("NODE_PATH", p);
+        }
         // The LLM key stays with byre (inference goes through it), and v2 clients copy every
         // variable into their URL.
         for (k, v) in self
@@ -374,6 +380,41 @@ fn cut_raw(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agent_gets_byres_node_path_and_no_openai_variables() {
+        let mut d = CodeboltDriver::new(
+            Path::new("/data"),
+            vec![("OPENAI_API_KEY".into(), "k".into())],
+        );
+        d.node_path = Some("/shared/node_modules".into());
+        let spec = SpawnSpec {
+            session_id: "s".into(),
+            vendor_session_id: String::new(),
+            model: "codebolt:/agents/a.js".into(),
+            cwd: "/wt".into(),
+            port_base: 4000,
+            resume: false,
+            socket_token: "cb-t".into(),
+            socket_port: 7777,
+            mcp: None,
+        };
+        let cmd = d.command(&spec);
+        let env: std::collections::HashMap<_, _> = cmd
+            .as_std()
+            .get_envs()
+            .map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned())))
+            .collect();
+        assert_eq!(
+            env[std::ffi::OsStr::new("NODE_PATH")].as_deref(),
+            Some(std::ffi::OsStr::new("/shared/node_modules"))
+        );
+        assert!(!env.contains_key(std::ffi::OsStr::new("OPENAI_API_KEY")));
+        assert_eq!(
+            env[std::ffi::OsStr::new("threadToken")].as_deref(),
+            Some(std::ffi::OsStr::new("cb-t"))
+        );
+    }
 
     #[test]
     fn lifecycle_and_served_requests_become_items() {
