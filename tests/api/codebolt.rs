@@ -555,7 +555,10 @@ async fn hostile_frames_each_get_one_reply_and_never_close_the_socket() {
     assert_eq!(one("bgstream", "commandFinish")["exitCode"], 0);
     // Any JSON requestId is echoed as sent.
     assert_eq!(one("numid", "readFileResponse")["requestId"], 42);
-    assert_eq!(one("objid", "readFileResponse")["requestId"], json!({"a": [1]}));
+    assert_eq!(
+        one("objid", "readFileResponse")["requestId"],
+        json!({"a": [1]})
+    );
     // Malformed frames were ignored; bad fields get a failed reply, not silence.
     assert_eq!(one("afterBad", "readFileResponse")["success"], true);
     for check in ["nomsg", "numsg"] {
