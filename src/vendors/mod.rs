@@ -22,7 +22,7 @@ pub mod codex;
 pub mod runtime;
 mod session;
 
-pub(crate) use session::kill_group;
+pub(crate) use session::{kill_group, SESSION_ENV};
 
 /// Why an agent could not be started or spoken to.
 #[derive(Debug, thiserror::Error)]

@@ -599,3 +599,50 @@ async fn interrupting_a_codebolt_turn_ends_its_running_terminal_commands() {
     );
     assert!(all(&events, "session.process_exited").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_command_outlives_no_kill_9_of_byre() {
+    use crate::process::ServeProcess;
+    let modules = node_modules().await;
+    let data = TempDir::new().unwrap();
+    let env = [("NODE_PATH", modules.to_str().unwrap())];
+    let server = ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let repo = make_repo("basic");
+    let project = api.create_project("basic", repo.path()).await;
+    let model = format!("codebolt:{}", fixture("hold").display());
+    let r = api
+        .call(
+            "createTask",
+            &[project["id"].as_str().unwrap()],
+            &[],
+            Some(json!({"title": "hold", "prompt": "go", "model": model})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let worktree = PathBuf::from(r.body["worktree_path"].as_str().unwrap());
+    let mut sse = api.events(&[], None).await;
+    sse.until("the command runs", |e| {
+        e.data["kind"] == "agent.text" && e.data["payload"]["text"] == "command running"
+    })
+    .await;
+    let pgid: i32 = std::fs::read_to_string(worktree.join(".hold.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = |pgid: i32| {
+        // SAFETY: signal 0 only checks that the group exists.
+        unsafe { libc::kill(-pgid, 0) == 0 }
+    };
+    assert!(alive(pgid));
+    server.kill_9();
+    // The restarted byre finds what the dead one's agent left running, and ends it.
+    let server = ServeProcess::start_with_env(data.path(), &env);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while alive(pgid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!alive(pgid), "the command byre ran for the agent outlived byre");
+    server.terminate();
+}
