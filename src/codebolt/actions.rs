@@ -557,6 +557,18 @@ fn git_action(root: &Path, action: &str, f: &Value) -> Value {
                 Ok(json!({"message": "Added all changes"}))
             }
             "Commit" => {
+                // Mid-rebase (or merge, cherry-pick, …) HEAD is not the task branch, and a
+                // commit would leave the operation half done: the agent finishes or aborts it
+                // first (a terminal command).
+                if repo.state() != git2::RepositoryState::Clean {
+                    return Err(format!(
+                        "the worktree is in the middle of a {}: finish or abort it before committing",
+                        format!("{:?}", repo.state()).to_lowercase()
+                    ));
+                }
+                if repo.head().is_ok_and(|h| !h.is_branch()) {
+                    return Err("HEAD is detached: check out the task's branch before committing".into());
+                }
                 let message = text(&f["message"]);
                 let message = if message.trim().is_empty() { "CodeBolt agent commit".to_owned() } else { message };
                 let mut idx = repo.index().map_err(e)?;

@@ -580,6 +580,19 @@ async fn hostile_frames_each_get_one_reply_and_never_close_the_socket() {
     assert_eq!(read["length"], 10 * 1024 * 1024, "{read}");
     // A flood of 1000 requests: each answered exactly once.
     assert_eq!(report["flood"], json!({"ids": 1000, "max": 1}));
+    // Mid-rebase, git requests are answered; a commit is refused (it would land on the
+    // rebase's detached HEAD, not the task branch).
+    let rebase = one("rebase", "commandFinish");
+    assert!(
+        rebase["stdout"].as_str().unwrap().contains("rebase in progress"),
+        "{rebase}"
+    );
+    assert_eq!(one("rebaseStatus", "gitStatusResponse")["success"], true);
+    one("rebaseAdd", "AddResponse");
+    let commit = one("rebaseCommit", "gitCommitResponse");
+    assert_eq!(commit["success"], false, "{commit}");
+    assert!(commit["error"].as_str().unwrap().contains("rebase"), "{commit}");
+    assert_eq!(one("rebaseAbort", "commandFinish")["success"], true);
     // A command that never ends holds up no other request, and an interrupt ends it.
     assert_eq!(one("fast", "readFileResponse")["success"], true);
     assert_eq!(report["slowBeforeFast"], 0);
