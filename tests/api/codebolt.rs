@@ -584,14 +584,20 @@ async fn hostile_frames_each_get_one_reply_and_never_close_the_socket() {
     // rebase's detached HEAD, not the task branch).
     let rebase = one("rebase", "commandFinish");
     assert!(
-        rebase["stdout"].as_str().unwrap().contains("rebase in progress"),
+        rebase["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("rebase in progress"),
         "{rebase}"
     );
     assert_eq!(one("rebaseStatus", "gitStatusResponse")["success"], true);
     one("rebaseAdd", "AddResponse");
     let commit = one("rebaseCommit", "gitCommitResponse");
     assert_eq!(commit["success"], false, "{commit}");
-    assert!(commit["error"].as_str().unwrap().contains("rebase"), "{commit}");
+    assert!(
+        commit["error"].as_str().unwrap().contains("rebase"),
+        "{commit}"
+    );
     assert_eq!(one("rebaseAbort", "commandFinish")["success"], true);
     // A command that never ends holds up no other request, and an interrupt ends it.
     assert_eq!(one("fast", "readFileResponse")["success"], true);
@@ -656,6 +662,9 @@ async fn a_terminal_command_outlives_no_kill_9_of_byre() {
     while alive(pgid) && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(!alive(pgid), "the command byre ran for the agent outlived byre");
+    assert!(
+        !alive(pgid),
+        "the command byre ran for the agent outlived byre"
+    );
     server.terminate();
 }
