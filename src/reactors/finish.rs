@@ -13,8 +13,9 @@
 //! The same scan runs at start-up, which redoes work a crash cut short: a landed merge is
 //! recorded (`task.merge_landed`) before the worktree is removed, so a redo only removes; the
 //! removal is idempotent. Only a squash that landed in the moment before that record is redone
-//! from the worktree, found already on the default branch, and closes with an empty
-//! `merge_commit`. One effect at a time.
+//! from the worktree: the squash commit's time is the merge's start, so the redo makes the
+//! same commit (a landed push is up to date) or finds it on the default branch. One effect at
+//! a time.
 
 use std::path::PathBuf;
 
@@ -56,6 +57,8 @@ struct MergeJob {
     co_authors: Vec<Identity>,
     /// The commit already landed by an earlier run (`task.merge_landed`).
     landed: Option<String>,
+    /// The squash commit's time (the merge's start), microseconds since the epoch.
+    time_us: i64,
 }
 
 /// What a discard's clean-up needs.
@@ -104,6 +107,10 @@ fn due(writer: &Writer) -> Vec<Work> {
                         .filter_map(|login| identity(s, login))
                         .collect(),
                     landed: t.merge_landed.clone(),
+                    // A merge started by an older byre has no start time: now.
+                    time_us: t
+                        .merge_started_at_us
+                        .unwrap_or_else(|| chrono::Utc::now().timestamp_micros()),
                 }));
             } else if finish::discard_due(s, t) {
                 out.push(Work::Discard(CleanupJob {
@@ -144,6 +151,7 @@ fn due(writer: &Writer) -> Vec<Work> {
 
 /// The squash, push and fast-forward: the commit landed (None when nothing was to merge).
 async fn land(job: &MergeJob) -> Result<Option<String>, String> {
+    let time_us = job.time_us;
     let (repo, worktree, branch, default_branch, title, author, co_authors) = (
         job.repo.clone(),
         job.worktree.clone(),
@@ -162,6 +170,7 @@ async fn land(job: &MergeJob) -> Result<Option<String>, String> {
             title: &title,
             author: &author,
             co_authors: &co_authors,
+            time_us,
         };
         crate::git::merge::squash_merge(&req).map_err(|e| match e {
             MergeError::Refused(m) => m,

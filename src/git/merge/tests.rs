@@ -122,6 +122,7 @@ fn request<'a>(
         title,
         author,
         co_authors: co,
+        time_us: 1_790_000_000_123_456,
     }
 }
 
@@ -398,4 +399,52 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
         remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH).unwrap(),
         None
     );
+}
+
+#[test]
+fn a_redo_after_the_squash_landed_reports_the_same_commit_and_makes_no_other() {
+    let f = fixture();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    // The commit's time is the request's (the merge's start), not the clock's.
+    assert_eq!(
+        git(&f.repo, &["log", "-1", "--format=%at %ct", &sha]),
+        "1790000000 1790000000"
+    );
+    // byre stopped before recording it: the redo finds it rather than "nothing to merge".
+    let again = squash_merge(&request(&f, "Add feature", &author, &[])).unwrap();
+    assert_eq!(again.as_deref(), Some(sha.as_str()));
+    assert_eq!(git(&f.repo, &["rev-list", "--count", "main"]), "2");
+    assert_eq!(git(&f.origin, &["rev-parse", "main"]), sha);
+    // Another merge whose changes are already there is still "nothing to merge".
+    let other = squash_merge(&request(&f, "Another title", &author, &[])).unwrap();
+    assert_eq!(other, None);
+}
+
+#[test]
+fn a_redo_after_a_push_that_landed_before_the_local_update_makes_the_same_commit() {
+    let f = fixture();
+    let old = git(&f.repo, &["rev-parse", "main"]);
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    // As if byre had died right after the push: origin has the commit, the checkout not.
+    git(&f.repo, &["reset", "-q", "--hard", &old]);
+    assert_eq!(git(&f.origin, &["rev-parse", "main"]), sha);
+    let again = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    assert_eq!(
+        again, sha,
+        "the very same commit, so the push is up to date"
+    );
+    assert_eq!(git(&f.repo, &["rev-parse", "main"]), sha);
+    assert_eq!(git(&f.origin, &["rev-parse", "main"]), sha);
+    assert_eq!(git(&f.origin, &["rev-list", "--count", "main"]), "2");
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
 }
