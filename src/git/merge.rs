@@ -383,19 +383,33 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
-/// own credential helpers and ssh configuration apply; no terminal prompt. It runs in its own
-/// process group, killed (with its ssh) after [`PUSH_TIMEOUT`], and is always reaped.
+/// own credential helpers and ssh configuration apply; no terminal prompt (stdin null,
+/// `GIT_TERMINAL_PROMPT=0`, and a session of its own without a controlling terminal, so an ssh
+/// passphrase or host-key question fails the push). Its process group is killed (with its
+/// ssh) after [`PUSH_TIMEOUT`], and it is always reaped.
 fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
-    let mut child = Command::new("git")
-        .arg("-C")
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
         .arg(repo_path)
         .args(["push", "--porcelain", "origin"])
         .arg(format!("{commit}:refs/heads/{branch}"))
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
+        .stderr(Stdio::piped());
+    // Its own session (so also its own process group, which the timeout kills): no
+    // controlling terminal, so ssh cannot ask for a passphrase or a host key on byre's
+    // terminal and fails instead of waiting for an answer that never comes.
+    // SAFETY: setsid(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .spawn()
         .map_err(|e| GitError::Other(format!("cannot run git push: {e}")))?;
     let drain = |pipe: Option<Box<dyn Read + Send>>| {

@@ -448,3 +448,38 @@ fn a_redo_after_a_push_that_landed_before_the_local_update_makes_the_same_commit
     assert_eq!(git(&f.origin, &["rev-list", "--count", "main"]), "2");
     assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
 }
+
+/// Field `n` (1-based, as in proc(5)) of `/proc/<pid>/stat` text.
+fn stat_field(stat: &str, n: usize) -> i64 {
+    let after = stat.rsplit_once(')').unwrap().1;
+    after
+        .split_whitespace()
+        .nth(n - 3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_push_runs_without_a_controlling_terminal_so_ssh_cannot_prompt() {
+    let f = fixture();
+    let out = f.repo.parent().unwrap().join("hook-stat");
+    let hook = f.repo.join(".git/hooks/pre-push");
+    fs::write(
+        &hook,
+        format!("#!/bin/sh\ncat /proc/$$/stat > '{}'\n", out.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    squash_merge(&request(&f, "t", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    let stat = fs::read_to_string(&out).expect("the pre-push hook ran");
+    // SAFETY: getsid(0) only reads this process's session id.
+    let ours = unsafe { libc::getsid(0) } as i64;
+    assert_ne!(stat_field(&stat, 6), ours, "git push left byre's session");
+    assert_eq!(stat_field(&stat, 7), 0, "no controlling terminal");
+}
