@@ -482,6 +482,17 @@ pub fn keep_snapshot(
     let wrepo = open(worktree_path)?;
     let head = repo.find_commit(wrepo.head()?.peel_to_commit()?.id())?;
     let tree = repo.find_tree(staged_tree(worktree_path)?)?;
+    let sig = Signature::now("byre", "byre@localhost")?;
+    let msg = format!("byre: the worktree of task {task_id} before its removal\n");
+    let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&head])?;
+    let name = next_snap_ref(&repo, task_id)?;
+    repo.reference(&name, commit, false, "byre: keep the worktree")?;
+    Ok(name)
+}
+
+/// The next snapshot ref's name for `task_id`: `refs/byre/tasks/{task_id}/snap/{n}`, n one
+/// more than the highest there.
+fn next_snap_ref(repo: &Repository, task_id: &str) -> Result<String, GitError> {
     let prefix = format!("refs/byre/tasks/{task_id}/snap/");
     let mut n = 0u64;
     for r in repo.references_glob(&format!("{prefix}*"))?.flatten() {
@@ -494,11 +505,36 @@ pub fn keep_snapshot(
             n = n.max(k);
         }
     }
+    Ok(format!("{prefix}{}", n + 1))
+}
+
+/// [`keep_snapshot`] for a worktree directory whose link in the repository
+/// (`.git/worktrees/{name}`) is gone: its files on disk (`.gitignore` respected) become a
+/// commit whose parent is the task branch's tip (none when the branch is gone too), through
+/// an in-memory index (no index file is written).
+fn keep_orphan_snapshot(
+    repo: &Repository,
+    worktree_path: &Path,
+    task_id: &str,
+    branch: &str,
+) -> Result<String, GitError> {
+    let files = Repository::open_bare(repo.path())?;
+    files.set_workdir(worktree_path, false)?;
+    files.set_index(&mut git2::Index::new()?)?;
+    let mut index = files.index()?;
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+    let tree = files.find_tree(index.write_tree_to(&files)?)?;
+    let parent = match files.find_branch(branch, BranchType::Local) {
+        Ok(b) => Some(b.get().peel_to_commit()?),
+        Err(e) if e.code() == ErrorCode::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
     let sig = Signature::now("byre", "byre@localhost")?;
     let msg = format!("byre: the worktree of task {task_id} before its removal\n");
-    let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&head])?;
-    let name = format!("{prefix}{}", n + 1);
-    repo.reference(&name, commit, false, "byre: keep the worktree")?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = files.commit(None, &sig, &sig, &msg, &tree, &parents)?;
+    let name = next_snap_ref(&files, task_id)?;
+    files.reference(&name, commit, false, "byre: keep the worktree")?;
     Ok(name)
 }
 
@@ -517,28 +553,35 @@ pub fn remove_task_worktree(
     branch: &str,
 ) -> Result<Option<String>, GitError> {
     let repo = open(repo_path)?;
-    let kept = if worktree_path.join(".git").exists() {
+    let linked = match repo.find_worktree(worktree_name) {
+        Ok(wt) => Some(wt),
+        Err(e) if e.code() == ErrorCode::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let kept = if !worktree_path.join(".git").exists() {
+        None
+    } else if linked.is_some() {
         Some(keep_snapshot(repo_path, worktree_path, task_id)?)
     } else {
-        None
+        // Cut off from the repository (`.git/worktrees/{name}` gone, say a removal cut
+        // short by an older byre, or by hand): its files are kept all the same.
+        Some(keep_orphan_snapshot(&repo, worktree_path, task_id, branch)?)
     };
-    match repo.find_worktree(worktree_name) {
-        Ok(wt) => {
-            let mut opts = WorktreePruneOptions::new();
-            opts.valid(true).locked(false).working_tree(true);
-            wt.prune(Some(&mut opts)).map_err(|e| {
-                GitError::Other(format!(
-                    "cannot remove worktree {worktree_name}: {}",
-                    e.message()
-                ))
-            })?;
-        }
-        Err(e) if e.code() == ErrorCode::NotFound => {}
-        Err(e) => return Err(e.into()),
-    }
+    // The files first, the link to the repository last: a removal cut short (a crash, a file
+    // that cannot be deleted) leaves a worktree that the redo can still read and snapshot.
     if worktree_path.exists() {
         std::fs::remove_dir_all(worktree_path)
             .map_err(|e| GitError::Other(format!("{}: {e}", worktree_path.display())))?;
+    }
+    if let Some(wt) = linked {
+        let mut opts = WorktreePruneOptions::new();
+        opts.valid(true).locked(false).working_tree(true);
+        wt.prune(Some(&mut opts)).map_err(|e| {
+            GitError::Other(format!(
+                "cannot remove worktree {worktree_name}: {}",
+                e.message()
+            ))
+        })?;
     }
     match repo.find_branch(branch, BranchType::Local) {
         Ok(mut b) => b.delete()?,

@@ -483,3 +483,35 @@ fn the_push_runs_without_a_controlling_terminal_so_ssh_cannot_prompt() {
     assert_ne!(stat_field(&stat, 6), ours, "git push left byre's session");
     assert_eq!(stat_field(&stat, 7), 0, "no controlling terminal");
 }
+
+#[test]
+fn a_worktree_cut_off_from_its_repository_is_kept_in_a_snapshot_then_removed() {
+    let f = fixture();
+    fs::write(f.wt.join("work.txt"), "precious\n").unwrap();
+    fs::write(f.wt.join(".gitignore"), "build/\n").unwrap();
+    fs::create_dir(f.wt.join("build")).unwrap();
+    fs::write(f.wt.join("build/out.o"), "ignored\n").unwrap();
+    let branch_tip = git(&f.repo, &["rev-parse", BRANCH]);
+    // A removal cut short inside libgit2's prune (or a hand) removed
+    // `.git/worktrees/task-1`; the directory and its files are still there.
+    fs::remove_dir_all(f.repo.join(".git/worktrees/task-1")).unwrap();
+    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
+        .unwrap()
+        .expect("a snapshot ref");
+    assert_eq!(
+        git(&f.repo, &["show", &format!("{kept}:work.txt")]),
+        "precious"
+    );
+    assert_eq!(
+        git(&f.repo, &["ls-tree", "-r", "--name-only", &kept]),
+        ".gitignore\nREADME.md\nblob.bin\nlib.txt\nwork.txt"
+    );
+    assert_eq!(
+        git(&f.repo, &["log", "-1", "--format=%P", &kept]),
+        branch_tip
+    );
+    assert!(!f.wt.exists());
+    assert_eq!(git(&f.repo, &["branch", "--list", BRANCH]), "");
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+}
