@@ -515,3 +515,79 @@ fn a_worktree_cut_off_from_its_repository_is_kept_in_a_snapshot_then_removed() {
     assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
     git(&f.repo, &["fsck", "--strict", "--no-progress"]);
 }
+
+#[test]
+fn a_worktree_left_mid_merge_with_conflicts_is_kept_and_removed() {
+    let f = fixture();
+    fs::write(f.repo.join("lib.txt"), "one\nMAIN\nthree\n").unwrap();
+    git(&f.repo, &["commit", "-q", "-am", "main side"]);
+    fs::write(f.wt.join("lib.txt"), "one\nTASK\nthree\n").unwrap();
+    git(&f.wt, &["commit", "-q", "-am", "task side"]);
+    // The agent's `git merge main` stopped on the conflict and was never finished.
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&f.wt)
+        .args(["-c", "user.name=S", "-c", "user.email=s@e", "merge", "main"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a conflict");
+    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
+        .unwrap()
+        .expect("a snapshot ref");
+    let text = git(&f.repo, &["show", &format!("{kept}:lib.txt")]);
+    assert!(text.contains("<<<<<<<") && text.contains("TASK"), "{text}");
+    assert!(!f.wt.exists());
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+}
+
+#[test]
+fn symlinks_modes_and_odd_file_names_land_as_they_are() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let odd = [
+        "-rf",
+        "new\nline.txt",
+        "sp ace $(x) `y`.txt",
+        "é→✓.txt",
+        "a\\b.txt",
+    ];
+    for (i, name) in odd.iter().enumerate() {
+        fs::write(f.wt.join(name), format!("{i}\n")).unwrap();
+    }
+    std::os::unix::fs::symlink("../outside/target", f.wt.join("link")).unwrap();
+    fs::write(f.wt.join("run.sh"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(f.wt.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Odd files", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    let tree = git(&f.repo, &["ls-tree", "-z", "--full-tree", &sha]);
+    for name in odd {
+        assert!(
+            tree.contains(&format!("\t{name}\0")),
+            "{name:?} in {tree:?}"
+        );
+    }
+    assert!(
+        tree.contains("120000 blob") && tree.contains("\tlink\0"),
+        "{tree:?}"
+    );
+    assert_eq!(
+        git(&f.repo, &["cat-file", "-p", &format!("{sha}:link")]),
+        "../outside/target"
+    );
+    assert!(
+        tree.contains("100755 blob"),
+        "run.sh keeps its mode: {tree:?}"
+    );
+    // The user's clean checkout got them too, the symlink as a symlink.
+    assert_eq!(
+        fs::read_link(f.repo.join("link")).unwrap(),
+        Path::new("../outside/target")
+    );
+    assert_eq!(
+        fs::read_to_string(f.repo.join("new\nline.txt")).unwrap(),
+        "1\n"
+    );
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+}
