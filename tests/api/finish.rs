@@ -604,6 +604,81 @@ async fn a_merge_into_a_dirty_checkout_fails_and_leaves_it_and_the_task_as_they_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_that_origin_rejects_fails_the_merge_and_the_next_merge_lands_once() {
+    let mut b = Bench::start().await;
+    let sibling = b.ada.create_task(&b.project_id, "Sibling").await;
+    b.until_task(&sibling, "task.worktree_created").await;
+    let sibling_wt = PathBuf::from(sibling["worktree_path"].as_str().unwrap());
+    std::fs::write(sibling_wt.join("sibling.txt"), "sibling's own work\n").unwrap();
+    let task = b
+        .task_with_prompt(&b.ada, "Feature", "Please create feature.txt")
+        .await;
+    b.until_task(&task, "snapshot.taken").await;
+    let hook = b.origin.path().join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'denied by policy' >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let main_before = git(b.repo.path(), &["rev-parse", "main"]);
+    let (api, task_id) = (b.ada.clone(), id(&task).to_owned());
+    let merge = |title: &'static str| {
+        let (api, task_id) = (api.clone(), task_id.clone());
+        async move {
+            api.call(
+                "mergeTask",
+                &[&task_id],
+                &[],
+                Some(json!({"merge_title": title})),
+            )
+            .await
+        }
+    };
+    assert_eq!(merge("Feature").await.status, 202);
+    let events = b.until_task(&task, "task.merge_failed").await;
+    let reason = payload(&events, "task.merge_failed")["reason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("denied by policy"), "{reason}");
+    assert!(!kinds(&events).contains(&"task.merge_landed".to_owned()));
+    assert_eq!(git(b.repo.path(), &["rev-parse", "main"]), main_before);
+    assert_eq!(git(b.origin.path(), &["rev-parse", "main"]), main_before);
+    let t = b.get_task(&task).await;
+    assert_eq!(
+        (t["status"].as_str(), t["merging"].as_bool()),
+        (Some("active"), Some(false))
+    );
+    let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
+    assert!(
+        worktree.join("feature.txt").exists(),
+        "the work is still there"
+    );
+
+    // Origin accepts again: the next merge lands exactly one commit.
+    std::fs::remove_file(&hook).unwrap();
+    assert_eq!(merge("Feature, second try").await.status, 202);
+    let events = b.until_task(&task, "task.merged").await;
+    let sha = payload(&events, "task.merged")["merge_commit"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(git(b.origin.path(), &["rev-parse", "main"]), sha);
+    assert_eq!(git(b.repo.path(), &["rev-parse", "main"]), sha);
+    assert_eq!(git(b.origin.path(), &["rev-list", "--count", "main"]), "2");
+    assert_eq!(
+        git(b.repo.path(), &["log", "-1", "--format=%s", &sha]),
+        "Feature, second try"
+    );
+    assert!(!worktree.exists());
+    // The sibling task's worktree is untouched.
+    assert_eq!(
+        std::fs::read_to_string(sibling_wt.join("sibling.txt")).unwrap(),
+        "sibling's own work\n"
+    );
+    assert_eq!(b.get_task(&sibling).await["status"], "active");
+    git(b.repo.path(), &["fsck", "--strict", "--no-progress"]);
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_turn_cut_short_by_a_restart_fails_the_merge_and_merges_nothing() {
     let mut b = Bench::start().await;
     let task = b
