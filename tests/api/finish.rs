@@ -850,3 +850,125 @@ fn checkout_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// Polls `getTask` until `pred` holds; panics after [`TURN_WAIT`].
+async fn wait_task(api: &Api, task_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + TURN_WAIT;
+    loop {
+        let t = api.call("getTask", &[task_id], &[], None).await.body;
+        if pred(&t) {
+            return t;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {t}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_right_after_the_push_then_restart_lands_the_same_commit_once() {
+    use crate::process::ServeProcess;
+    use std::os::unix::fs::PermissionsExt;
+    let fake = FakeAnthropic::fixture("n_finish").await.expect("fake API");
+    let bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install the CLI");
+    let data = TempDir::new().unwrap();
+    let env = [
+        ("BYRE_CLAUDE_BIN", bin.to_str().unwrap()),
+        ("ANTHROPIC_BASE_URL", fake.url.as_str()),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
+        ("CLAUDE_CODE_MAX_RETRIES", "2"),
+    ];
+    let server = ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let r = api
+        .call(
+            "updateMe",
+            &[],
+            &[],
+            Some(json!({"git_name": "Ada Lovelace", "git_email": "ada@example.com"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let repo = make_repo("basic");
+    let origin = TempDir::new().unwrap();
+    git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
+    git(
+        repo.path(),
+        &["remote", "add", "origin", origin.path().to_str().unwrap()],
+    );
+    git(repo.path(), &["push", "-q", "origin", "main"]);
+    let project = api.create_project("basic", repo.path()).await;
+    let r = api
+        .call(
+            "createTask",
+            &[project["id"].as_str().unwrap()],
+            &[],
+            Some(json!({"title": "Feature", "prompt": "Please create feature.txt"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let task_id = r.body["id"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(r.body["worktree_path"].as_str().unwrap());
+    // The end-of-turn commit of the first turn: the branch is ahead of main.
+    wait_task(&api, &task_id, "the first turn", |t| t["state"] == "idle").await;
+    let branch = r.body["branch"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + TURN_WAIT;
+    while git(
+        repo.path(),
+        &["rev-list", "--count", &format!("main..{branch}")],
+    ) == "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no end-of-turn commit"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Origin takes the push, then byre dies before it records or moves anything locally.
+    let hook = origin.path().join("hooks/post-receive");
+    std::fs::write(&hook, format!("#!/bin/sh\nkill -9 {}\n", server.child.id())).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let main_before = git(repo.path(), &["rev-parse", "main"]);
+    let r = api
+        .call(
+            "mergeTask",
+            &[&task_id],
+            &[],
+            Some(json!({"merge_title": "Feature"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let mut server = server;
+    let deadline = std::time::Instant::now() + TURN_WAIT;
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "byre was not killed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pushed = git(origin.path(), &["rev-parse", "main"]);
+    assert_ne!(pushed, main_before, "the push landed before the kill");
+    std::fs::remove_file(&hook).unwrap();
+    // Git times have one-second resolution: restart in a later second, so that a redo that
+    // took the clock's time would make a different commit (and origin would refuse it).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let server = ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let t = wait_task(&api, &task_id, "the merge's redo", |t| {
+        t["status"] != "active" || t["merging"] == false
+    })
+    .await;
+    assert_eq!(t["status"], "merged", "{t}");
+    assert_eq!(
+        t["merge_commit"],
+        pushed.as_str(),
+        "the pushed commit is recorded"
+    );
+    assert_eq!(git(origin.path(), &["rev-parse", "main"]), pushed);
+    assert_eq!(git(repo.path(), &["rev-parse", "main"]), pushed);
+    assert_eq!(git(origin.path(), &["rev-list", "--count", "main"]), "2");
+    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+    assert!(!worktree.exists());
+    git(repo.path(), &["fsck", "--strict", "--no-progress"]);
+    server.kill_9();
+}
