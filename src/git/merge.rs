@@ -457,7 +457,7 @@ fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
     match status {
         Some(s) if s.success() => Ok(()),
         Some(_) => Err(MergeError::Refused(format!(
-            "origin rejected the push of {branch}: {text}"
+            "the push of {branch} to origin failed (nothing moved here; never forced): {text}"
         ))),
         None => Err(MergeError::Refused(format!(
             "the push of {branch} to origin did not finish within {} s and was stopped; it may \

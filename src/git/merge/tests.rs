@@ -591,3 +591,32 @@ fn symlinks_modes_and_odd_file_names_land_as_they_are() {
     );
     git(&f.repo, &["fsck", "--strict", "--no-progress"]);
 }
+
+#[test]
+fn without_origin_nothing_is_pushed_and_an_unreachable_origin_moves_nothing() {
+    let f = fixture();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    git(
+        &f.repo,
+        &["remote", "set-url", "origin", "/nonexistent/origin.git"],
+    );
+    let (r, files) = (refs(&f.repo), snapshot(&f.repo));
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("/nonexistent/origin.git")),
+        "{err}"
+    );
+    assert_eq!(refs(&f.repo), r);
+    assert_eq!(snapshot(&f.repo), files);
+    git(&f.repo, &["remote", "remove", "origin"]);
+    let sha = squash_merge(&request(&f, "t", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    assert_eq!(git(&f.repo, &["rev-parse", "main"]), sha);
+    assert_ne!(
+        git(&f.origin, &["rev-parse", "main"]),
+        sha,
+        "nothing pushed"
+    );
+}
