@@ -620,3 +620,55 @@ fn without_origin_nothing_is_pushed_and_an_unreachable_origin_moves_nothing() {
         "nothing pushed"
     );
 }
+
+#[test]
+fn deleted_files_and_a_submodule_gitlink_squash_as_they_are() {
+    let f = fixture();
+    // A submodule in main (registered, as `git submodule add` leaves it), uninitialised in
+    // the task's worktree (its directory empty).
+    let sub = f.repo.parent().unwrap().join("sub");
+    fs::create_dir(&sub).unwrap();
+    git(&sub, &["init", "-q", "-b", "main"]);
+    fs::write(sub.join("s.txt"), "s\n").unwrap();
+    git(&sub, &["add", "-A"]);
+    git(&sub, &["commit", "-q", "-m", "s"]);
+    let sub_head = git(&sub, &["rev-parse", "HEAD"]);
+    git(
+        &f.repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub.to_str().unwrap(),
+            "vendor/sub",
+        ],
+    );
+    git(&f.repo, &["commit", "-q", "-m", "add submodule"]);
+    git(&f.repo, &["push", "-q", "origin", "main"]);
+    git(&f.wt, &["merge", "-q", "main"]);
+    assert!(f.wt.join("vendor/sub").is_dir());
+    // The agent deletes one file (unstaged) and another with git rm (staged).
+    fs::remove_file(f.wt.join("lib.txt")).unwrap();
+    git(&f.wt, &["rm", "-q", "blob.bin"]);
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Delete and add", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    let tree = git(&f.repo, &["ls-tree", "-r", "--full-tree", &sha]);
+    assert!(
+        !tree.contains("lib.txt") && !tree.contains("blob.bin"),
+        "{tree}"
+    );
+    assert!(tree.contains("feature.txt"), "{tree}");
+    assert!(
+        tree.contains(&format!("160000 commit {sub_head}\tvendor/sub")),
+        "the gitlink stays: {tree}"
+    );
+    assert!(
+        !f.repo.join("lib.txt").exists(),
+        "the clean checkout follows"
+    );
+}
