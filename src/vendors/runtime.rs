@@ -134,6 +134,16 @@ impl Runtime {
             ephemeral,
             mcp,
         });
+        // Token files of sessions that are not live (a crash skipped their removal) go before
+        // anything runs.
+        let live_sessions: std::collections::BTreeSet<String> = writer.read(|s| {
+            s.sessions
+                .values()
+                .filter(|x| !x.completed)
+                .map(|x| x.id.clone())
+                .collect()
+        });
+        rt.mcp.prune(|id| live_sessions.contains(id));
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {
@@ -256,6 +266,8 @@ impl Runtime {
                 if let Some(l) = self.live(session_id) {
                     let _ = l.tx.send(Input::Stop).await;
                 }
+                // Its token is refused from now on; its file goes too.
+                self.mcp.revoke(session_id);
             }
             "session.interrupt_requested" => match self.live(session_id) {
                 Some(l) => {
