@@ -4,7 +4,8 @@
 //! Answers reach the agent as one message per answering human (actor: that human), handed
 //! over when its session is idle and none of its questions are open: in the same
 //! transaction as the `respondInbox` that makes it so, or as the turn ends
-//! ([`deliver`]). Nothing outside the log is involved, so a restart between a question and
+//! ([`deliver`]). Answers to a completed (compacted) session's items go to the task's live
+//! implementer session, its successor. Nothing outside the log is involved, so a restart between a question and
 //! its answer changes nothing.
 
 use std::collections::BTreeSet;
@@ -201,14 +202,41 @@ pub struct Question {
     pub attachments: Vec<serde_json::Value>,
 }
 
-fn open_questions<'a>(
-    state: &'a State,
-    session_id: &'a str,
-) -> impl Iterator<Item = &'a InboxItem> {
+/// Whether `item`'s answers go to `s`: its own items, and, when `s` is its task's live
+/// implementer, the items of the task's completed implementer sessions (a compaction's
+/// predecessors), whose agents can no longer take an answer.
+fn routed_to(state: &State, item: &InboxItem, s: &Session) -> bool {
+    use crate::sessions::SessionRole;
+    if item.agent_session_id == s.id {
+        return true;
+    }
+    s.role == SessionRole::Implementer
+        && !s.completed
+        && !s.task_id.is_empty()
+        && item.task_id == s.task_id
+        && state
+            .sessions
+            .get(&item.agent_session_id)
+            .is_some_and(|o| o.completed && o.role == SessionRole::Implementer)
+}
+
+/// The session that takes `item`'s answers now: its own, or, once that completed, the task's
+/// live implementer session (see [`routed_to`]).
+fn recipient<'a>(state: &'a State, item: &InboxItem) -> Option<&'a Session> {
+    let own = state.sessions.get(&item.agent_session_id)?;
+    if !own.completed {
+        return Some(own);
+    }
+    state
+        .sessions
+        .values()
+        .find(|x| !x.completed && routed_to(state, item, x))
+}
+
+/// The open questions whose answers go to session `s` ([`routed_to`]).
+fn open_questions_for<'a>(state: &'a State, s: &'a Session) -> impl Iterator<Item = &'a InboxItem> {
     state.inbox.values().filter(move |i| {
-        i.agent_session_id == session_id
-            && i.kind == InboxKind::Question
-            && i.state == InboxState::Open
+        i.kind == InboxKind::Question && i.state == InboxState::Open && routed_to(state, i, s)
     })
 }
 
@@ -234,7 +262,7 @@ pub(crate) fn ask_human(
         return Err(Rejection::Invalid("`question` must not be empty".into()));
     }
     let id = ctx.id(0);
-    let mut events: Vec<NewEvent> = open_questions(state, session_id)
+    let mut events: Vec<NewEvent> = open_questions_for(state, s)
         .map(|old| {
             session_event(
                 s,
@@ -394,7 +422,11 @@ pub(crate) fn respond(
         fresh.push(response);
     }
     let answered: BTreeSet<&str> = responses.iter().map(|r| r.item_id.as_str()).collect();
-    let sessions: BTreeSet<&str> = items.iter().map(|i| i.agent_session_id.as_str()).collect();
+    let sessions: BTreeSet<&str> = items
+        .iter()
+        .filter_map(|i| recipient(state, i))
+        .map(|s| s.id.as_str())
+        .collect();
     let mut next_input = state.last_input_id;
     for sid in sessions {
         let Some(s) = state.sessions.get(sid) else {
@@ -411,7 +443,7 @@ pub(crate) fn respond(
         {
             continue;
         }
-        if open_questions(state, sid).any(|i| !answered.contains(i.id.as_str())) {
+        if open_questions_for(state, s).any(|i| !answered.contains(i.id.as_str())) {
             continue;
         }
         let mine: Vec<InboxResponse> = fresh
@@ -420,7 +452,7 @@ pub(crate) fn respond(
                 state
                     .inbox
                     .get(&r.item_id)
-                    .is_some_and(|i| i.agent_session_id == sid)
+                    .is_some_and(|i| routed_to(state, i, s))
             })
             .cloned()
             .collect();
@@ -446,7 +478,7 @@ pub(crate) fn deliver(
     let mut pending: Vec<(u64, InboxResponse)> = state
         .inbox
         .values()
-        .filter(|i| i.agent_session_id == s.id)
+        .filter(|i| routed_to(state, i, s))
         .flat_map(|i| i.responses.iter())
         .filter(|r| r.delivered_at_us.is_none())
         .map(|r| (r.seq, r.response.clone()))
@@ -540,11 +572,11 @@ fn kind_name(k: InboxKind) -> &'static str {
 /// Whether a session's answers may be handed over now: idle, nothing queued, no open question,
 /// and something undelivered.
 pub(crate) fn deliverable(state: &State, s: &Session) -> bool {
-    open_questions(state, &s.id).next().is_none()
+    open_questions_for(state, s).next().is_none()
         && state
             .inbox
             .values()
-            .filter(|i| i.agent_session_id == s.id)
+            .filter(|i| routed_to(state, i, s))
             .flat_map(|i| i.responses.iter())
             .any(|r| r.delivered_at_us.is_none())
 }

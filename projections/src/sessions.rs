@@ -154,6 +154,15 @@ pub struct Session {
     pub last_api_retry: Option<serde_json::Value>,
     /// Seq of `session.created`.
     pub created_seq: u64,
+    /// The running (or last) turn's message as it was handed over, so that a turn a restart
+    /// cut short can hand it over again ([`resume_after_restart`]). Bookkeeping derived from
+    /// the log, left out of the digest.
+    #[serde(skip)]
+    pub turn_input: Option<QueuedInput>,
+    /// Whether the agent wrote text, used a tool or asked a question in the running turn, i.e.
+    /// its CLI surely had the turn's message. Left out of the digest.
+    #[serde(skip)]
+    pub turn_answered: bool,
 }
 
 impl Session {
@@ -357,6 +366,8 @@ pub(crate) fn create(
         last_api_retry: None,
         compact_to: None,
         created_seq: 0,
+        turn_input: None,
+        turn_answered: false,
     };
     let mut events = vec![session_event(
         &s,
@@ -682,7 +693,9 @@ pub(crate) fn record_exit(
 }
 
 /// Decides `ResumeAfterRestart`: a turn byre's restart cut short ends as interrupted and the
-/// agent is asked, as the next turn, to carry on; queued messages follow it.
+/// session gets the turn's message again (prefixed with [`RESENT_NOTE`], from its sender) when
+/// the agent had not answered it with any text or tool use, else [`RESTART_NOTE`] (asking it
+/// to carry on), as the next turn; queued messages follow it.
 pub(crate) fn resume_after_restart(
     state: &State,
     session_id: &str,
@@ -716,13 +729,28 @@ pub(crate) fn resume_after_restart(
         turn_running: false,
         ..s.clone()
     };
+    // Nothing came back from the agent in the cut turn: its CLI may never have had the
+    // message (an answer to its question, say), so hand that over again, from its sender.
+    // (A message byre already sent for a restart goes again as it is.)
+    let unanswered = s.turn_input.as_ref().filter(|_| !s.turn_answered);
+    let (actor, text, images) = match unanswered {
+        Some(m) if m.text.starts_with(RESTART_NOTE_START) => {
+            (m.actor.as_str(), m.text.clone(), m.images.as_slice())
+        }
+        Some(m) => (
+            m.actor.as_str(),
+            format!("{RESENT_NOTE}\n\n{}", m.text),
+            m.images.as_slice(),
+        ),
+        None => ("byre", RESTART_NOTE.to_owned(), &[][..]),
+    };
     events.extend(hand_over(
         state,
         &after,
-        "byre",
+        actor,
         state.last_input_id + 1,
-        RESTART_NOTE,
-        &[],
+        &text,
+        images,
         head,
         None,
     ));
@@ -851,6 +879,13 @@ pub(crate) fn compact(
 /// The message byre sends an agent whose turn a restart cut short.
 pub const RESTART_NOTE: &str = "byre restarted while you were working and your last turn was cut short. Continue where you left off.";
 
+/// How [`RESTART_NOTE`] and [`RESENT_NOTE`] start: such a message is handed over again as it is.
+const RESTART_NOTE_START: &str = "byre restarted";
+
+/// What precedes a message byre hands over again because a restart cut its turn short before
+/// the agent answered it.
+pub const RESENT_NOTE: &str = "byre restarted before you answered the message below, so it may not have reached you. Here it is again; if you already saw it, just continue:";
+
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub fn cut_bytes(s: &str, max: usize) -> &str {
     let mut cut = max.min(s.len());
@@ -914,6 +949,8 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     last_api_retry: None,
                     compact_to: None,
                     created_seq: e.seq,
+                    turn_input: None,
+                    turn_answered: false,
                 });
         }
         EventBody::SessionState(p) => {
@@ -937,6 +974,14 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 if let Some(m) = &p.model {
                     s.model.clone_from(m);
                 }
+                s.turn_input = Some(QueuedInput {
+                    input_id: p.input_id,
+                    text: p.text.clone(),
+                    images: p.images.clone(),
+                    model: p.model.clone(),
+                    actor: e.actor.clone(),
+                    head: p.head.clone(),
+                });
             }
         }
         EventBody::UserQueued(p) => {
@@ -975,6 +1020,18 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 s.turn_running = true;
                 s.last_api_retry = None;
                 s.interrupt_requested = false;
+                s.turn_answered = false;
+            }
+        }
+        EventBody::AgentText(_) | EventBody::ToolCall(_) | EventBody::ToolResult(_) => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                s.turn_answered = true;
+            }
+        }
+        // The agent asked a question (`ask_human`): it had the turn's message.
+        EventBody::InboxItemCreated(p) if p.kind == InboxKind::Question => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                s.turn_answered = true;
             }
         }
         EventBody::ApiRetry(p) => {

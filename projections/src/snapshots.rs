@@ -7,7 +7,9 @@
 //! `turn_end`) or a `snapshot.requested` (trigger `requested`). The fold keeps each task's
 //! causes not yet answered ([`TaskSnapshots::pending`]) so the reactor can finish them after a
 //! restart; a newer `turn.ended` replaces an unanswered older one (its snapshot would hold the
-//! same worktree). The reactor answers with `snapshot.taken` or `snapshot.failed`.
+//! same worktree). If the reactor had already taken the older one's snapshot (its ref written,
+//! the branch perhaps moved) when the newer one ended, that snapshot is still recorded, and the
+//! newer turn's comes after it. The reactor answers with `snapshot.taken` or `snapshot.failed`.
 
 use std::collections::BTreeMap;
 
@@ -195,8 +197,9 @@ pub(crate) fn request(
 }
 
 /// Decides `RecordSnapshot`: the reactor's outcome for the cause at `cause_seq`. Nothing when
-/// that cause is already answered (a repeat after a restart). 404 unknown task; 409 when `n`
-/// is not the task's next position.
+/// that cause is already answered (a repeat after a restart). A snapshot taken for a turn end
+/// that a newer one replaced meanwhile is recorded all the same ([`replaced_turn_end`]). 404
+/// unknown task; 409 when `n` is not the task's next position.
 pub(crate) fn record(
     state: &State,
     ctx: &DecideCtx,
@@ -211,8 +214,12 @@ pub(crate) fn record(
     let Some(snaps) = state.snapshots.get(task_id) else {
         return Ok(Vec::new());
     };
-    let Some(pending) = snaps.pending.get(&cause_seq) else {
-        return Ok(Vec::new());
+    let pending = match snaps.pending.get(&cause_seq) {
+        Some(p) => p,
+        None => match replaced_turn_end(snaps, cause_seq, outcome) {
+            Some(p) => p,
+            None => return Ok(Vec::new()),
+        },
     };
     let body = match outcome {
         Ok(t) => {
@@ -246,6 +253,27 @@ pub(crate) fn record(
     e.agent_session_id =
         (!pending.agent_session_id.is_empty()).then(|| pending.agent_session_id.clone());
     Ok(vec![e])
+}
+
+/// For the outcome of a cause no longer pending: the newer turn end that replaced it, when the
+/// cause was a turn end and the reactor had taken its snapshot before the newer one ended (the
+/// ref is written and the branch may have moved: the snapshot is recorded all the same, so the
+/// newer turn's snapshot comes after it). `None` for a failure, an outcome already recorded
+/// (its commit is a taken snapshot's) or a cause nothing replaced (answered already).
+fn replaced_turn_end<'s>(
+    snaps: &'s TaskSnapshots,
+    cause_seq: u64,
+    outcome: &Result<TakenSnapshot, String>,
+) -> Option<&'s PendingSnapshot> {
+    let taken = outcome.as_ref().ok()?;
+    if snaps.taken.iter().any(|s| s.commit == taken.commit) {
+        return None;
+    }
+    snaps
+        .pending
+        .range(cause_seq + 1..)
+        .map(|(_, p)| p)
+        .find(|p| p.trigger == SnapshotTrigger::TurnEnd)
 }
 
 /// Folds `turn.ended` (of a task's implementer session, while the task is active),
@@ -502,6 +530,38 @@ mod tests {
             vec![],
             "a repeated outcome changes nothing"
         );
+    }
+
+    #[test]
+    fn a_snapshot_taken_for_a_turn_end_replaced_meanwhile_is_still_recorded_once() {
+        let mut w = World::new();
+        let first = w.turn();
+        // The reactor is taking the first turn's snapshot when the next turn ends.
+        let second = w.turn();
+        assert_eq!(w.pending(), [second]);
+        let events = w.record(first, 1).unwrap();
+        let EventBody::SnapshotTaken(t) = &events[0].body else {
+            panic!("snapshot.taken expected, got {events:?}")
+        };
+        assert_eq!(
+            (t.n, t.trigger, t.cause_seq),
+            (1, SnapshotTrigger::TurnEnd, first)
+        );
+        assert!(events[0].agent_session_id.is_some());
+        assert_eq!(w.pending(), [second], "the newer turn still gets its own");
+        assert_eq!(w.record(first, 1).unwrap(), vec![], "recorded once");
+        let failed = w
+            .when(Command::RecordSnapshot {
+                task_id: w.task(),
+                cause_seq: first,
+                outcome: Err("late".into()),
+            })
+            .unwrap();
+        assert_eq!(failed, vec![], "a replaced cause's failure is not recorded");
+        w.record(second, 2).unwrap();
+        assert!(w.pending().is_empty());
+        let snaps = w.state.task_snapshots(&w.task());
+        assert_eq!(snaps.iter().map(|s| s.n).collect::<Vec<_>>(), [1, 2]);
     }
 
     #[test]

@@ -63,8 +63,9 @@ pub fn snapshot_ref(task_id: &str, n: u32) -> String {
 
 /// Takes snapshot `job.n` and, for an end-of-turn one, makes the end-of-turn commit (module
 /// docs). Idempotent: when the ref exists already (byre was stopped after writing it and
-/// before recording it) its commit is reused, and the end-of-turn step is redone only if the
-/// branch still points at its parent. Blocks: call off the async threads.
+/// before recording it) its commit is reused if it still is this snapshot (the worktree's
+/// tree, its parent HEAD or itself HEAD), else replaced by a new one; the end-of-turn step is
+/// redone only if the branch still points at its parent. Blocks: call off the async threads.
 ///
 /// # Errors
 /// [`GitError::Conflict`] (a message for the user) when an operation is in progress in the
@@ -84,18 +85,29 @@ pub fn take_snapshot(job: &SnapshotJob<'_>) -> Result<Snapshot, GitError> {
     let staged_tree = staged.write_tree_to(&view_repo)?;
 
     let name = snapshot_ref(job.task_id, job.n);
-    let (snap, event_seq) = match repo.find_reference(&name) {
-        Ok(r) => {
-            let snap = r.peel_to_commit()?;
+    // A commit already at the ref is reused only when it is this snapshot made before a
+    // restart: the worktree's tree, on top of HEAD (or HEAD itself once the branch moved).
+    // Anything else there is a leftover no event records (its cause was replaced by a newer
+    // turn end before it was recorded): it is replaced, never passed off as this snapshot.
+    let found = match repo.find_reference(&name) {
+        Ok(r) => Some(r.peel_to_commit()?),
+        Err(e) if e.code() == ErrorCode::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let reusable = found.filter(|c| {
+        c.tree_id() == staged_tree
+            && (c.id() == head.id() || c.parent_id(0).ok() == Some(head.id()))
+    });
+    let (snap, event_seq) = match reusable {
+        Some(snap) => {
             let seq = recorded_event_seq(&snap).unwrap_or(job.event_seq);
             (snap, seq)
         }
-        Err(e) if e.code() == ErrorCode::NotFound => {
+        None => {
             let snap = make_commit(&repo, job, &head, staged_tree)?;
-            repo.reference(&name, snap.id(), false, "byre: snapshot")?;
+            repo.reference(&name, snap.id(), true, "byre: snapshot")?;
             (snap, job.event_seq)
         }
-        Err(e) => return Err(e.into()),
     };
     let tree = snap.tree_id();
     let mut branch_advanced = false;
@@ -403,6 +415,31 @@ mod tests {
             .unwrap();
         assert_eq!(second.parent_id(0).unwrap().to_string(), snap.commit);
         assert_eq!(tip(&repo).to_string(), snap.commit);
+    }
+
+    #[test]
+    fn a_leftover_commit_at_the_ref_that_is_not_this_snapshot_is_replaced() {
+        let (_dir, _place, wt) = fixture();
+        let repo = Repository::open(&wt).unwrap();
+        let head = tip(&repo);
+        // A ref written before a restart for a cause that a newer turn end replaced: it holds
+        // an older tree (here HEAD's own commit, which lacks the agent's edits).
+        repo.reference(&snapshot_ref(TASK, 1), head, false, "leftover")
+            .unwrap();
+        let snap = take_snapshot(&job(&wt, 1, Some(1))).unwrap();
+        assert_ne!(snap.commit, head.to_string());
+        assert!(snap.branch_advanced, "the turn's work lands on the branch");
+        assert_eq!(tip(&repo).to_string(), snap.commit);
+        assert_eq!(
+            repo.find_reference(&snapshot_ref(TASK, 1))
+                .unwrap()
+                .target()
+                .unwrap()
+                .to_string(),
+            snap.commit
+        );
+        assert!(files(&repo, &snap.tree).contains(&("new/file.txt".into(), "new\n".into())));
+        assert_eq!(status(&repo), []);
     }
 
     #[test]

@@ -2,17 +2,26 @@
 //! child (`crate::mcp::stdio`). Internal, not in the public contract.
 //!
 //! Request: `Authorization: Bearer <session token>` (`crate::mcp::McpHost::token`), the tool's
-//! arguments as a JSON object. Answer: 200 `{"is_error": bool, "text": "…"}`, the tool result
-//! the model reads — a refused or malformed call is a tool error, never an HTTP error; 401
-//! without a token, 403 for a token that is not a live session's.
+//! arguments as a JSON object of at most [`MAX_TOOL_ARGS_BYTES`]. Answer: 200
+//! `{"is_error": bool, "text": "…"}`, the tool result the model reads — a refused, malformed
+//! or oversized call is a tool error, never an HTTP error; 401
+//! without a token, 403 for a token that is not a live session's (forged, of no session, or of
+//! a completed one) and for a call that does not come straight from this host: a non-loopback
+//! peer, or a request a proxy forwarded (`X-Forwarded-For`, `Forwarded` or Tailscale identity
+//! headers, as `tailscale serve` adds). `byre mcp` always calls over loopback, so session
+//! tokens are never accepted from the network, whatever `--auth` and `--listen` are.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use byre_projections::sessions::SessionRole;
 use byre_projections::{Command, EventBody};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::{ApiError, App};
 use crate::log::SubmitError;
+
+/// Largest tool call arguments, in bytes (JSON); larger ones are a tool error.
+pub const MAX_TOOL_ARGS_BYTES: usize = 256 * 1024;
 
 fn answer(is_error: bool, text: impl Into<String>) -> HttpResponse {
     HttpResponse::Ok().json(json!({"is_error": is_error, "text": text.into()}))
@@ -27,13 +36,30 @@ fn text_arg(args: &Value, name: &str, required: bool) -> Result<String, String> 
     }
 }
 
+/// Whether a request comes straight from a process on this host: a loopback peer and no
+/// proxy's forwarding headers.
+fn from_this_host(req: &HttpRequest) -> bool {
+    let loopback = req
+        .peer_addr()
+        .is_some_and(|a| a.ip().to_canonical().is_loopback());
+    let proxied = ["x-forwarded-for", "forwarded", "tailscale-user-login"]
+        .iter()
+        .any(|h| req.headers().contains_key(*h));
+    loopback && !proxied
+}
+
 /// `POST /internal/mcp/tools/{tool}` — 200 `{is_error, text}`; 401; 403.
 pub async fn call_tool(
     req: HttpRequest,
     tool: web::Path<String>,
-    body: web::Bytes,
+    mut payload: web::Payload,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
+    if !from_this_host(&req) {
+        return Err(ApiError::Forbidden(
+            "agent tool calls are accepted only from byre mcp on this host".into(),
+        ));
+    }
     let token = req
         .headers()
         .get("authorization")
@@ -48,6 +74,11 @@ pub async fn call_tool(
         .writer
         .read(|s| s.sessions.get(&session_id).map(|x| (x.role, x.completed)))
         .ok_or_else(|| ApiError::Forbidden("the token's session does not exist".into()))?;
+    if role.1 {
+        return Err(ApiError::Forbidden(
+            "the token's session has completed".into(),
+        ));
+    }
     let tool = tool.into_inner();
     tracing::info!(session_id, tool, "agent tool call");
     if role.0 != SessionRole::Implementer {
@@ -57,6 +88,21 @@ pub async fn call_tool(
                 "`{tool}` is for a task's implementing agent only; this session may not use it"
             ),
         ));
+    }
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::BadRequest(format!("cannot read the body: {e}")))?;
+        if body.len() + chunk.len() > MAX_TOOL_ARGS_BYTES {
+            return Ok(answer(
+                true,
+                format!(
+                    "the arguments are larger than {} KiB: shorten them (summarise long context, point to files instead of pasting them)",
+                    MAX_TOOL_ARGS_BYTES / 1024
+                ),
+            ));
+        }
+        body.extend_from_slice(&chunk);
     }
     let args: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
@@ -149,5 +195,36 @@ fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
             "The port is exposed as a preview; the humans see its link in the task.".into()
         }
         _ => "Done.".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::from_this_host;
+
+    #[test]
+    fn only_direct_loopback_calls_count_as_from_this_host() {
+        let peer = |addr: &str| TestRequest::default().peer_addr(addr.parse().unwrap());
+        assert!(from_this_host(&peer("127.0.0.1:5000").to_http_request()));
+        assert!(from_this_host(&peer("[::1]:5000").to_http_request()));
+        assert!(from_this_host(
+            &peer("[::ffff:127.0.0.1]:5000").to_http_request()
+        ));
+        assert!(!from_this_host(&peer("10.1.2.3:5000").to_http_request()));
+        assert!(!from_this_host(
+            &peer("[fd7a:115c::1]:5000").to_http_request()
+        ));
+        assert!(
+            !from_this_host(&TestRequest::default().to_http_request()),
+            "no peer"
+        );
+        for header in ["X-Forwarded-For", "Forwarded", "Tailscale-User-Login"] {
+            let proxied = peer("127.0.0.1:5000")
+                .insert_header((header, "100.64.0.1"))
+                .to_http_request();
+            assert!(!from_this_host(&proxied), "{header}");
+        }
     }
 }

@@ -24,6 +24,7 @@ mod tasks;
 mod views;
 mod workflows;
 
+pub use agent_tools::MAX_TOOL_ARGS_BYTES;
 pub use error::ApiError;
 pub use status::Clients;
 

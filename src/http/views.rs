@@ -290,7 +290,7 @@ impl From<git_views::Changes> for TaskChanges {
 /// counted as binary. With `snapshot` (its `n`), the tree is that snapshot's, compared with the
 /// merge-base of its commit and the default branch, or with `step=true` with the previous
 /// snapshot's tree (the snapshot commit's parent for the first). 400 for a `since` that is not
-/// a commit, `since` with `snapshot`, or `step` without `snapshot`; 404 unknown task or
+/// a commit, `since` with `snapshot`, or `step=true` without `snapshot`; 404 unknown task or
 /// snapshot; 409 closed task, no worktree, or a branch gone.
 pub async fn get_task_changes(
     _caller: Caller,
@@ -302,7 +302,8 @@ pub async fn get_task_changes(
     let place = task_place(&app, &task_id)?;
     let query = query.into_inner();
     let Some(n) = query.snapshot else {
-        if query.step.is_some() {
+        // `step=false` is the default spelled out (a client's unchecked toggle): allowed.
+        if query.step == Some(true) {
             return Err(ApiError::BadRequest("step needs snapshot".into()));
         }
         let changes = blocking(move || {

@@ -16,11 +16,15 @@
 //! secret is 32 random bytes kept in `{data}/mcp.secret` (mode 0600, made at the first start).
 //! So a token names its session, cannot be forged without the secret, and is the same after a
 //! restart (a resumed CLI keeps working). It reaches the `byre mcp` child as a file,
-//! `{data}/mcp-tokens/{session_id}.token` (0600; not under `run/`, whose files are process
-//! records), never in argv or the log.
+//! `{data}/mcp-tokens/{session_id}.token` (0600, in a 0700 directory; not under `run/`, whose files are process
+//! records), never in argv or the log. A completed session's token is refused
+//! (`src/http/agent_tools.rs`) and its file removed ([`McpHost::revoke`] when the session
+//! completes, [`McpHost::prune`] at start-up, before the server serves, for what a crash
+//! left).
 //!
 //! [`choices`] reads a question's choices from its Markdown context.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -107,11 +111,41 @@ impl McpHost {
         same.then(|| session_id.to_owned())
     }
 
+    /// Removes the session's token file (its session completed); a missing file is fine.
+    pub fn revoke(&self, session_id: &str) {
+        let path = self.token_dir.join(format!("{session_id}.token"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(error = %e, session_id, "cannot remove the MCP token file"),
+        }
+    }
+
+    /// Removes every token file whose session `keep` refuses (completed or unknown sessions),
+    /// e.g. files left by a server that died before [`McpHost::revoke`].
+    pub fn prune(&self, keep: impl Fn(&str) -> bool) {
+        let Ok(dir) = std::fs::read_dir(&self.token_dir) else {
+            return;
+        };
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let Some(session_id) = name.to_str().and_then(|n| n.strip_suffix(".token")) else {
+                continue;
+            };
+            if !keep(session_id) {
+                self.revoke(session_id);
+            }
+        }
+    }
+
     /// Writes the session's token file and returns how to start its MCP server; `None` (and
     /// the agent runs without byre's tools) when the file cannot be written.
     pub fn launch(&self, session_id: &str) -> Option<McpLaunch> {
         let path = self.token_dir.join(format!("{session_id}.token"));
-        if let Err(e) = std::fs::create_dir_all(&self.token_dir)
+        if let Err(e) = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.token_dir)
             .and_then(|()| write_private(&path, self.token(session_id).as_bytes()))
         {
             tracing::error!(error = %e, session_id, "cannot write the MCP token; the agent runs without byre's tools");

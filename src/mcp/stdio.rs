@@ -152,7 +152,9 @@ pub async fn serve(url: String, token_file: &Path) -> anyhow::Result<()> {
     let forwarder = Forwarder {
         url: url.trim_end_matches('/').to_owned(),
         token,
-        client: reqwest::Client::new(),
+        // Straight to the loopback server: never through the agent's HTTP(S)_PROXY, which
+        // could not reach this host's loopback and which byre refuses anyway.
+        client: reqwest::Client::builder().no_proxy().build()?,
     };
     let service = forwarder.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;

@@ -134,6 +134,16 @@ impl Runtime {
             ephemeral,
             mcp,
         });
+        // Token files of sessions that are not live (a crash skipped their removal) go before
+        // anything runs.
+        let live_sessions: std::collections::BTreeSet<String> = writer.read(|s| {
+            s.sessions
+                .values()
+                .filter(|x| !x.completed)
+                .map(|x| x.id.clone())
+                .collect()
+        });
+        rt.mcp.prune(|id| live_sessions.contains(id));
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {
@@ -178,6 +188,18 @@ impl Runtime {
         if let Err(e) = self.writer.submit(cmd, None).await {
             tracing::error!(error = %e, "could not record agent output");
         }
+    }
+
+    /// Whether a turn end of `task_id` still waits for its snapshot (the snapshot reactor has
+    /// not recorded `snapshot.taken` or `snapshot.failed` for it yet).
+    pub(crate) fn snapshot_due(&self, task_id: &str) -> bool {
+        self.writer.read(|s| {
+            s.snapshots.get(task_id).is_some_and(|t| {
+                t.pending
+                    .values()
+                    .any(|p| p.trigger == byre_projections::snapshots::SnapshotTrigger::TurnEnd)
+            })
+        })
     }
 
     pub(crate) fn live(&self, session_id: &str) -> Option<Arc<Live>> {
@@ -244,6 +266,8 @@ impl Runtime {
                 if let Some(l) = self.live(session_id) {
                     let _ = l.tx.send(Input::Stop).await;
                 }
+                // Its token is refused from now on; its file goes too.
+                self.mcp.revoke(session_id);
             }
             "session.interrupt_requested" => match self.live(session_id) {
                 Some(l) => {
@@ -561,6 +585,10 @@ pub async fn clear_leftovers(data_dir: &Path) -> Vec<Zombie> {
         let pgid: i32 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
         let recorded_start: Option<u64> = fields.next().and_then(|s| s.parse().ok());
         let _ = std::fs::remove_file(&path);
+        // Commands the agent ran in sessions of their own, orphaned if it died with byre.
+        if !session_id.is_empty() {
+            session::kill_strays(&session_id);
+        }
         if recorded_start.is_none() || start_time(pgid) != recorded_start {
             // Not the process byre started (gone, or its pid reused): leave it alone.
             continue;

@@ -39,6 +39,13 @@ pub(crate) enum Input {
 /// Longest stderr tail kept for an exit's reason, in bytes.
 const STDERR_TAIL_BYTES: usize = 2048;
 
+/// Longest a message waits for the snapshot of the task's previous turn end (a reactor that
+/// never answers must not stall the task for good).
+const SNAPSHOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How often a held message looks whether that snapshot is taken.
+const SNAPSHOT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Runs the session's process until it exits or is stopped; records its output and its exit.
 pub(crate) async fn run(
     rt: Arc<Runtime>,
@@ -50,6 +57,7 @@ pub(crate) async fn run(
     let span = tracing::info_span!("agent_session", session_id = %spec.session_id, task_id = %task_id, vendor = driver.vendor().as_str(), pid = tracing::field::Empty);
     let _enter = span.enter();
     let mut cmd = driver.command(&spec);
+    cmd.env(SESSION_ENV, &spec.session_id);
     cmd.process_group(0)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -117,17 +125,25 @@ pub(crate) async fn run(
     let mut protocol = driver.protocol(&spec);
     let mut n_lines = 0u64;
     let mut stdin_open = write_lines(&mut stdin, protocol.start()).await;
+    // Messages (and interrupts after them) held until the snapshot reactor has answered the
+    // task's last turn end, so its end-of-turn commit and snapshot hold that turn alone and
+    // never race the agent's next turn in the worktree; with when the first was held.
+    let mut held: Vec<Input> = Vec::new();
+    let mut held_since = tokio::time::Instant::now();
     loop {
         tokio::select! {
             input = rx.recv(), if stdin_open => match input {
-                Some(Input::Message { text, images, input_id, model }) => {
-                    let mut out = match model {
-                        Some(m) => protocol.set_model(&m),
-                        None => Vec::new(),
-                    };
-                    out.extend(protocol.message(&text, &images, input_id));
-                    write_lines(&mut stdin, out).await;
+                Some(message @ Input::Message { .. }) => {
+                    if held.is_empty() && rt.snapshot_due(&task_id) {
+                        held_since = tokio::time::Instant::now();
+                    }
+                    if !held.is_empty() || rt.snapshot_due(&task_id) {
+                        held.push(message);
+                    } else {
+                        write_lines(&mut stdin, input_lines(protocol.as_mut(), message)).await;
+                    }
                 }
+                Some(Input::Interrupt) if !held.is_empty() => held.push(Input::Interrupt),
                 Some(Input::Interrupt) => {
                     write_lines(&mut stdin, protocol.interrupt()).await;
                 }
@@ -142,6 +158,17 @@ pub(crate) async fn run(
                     });
                 }
             },
+            _ = tokio::time::sleep(SNAPSHOT_POLL), if stdin_open && !held.is_empty() => {
+                let waited = held_since.elapsed() >= SNAPSHOT_WAIT;
+                if waited || !rt.snapshot_due(&task_id) {
+                    if waited {
+                        tracing::warn!("the previous turn's snapshot is still not taken; the next turn starts anyway");
+                    }
+                    for input in std::mem::take(&mut held) {
+                        write_lines(&mut stdin, input_lines(protocol.as_mut(), input)).await;
+                    }
+                }
+            }
             n = reader.read_until(b'\n', &mut buf) => match n {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
@@ -163,6 +190,13 @@ pub(crate) async fn run(
     }
     let status = child.wait().await;
     kill_group(pid as i32); // tools the agent left running in its group
+    if status
+        .as_ref()
+        .is_ok_and(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some())
+    {
+        // Killed, it could not stop the commands it ran in sessions of their own (Codex).
+        kill_strays(&spec.session_id);
+    }
     let reason_tail = stderr_tail.await.unwrap_or_default();
     rt.forget(&spec.session_id);
     let (code, signal) = match &status {
@@ -193,6 +227,27 @@ pub(crate) async fn run(
         },
     })
     .await;
+}
+
+/// The lines that hand `input` (a message or an interrupt) to the agent; none for the others.
+fn input_lines(protocol: &mut dyn super::Protocol, input: Input) -> Vec<String> {
+    match input {
+        Input::Message {
+            text,
+            images,
+            input_id,
+            model,
+        } => {
+            let mut out = match model {
+                Some(m) => protocol.set_model(&m),
+                None => Vec::new(),
+            };
+            out.extend(protocol.message(&text, &images, input_id));
+            out
+        }
+        Input::Interrupt => protocol.interrupt(),
+        Input::Stop | Input::Shutdown => Vec::new(),
+    }
 }
 
 /// Writes lines to the process's stdin, each with its `\n`, and flushes; false once stdin is
@@ -298,6 +353,49 @@ fn descendant_groups(pid: i32) -> Vec<i32> {
         i += 1;
     }
     groups
+}
+
+/// The environment variable every agent process gets (and so every process it starts): its
+/// byre session id. It finds what an agent left running once the agent is gone.
+pub(crate) const SESSION_ENV: &str = "BYRE_AGENT_SESSION";
+
+/// SIGKILLs the process group of every process whose environment has [`SESSION_ENV`] =
+/// `session_id` (Linux `/proc`): the commands an agent killed by a signal left behind (Codex
+/// runs each in a session of its own, which its death orphans, so [`kill_tree`] cannot find
+/// them). Never byre's own group. Returns how many groups it killed.
+pub(crate) fn kill_strays(session_id: &str) -> usize {
+    let needle = format!("{SESSION_ENV}={session_id}");
+    // SAFETY: getpgrp has no preconditions.
+    let own = unsafe { libc::getpgrp() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut groups: Vec<i32> = Vec::new();
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            continue;
+        }
+        let pgid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let (_, rest) = stat.rsplit_once(')')?;
+                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+            });
+        if let Some(g) = pgid.filter(|g| *g > 1 && *g != own && !groups.contains(g)) {
+            groups.push(g);
+        }
+    }
+    for g in &groups {
+        tracing::warn!(pgid = g, "killed a process group the agent left running");
+        kill_group(*g);
+    }
+    groups.len()
 }
 
 /// SIGKILLs a process group; harmless when it is gone.

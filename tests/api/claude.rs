@@ -733,6 +733,14 @@ async fn after_kill_9_mid_turn_the_session_resumes_and_queued_messages_follow_in
                 .is_some_and(|t| t.contains("byre restarted"))
         })
         .unwrap();
+    let resumed_text = resumed.last_user_text().unwrap();
+    assert!(
+        resumed_text.contains(&format!(
+            "{}\n\nlong work",
+            byre_projections::sessions::RESENT_NOTE
+        )),
+        "the cut turn's message, unanswered, is handed over again: {resumed_text}"
+    );
     assert_eq!(
         resumed.session_id(),
         Some(sid_vendor(&api, &sid).await.as_str()),
@@ -825,6 +833,34 @@ async fn compaction_hands_off_to_a_new_session_on_the_requested_model() {
             .status,
         409,
         "completed"
+    );
+    // The completed session's MCP token is refused and its file is gone; the successor's is
+    // there.
+    let tokens = b.server.data.path().join("mcp-tokens");
+    assert!(!tokens.join(format!("{old_id}.token")).exists());
+    let new_id = sessions[1]["id"].as_str().unwrap();
+    assert!(tokens.join(format!("{new_id}.token")).exists());
+    let host = byre::mcp::McpHost::open(b.server.data.path(), String::new(), "byre".into())
+        .expect("the server's MCP secret");
+    let call = |id: &str| {
+        reqwest::Client::new()
+            .post(format!(
+                "{}/internal/mcp/tools/set_merge_title",
+                b.server.url
+            ))
+            .bearer_auth(host.token(id))
+            .json(&json!({"merge_title": "Greet the user"}))
+            .send()
+    };
+    assert_eq!(
+        call(&old_id).await.unwrap().status(),
+        403,
+        "a completed session's token"
+    );
+    assert_eq!(
+        call(new_id).await.unwrap().status(),
+        200,
+        "the live session's token"
     );
     assert_eq!(
         b.api

@@ -318,15 +318,36 @@ async fn two_turns_share_a_thread_and_a_claude_model_is_refused() {
 async fn a_message_sent_during_a_turn_is_queued_and_runs_as_the_next_turn() {
     let mut b = Bench::start("codex_h_queued").await;
     let task = b.task_with_prompt("first task", json!([])).await;
+    // A large file for the first turn's snapshot to hash: the queued turn still waits for it.
+    let big = PathBuf::from(task["worktree_path"].as_str().unwrap()).join("big.bin");
+    std::fs::write(&big, vec![7u8; 40 << 20]).unwrap();
     let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
     assert_eq!(b.send(&sid, json!({"text": "second task"})).await, 202);
     let queued = b.until("user.queued").await;
     let input_id = find(&queued, "user.queued")["payload"]["input_id"].clone();
     let first = b.turn().await;
     assert_eq!(texts(&first), ["First task done."]);
+    let first_end = find(&first, "turn.ended")["seq"].clone();
     let next = b.turn().await;
     assert_eq!(find(&next, "user.message")["payload"]["input_id"], input_id);
     assert_eq!(texts(&next), ["Second task done."]);
+    // The queued turn reached the agent only once the first turn's snapshot (and end-of-turn
+    // commit) was made: nothing of the agent's comes before it.
+    let kinds_in_order: Vec<&str> = next
+        .iter()
+        .map(|e| e.data["kind"].as_str().unwrap_or(""))
+        .collect();
+    let snap_at = next
+        .iter()
+        .position(|e| {
+            e.data["kind"] == "snapshot.taken" && e.data["payload"]["cause_seq"] == first_end
+        })
+        .unwrap_or_else(|| panic!("no snapshot of the first turn in {kinds_in_order:?}"));
+    let text_at = next
+        .iter()
+        .position(|e| e.data["kind"] == "agent.text")
+        .unwrap();
+    assert!(snap_at < text_at, "{kinds_in_order:?}");
     assert_eq!(
         user_texts(&b.fake.responses_requests()),
         ["first task", "second task"]
@@ -336,20 +357,7 @@ async fn a_message_sent_during_a_turn_is_queued_and_runs_as_the_next_turn() {
 
 /// Whether a child of `parent` runs `sleep 30` (Codex runs commands in sessions of their own).
 fn sleeping_child(parent: u32) -> bool {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .any(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            ppid == Some(parent) && cmd.starts_with(b"sleep\x0030")
-        })
+    sleeping_child_pid(parent).is_some()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -402,6 +410,119 @@ async fn an_interrupt_during_a_command_closes_it_stops_it_and_a_new_turn_runs() 
     let next = b.turn().await;
     assert_eq!(texts(&next), ["Fresh answer after the interrupt."]);
     assert_eq!(find(&next, "turn.ended")["payload"]["outcome"], "completed");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_sent_right_after_the_message_ends_the_turn() {
+    let mut b = Bench::start("codex_f_interrupt").await;
+    let task = b.task_with_prompt("slow answer", json!([])).await;
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    // At once: byre knows the turn from Codex's answer to turn/start before Codex has
+    // started it, when Codex still refuses to interrupt it.
+    let r = b.api.call("interruptSession", &[&sid], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let events = b.turn().await;
+    assert_eq!(
+        find(&events, "turn.ended")["payload"]["outcome"],
+        "interrupted"
+    );
+    assert!(texts(&events).is_empty(), "{:?}", texts(&events));
+    b.server.stop().await;
+}
+
+/// The pid of the `sleep 30` child of `parent`, if one runs.
+fn sleeping_child_pid(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent) && cmd.starts_with(b"sleep\x0030")
+        })
+}
+
+/// The pids of the children of `parent`.
+fn children(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok())
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Whether process `pid` still runs (a zombie does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_owned();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_killed_from_outside_fails_its_turn_and_leaves_no_command_running() {
+    let mut b = Bench::start("codex_l_killed").await;
+    b.task_with_prompt("Run the two step command.", json!([]))
+        .await;
+    b.until("tool.call").await;
+    let status = b.api.call("getStatus", &[], &[], None).await;
+    let app_server = status.body["agent_processes"][0]["pid"].as_u64().unwrap() as u32;
+    // The command's bash runs in a session of its own, a child of the app-server; its
+    // `sleep 30` under it outlives a killed Codex unless byre stops it.
+    let mut sleeper = None;
+    for _ in 0..100 {
+        sleeper = children(app_server)
+            .into_iter()
+            .find_map(sleeping_child_pid);
+        if sleeper.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sleeper = sleeper.expect("the command runs");
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(app_server as i32, libc::SIGKILL);
+    }
+    let events = b.turn().await;
+    let ended = &find(&events, "turn.ended")["payload"];
+    assert_eq!(ended["outcome"], "failed");
+    assert!(
+        ended["error"].as_str().unwrap().contains("signal 9"),
+        "{ended}"
+    );
+    let mut stopped = false;
+    for _ in 0..100 {
+        if !running(sleeper) {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(stopped, "the command Codex ran is not left running");
     b.server.stop().await;
 }
 

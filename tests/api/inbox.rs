@@ -318,6 +318,51 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
         )
         .await;
     assert_eq!(status, 403, "a token of no session");
+    // A proxied call (as `tailscale serve` forwards one) is refused even with a good token.
+    let r = reqwest::Client::new()
+        .post(format!(
+            "{}/internal/mcp/tools/set_merge_title",
+            b.server.url
+        ))
+        .bearer_auth(&b.token)
+        .header("X-Forwarded-For", "100.64.0.7")
+        .json(&json!({"merge_title": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "a call through a proxy");
+    // Only byre's user can read the secret and the session's token file.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let data = b.server.data.path();
+    assert_eq!(mode(data.join("mcp.secret")), 0o600);
+    assert_eq!(mode(data.join("mcp-tokens")), 0o700);
+    assert_eq!(
+        mode(
+            data.join("mcp-tokens")
+                .join(format!("{}.token", b.session_id))
+        ),
+        0o600
+    );
+
+    // Arguments too large to post are a tool error the model can act on, not an HTTP error.
+    let huge = "x".repeat(byre::http::MAX_TOOL_ARGS_BYTES + 1);
+    let (status, body) = b
+        .raw_tool(
+            "ask_human",
+            Some(&b.token),
+            json!({"context": huge, "question": "?", "why_blocked": "b"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["is_error"], true);
+    assert!(
+        body["text"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 256 KiB"),
+        "{body}"
+    );
 
     let port_base = b.task["port_base"].as_u64().unwrap();
     let errors: Vec<(&str, Value, &str)> = vec![
@@ -481,4 +526,57 @@ async fn an_exposed_port_is_published_with_tailscale_serve() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_answers_to_one_item_one_wins_the_others_get_409() {
+    let mut b = Bench::start().await;
+    let item = b.ask("- ( ) red\n- (*) blue").await;
+    let answers = ["red", "blue", "red", "blue"].map(|o| {
+        let api = b.server.api();
+        let item = item.clone();
+        tokio::spawn(async move {
+            api.call(
+                "respondInbox",
+                &[],
+                &[],
+                Some(json!({"responses": [{"item_id": item, "type": "option", "options": [o]}]})),
+            )
+            .await
+            .status
+        })
+    });
+    let mut statuses = Vec::new();
+    for a in answers {
+        statuses.push(a.await.unwrap());
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409, 409, 409]);
+    let got = b.item(&item).await;
+    assert_eq!(got["state"], "answered");
+    assert_eq!(got["responses"].as_array().unwrap().len(), 1);
+    assert!(got["responses"][0]["delivered_at"].is_string(), "{got}");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_removes_token_files_of_sessions_that_are_not_live() {
+    let b = Bench::start().await;
+    let tokens = b.server.data.path().join("mcp-tokens");
+    let live = tokens.join(format!("{}.token", b.session_id));
+    let stray = tokens.join("no-such-session.token");
+    std::fs::write(&stray, "no-such-session.00").unwrap();
+    let data = b.server.stop().await;
+    let server = TestServer::spawn_configured(
+        data,
+        AuthMode::Local {
+            login: "ada".into(),
+        },
+        |c| c.claude_bin = Some("/nonexistent/claude".into()),
+    )
+    .await;
+    // Pruned while the server starts, before it serves.
+    assert!(live.exists(), "the live session keeps its token");
+    assert!(!stray.exists(), "a token of no session is removed");
+    server.stop().await;
 }

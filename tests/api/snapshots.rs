@@ -250,6 +250,11 @@ async fn a_requested_snapshot_holds_tracked_and_untracked_files_but_not_ignored_
             .await;
         assert_eq!(r.status, status, "{what}: {:?}", r.body);
     }
+    // `step=false` is the default spelled out: the live worktree's changes, as without it.
+    assert_eq!(
+        b.changes(&[("step", "false")]).await["files"],
+        b.changes(&[]).await["files"]
+    );
     let r = b
         .api
         .call("listSnapshots", &["no-such-task"], &[], None)

@@ -409,6 +409,14 @@ fn compaction_completes_the_session_and_starts_its_successor() {
 fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
     let mut w = World::new();
     let sid = w.start("one");
+    w.ok(Command::RecordVendorOutput {
+        session_id: sid.clone(),
+        items: vec![VendorItem::Text(AgentText {
+            text: "Working on it.".into(),
+            message_id: "m".into(),
+            raw: "{}".into(),
+        })],
+    });
     let events = w.ok(Command::ResumeAfterRestart {
         session_id: sid.clone(),
         head: "h".into(),
@@ -430,6 +438,45 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
         .is_empty(),
         "nothing to resume when idle"
     );
+}
+
+#[test]
+fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sender() {
+    let mut w = World::new();
+    let sid = w.start("one");
+    w.end_turn(&sid, TurnOutcome::Completed, "done", None);
+    w.ok(Command::SendMessage {
+        actor: "bob".into(),
+        session_id: sid.clone(),
+        text: "the answer is blue".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let events = w.ok(Command::ResumeAfterRestart {
+        session_id: sid.clone(),
+        head: "h".into(),
+    });
+    assert_eq!(
+        World::kinds(&events)[..3],
+        ["turn.ended", "user.message", "turn.started"]
+    );
+    let EventBody::UserMessage(m) = &events[1].body else {
+        panic!()
+    };
+    let resent = format!("{RESENT_NOTE}\n\nthe answer is blue");
+    assert_eq!(m.text, resent);
+    assert_eq!(events[1].actor, "bob", "from the message's sender");
+    // Cut short again before any answer: the same message again, not a note about a note.
+    let again = w.ok(Command::ResumeAfterRestart {
+        session_id: sid,
+        head: "h".into(),
+    });
+    let EventBody::UserMessage(m) = &again[1].body else {
+        panic!()
+    };
+    assert_eq!(m.text, resent);
+    assert_eq!(again[1].actor, "bob");
 }
 
 fn ask(w: &mut World, sid: &str, context: &str) -> String {
@@ -559,4 +606,138 @@ fn a_newer_question_supersedes_the_open_one() {
         responses: vec![answer(&first, crate::inbox::ResponseType::Dismiss, &[], "")],
     });
     assert!(matches!(r, Err(Rejection::Conflict(_))), "{r:?}");
+}
+
+#[test]
+fn answers_to_a_compacted_sessions_question_reach_its_successor() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let old = w.start("go");
+    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
+    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: old.clone(),
+        model: None,
+        head: "h".into(),
+    });
+    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
+    let successor = w.session().id.clone();
+    assert_ne!(successor, old);
+    // Answered while the successor's first turn runs: handed to it when that turn ends.
+    let events = w.ok(Command::RespondInbox {
+        actor: "bob".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
+    });
+    assert_eq!(World::kinds(&events), ["inbox.responded"]);
+    let events = w.end_turn(&successor, TurnOutcome::Completed, "Took over.", None);
+    assert_eq!(
+        World::kinds(&events),
+        [
+            "turn.ended",
+            "inbox.delivered",
+            "user.message",
+            "turn.started"
+        ]
+    );
+    let message = &events[2];
+    assert_eq!(
+        message.agent_session_id.as_deref(),
+        Some(successor.as_str())
+    );
+    assert_eq!(message.actor, "bob");
+    assert!(w.state.inbox[&q].responses[0].delivered_at_us.is_some());
+}
+
+#[test]
+fn an_answer_to_a_compacted_sessions_question_goes_at_once_to_an_idle_successor() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let old = w.start("go");
+    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
+    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: old.clone(),
+        model: None,
+        head: "h".into(),
+    });
+    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
+    let successor = w.session().id.clone();
+    w.end_turn(&successor, TurnOutcome::Completed, "Took over.", None);
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["red"], "")],
+    });
+    assert_eq!(
+        World::kinds(&events)[..4],
+        [
+            "inbox.responded",
+            "inbox.delivered",
+            "user.message",
+            "turn.started"
+        ]
+    );
+    assert_eq!(
+        events[2].agent_session_id.as_deref(),
+        Some(successor.as_str())
+    );
+}
+
+#[test]
+fn a_successors_question_supersedes_its_predecessors_open_one() {
+    let mut w = World::new();
+    let old = w.start("go");
+    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
+    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: old.clone(),
+        model: None,
+        head: "h".into(),
+    });
+    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
+    let successor = w.session().id.clone();
+    let q2 = ask(&mut w, &successor, "- ( ) red\n- (*) blue");
+    assert_eq!(
+        w.state.inbox[&q].state,
+        crate::inbox::InboxState::Superseded
+    );
+    assert_eq!(w.state.inbox[&q2].state, crate::inbox::InboxState::Open);
+}
+
+#[test]
+fn an_answer_given_before_a_restart_cut_the_asking_turn_is_delivered_once_after_it() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let sid = w.start("go");
+    let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
+    w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
+    });
+    // byre is killed mid-turn; the restart ends the turn and resumes the session first.
+    let resumed = w.ok(Command::ResumeAfterRestart {
+        session_id: sid.clone(),
+        head: "h".into(),
+    });
+    assert!(!World::kinds(&resumed).contains(&"inbox.delivered"));
+    let EventBody::UserMessage(m) = &resumed[1].body else {
+        panic!()
+    };
+    assert_eq!(
+        m.text, RESTART_NOTE,
+        "the agent had asked: it had the message"
+    );
+    let events = w.end_turn(&sid, TurnOutcome::Completed, "Resumed.", None);
+    let delivered = World::kinds(&events)
+        .iter()
+        .filter(|k| **k == "inbox.delivered")
+        .count();
+    assert_eq!(delivered, 1, "{:?}", World::kinds(&events));
+    let again = w.end_turn(&sid, TurnOutcome::Completed, "Blue it is.", None);
+    assert!(
+        !World::kinds(&again).contains(&"inbox.delivered"),
+        "only once"
+    );
 }

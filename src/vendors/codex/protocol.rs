@@ -6,7 +6,8 @@
 //! (its answer)    > initialized;  > thread/start {cwd, model, …}  or  thread/resume {threadId}
 //! (its answer)    the thread id (a new one → Reaction::vendor_session_id); queued turns go out
 //! message()       > turn/start {threadId, input, model?}   (queued until the thread is known)
-//! interrupt()     > turn/interrupt {threadId, turnId}      (deferred until the turn id is known)
+//! interrupt()     > turn/interrupt {threadId, turnId}      (deferred until turn/started; a refusal
+//!                 while the turn runs is asked again at its next notification)
 //! turn/completed  turn.ended; tool items it left open get an `interrupted` tool.result; after
 //!                 an interrupt that left commands running, > thread/backgroundTerminals/clean
 //! ```
@@ -33,6 +34,8 @@ enum Sent {
     ThreadStart,
     ThreadResume,
     TurnStart,
+    /// A `turn/interrupt`.
+    Interrupt,
     Other,
 }
 
@@ -43,6 +46,9 @@ struct Turn {
     running: bool,
     /// Codex's turn id, once known.
     id: Option<String>,
+    /// Whether Codex said `turn/started`: before it, the `turn/start` answer already names the
+    /// turn but Codex refuses to interrupt it ("no active turn to interrupt").
+    started: bool,
     /// Tool items started and not completed: id → item type, in start order.
     open: Vec<(String, String)>,
     /// Summed usage of its model requests.
@@ -71,7 +77,7 @@ pub struct CodexProtocol {
     /// `turn/start` params waiting for the thread.
     waiting: Vec<Value>,
     turn: Turn,
-    /// An interrupt asked before the turn id was known.
+    /// An interrupt asked before the turn had started (or refused: tried again).
     interrupt_wanted: bool,
     /// The thread's cumulative token total last reported.
     total_tokens: Option<u64>,
@@ -135,10 +141,13 @@ impl CodexProtocol {
         if !self.interrupt_wanted {
             return;
         }
+        if !self.turn.started {
+            return;
+        }
         if let (Some(thread), Some(turn)) = (self.thread_id.clone(), self.turn.id.clone()) {
             self.interrupt_wanted = false;
             let line = self.request(
-                Sent::Other,
+                Sent::Interrupt,
                 "turn/interrupt",
                 json!({"threadId": thread, "turnId": turn}),
             );
@@ -223,10 +232,18 @@ impl CodexProtocol {
             (Sent::TurnStart, Err(e)) => {
                 self.fail_turn(format!("codex could not start the turn: {e}"), out)
             }
-            (Sent::Other, Err(e)) => {
+            (Sent::Interrupt, Err(e)) if self.turn.running => {
+                // Asked again at the turn's next notification, until it ends.
+                tracing::warn!(
+                    error = e,
+                    "codex app-server refused an interrupt; asking again"
+                );
+                self.interrupt_wanted = true;
+            }
+            (Sent::Other | Sent::Interrupt, Err(e)) => {
                 tracing::warn!(error = e, "codex app-server refused a request")
             }
-            (Sent::Other, Ok(_)) => {}
+            (Sent::Other | Sent::Interrupt, Ok(_)) => {}
         }
     }
 
@@ -244,8 +261,8 @@ impl CodexProtocol {
                 if self.turn.running {
                     let id = wire::str_of(params.get("turn").unwrap_or(&Value::Null), "id");
                     self.turn.id = Some(id.to_owned()).filter(|t| !t.is_empty());
+                    self.turn.started = true;
                 }
-                self.maybe_interrupt(out);
             }
             "item/started" => {
                 if let Some(call) = wire::tool_call(item, line) {
@@ -454,6 +471,9 @@ impl Protocol for CodexProtocol {
             }
             Incoming::Notification { method, params } => {
                 self.on_notification(&method, &params, line, &mut out);
+                if self.interrupt_wanted && self.turn.running {
+                    self.maybe_interrupt(&mut out);
+                }
             }
             Incoming::Response { id, outcome } => self.on_response(id, outcome, &mut out),
             Incoming::Invalid(item) => out.items.push(item),

@@ -246,6 +246,43 @@ fn an_interrupt_waits_for_the_turn_id_and_closes_what_the_turn_left_open() {
 }
 
 #[test]
+fn an_interrupt_right_after_the_turn_start_answer_waits_for_turn_started_and_a_refusal_is_retried()
+{
+    let mut p = ready();
+    p.message("run", &[], 1);
+    // The answer names the turn, but Codex has not started it: an interrupt now is refused.
+    let r = p.on_line(r#"{"id":2,"result":{"turn":{"id":"u1"}}}"#);
+    assert!(r.replies.is_empty(), "{r:?}");
+    assert!(p.interrupt().is_empty(), "not before turn/started");
+    let r = p.on_line(r#"{"method":"thread/status/changed","params":{"threadId":"t1"}}"#);
+    assert!(r.replies.is_empty(), "{r:?}");
+    let r = p.on_line(r#"{"method":"turn/started","params":{"threadId":"t1","turn":{"id":"u1"}}}"#);
+    let first = sent(&r.replies[0]);
+    assert_eq!(first["method"], "turn/interrupt");
+    // Refused all the same: asked again at the turn's next notification, once.
+    let refusal = json!({"id": first["id"], "error": {"code": -32600, "message": "no active turn to interrupt"}});
+    let r = p.on_line(&refusal.to_string());
+    assert!(r.replies.is_empty(), "{r:?}");
+    let r = p.on_line(r#"{"method":"item/started","params":{"item":{"type":"userMessage","id":"m1","content":[]}}}"#);
+    let again = sent(&r.replies[0]);
+    assert_eq!(again["method"], "turn/interrupt");
+    assert_eq!(again["params"], json!({"threadId": "t1", "turnId": "u1"}));
+    let r = p.on_line(r#"{"method":"thread/status/changed","params":{"threadId":"t1"}}"#);
+    assert!(r.replies.is_empty(), "asked once more only: {r:?}");
+    let r = p.on_line(r#"{"method":"turn/completed","params":{"threadId":"t1","turn":{"id":"u1","status":"interrupted","error":null}}}"#);
+    assert!(
+        matches!(&r.items[0], VendorItem::TurnEnded(t) if t.outcome == TurnOutcome::Interrupted),
+        "{r:?}"
+    );
+    // A refusal that comes after the turn ended does not carry over to the next turn.
+    let late = json!({"id": again["id"], "error": {"code": -32600, "message": "no active turn to interrupt"}});
+    p.on_line(&late.to_string());
+    p.message("next", &[], 2);
+    let r = p.on_line(r#"{"method":"turn/started","params":{"threadId":"t1","turn":{"id":"u2"}}}"#);
+    assert!(r.replies.is_empty(), "{r:?}");
+}
+
+#[test]
 fn refusals_fail_the_waiting_turn_and_a_lost_thread_is_started_anew() {
     let mut p = CodexProtocol::new("/w", "gpt-5.5", Some("gone".into()));
     p.start();
