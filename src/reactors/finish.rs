@@ -53,7 +53,9 @@ struct MergeJob {
     branch: String,
     default_branch: String,
     title: String,
-    author: Identity,
+    /// The git identity of who asked for the merge; None when they have none (any more).
+    author: Option<Identity>,
+    merge_by: String,
     co_authors: Vec<Identity>,
     /// The commit already landed by an earlier run (`task.merge_landed`).
     landed: Option<String>,
@@ -99,10 +101,8 @@ fn due(writer: &Writer) -> Vec<Work> {
                     branch: t.branch.clone(),
                     default_branch: p.default_branch.clone(),
                     title: t.merge_title.clone(),
-                    author: identity(s, &t.merge_by).unwrap_or(Identity {
-                        name: t.merge_by.clone(),
-                        email: format!("{}@localhost", t.merge_by),
-                    }),
+                    author: identity(s, &t.merge_by),
+                    merge_by: t.merge_by.clone(),
                     co_authors: finish::co_authors(t, &t.merge_by)
                         .filter_map(|login| identity(s, login))
                         .collect(),
@@ -151,6 +151,14 @@ fn due(writer: &Writer) -> Vec<Work> {
 
 /// The squash, push and fast-forward: the commit landed (None when nothing was to merge).
 async fn land(job: &MergeJob) -> Result<Option<String>, String> {
+    // mergeTask checked it, but a held merge starts later: never author under a made-up name.
+    let Some(author) = job.author.clone() else {
+        return Err(format!(
+            "`{}` no longer has a git identity to author the squash commit: set git_name and \
+             git_email with updateMe, then merge again",
+            job.merge_by
+        ));
+    };
     let time_us = job.time_us;
     let (repo, worktree, branch, default_branch, title, author, co_authors) = (
         job.repo.clone(),
@@ -158,7 +166,7 @@ async fn land(job: &MergeJob) -> Result<Option<String>, String> {
         job.branch.clone(),
         job.default_branch.clone(),
         job.title.clone(),
-        job.author.clone(),
+        author,
         job.co_authors.clone(),
     );
     tokio::task::spawn_blocking(move || {

@@ -427,6 +427,71 @@ async fn two_merges_requested_together_run_one_after_the_other() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_merge_whose_author_dropped_their_git_identity_fails_instead_of_inventing_one() {
+    let mut b = Bench::start().await;
+    let one = b
+        .task_with_prompt(&b.ada, "First", "Please create feature.txt")
+        .await;
+    b.until_task(&one, "turn.ended").await;
+    let two = b
+        .task_with_prompt(&b.bob, "Second", "Please create second.txt")
+        .await;
+    b.until_task(&two, "turn.ended").await;
+    let r = b
+        .ada
+        .call(
+            "mergeTask",
+            &[id(&one)],
+            &[],
+            Some(json!({"merge_title": "First"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let r = b
+        .bob
+        .call(
+            "mergeTask",
+            &[id(&two)],
+            &[],
+            Some(json!({"merge_title": "Second"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert!(r.body["merge_queued_at"].is_string(), "held: {:?}", r.body);
+    // bob drops his git identity while his merge is held.
+    let r = b
+        .bob
+        .call(
+            "updateMe",
+            &[],
+            &[],
+            Some(json!({"git_name": "", "git_email": ""})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let tid = two["id"].clone();
+    let events = b
+        .until("the held merge's outcome", |d| {
+            d["task_id"] == tid && (d["kind"] == "task.merge_failed" || d["kind"] == "task.merged")
+        })
+        .await;
+    let reason = payload(&events, "task.merge_failed")["reason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("git identity"), "{reason}");
+    assert_eq!(b.get_task(&one).await["status"], "merged");
+    let t = b.get_task(&two).await;
+    assert_eq!(
+        (t["status"].as_str(), t["merging"].as_bool()),
+        (Some("active"), Some(false))
+    );
+    let authors = git(b.repo.path(), &["log", "--format=%ae", "main"]);
+    assert!(!authors.contains("localhost"), "{authors}");
+    assert_eq!(git(b.repo.path(), &["rev-list", "--count", "main"]), "2");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_keeps_the_record() {
     let mut b = Bench::start().await;
     let task = b
