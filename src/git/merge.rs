@@ -262,6 +262,50 @@ fn checkouts_of(repo: &Repository, refname: &str) -> Result<Vec<Repository>, Git
     Ok(out)
 }
 
+/// Refuses, before anything moves, a fast-forward of the clean checkout `c` to `tree_id` that
+/// would overwrite a file it has outside git: an ignored file (which `git status` does not
+/// show) at a path the squash adds, or at one of that path's parent directories. Reads only.
+fn check_fast_forward(c: &Repository, tree_id: Oid) -> Result<(), MergeError> {
+    let Some(workdir) = c.workdir() else {
+        return Ok(());
+    };
+    let head_tree = c.head()?.peel_to_tree()?;
+    let new_tree = c.find_tree(tree_id)?;
+    let diff = c.diff_tree_to_tree(Some(&head_tree), Some(&new_tree), None)?;
+    let mut in_the_way: Vec<String> = Vec::new();
+    for delta in diff.deltas() {
+        if delta.status() != git2::Delta::Added {
+            continue;
+        }
+        let Some(path) = delta.new_file().path() else {
+            continue;
+        };
+        if std::fs::symlink_metadata(workdir.join(path)).is_ok() {
+            in_the_way.push(path.display().to_string());
+            continue;
+        }
+        for parent in path.ancestors().skip(1) {
+            if parent.as_os_str().is_empty() || head_tree.get_path(parent).is_ok() {
+                continue;
+            }
+            if std::fs::symlink_metadata(workdir.join(parent)).is_ok_and(|m| !m.is_dir()) {
+                in_the_way.push(parent.display().to_string());
+            }
+        }
+    }
+    if in_the_way.is_empty() {
+        return Ok(());
+    }
+    in_the_way.sort();
+    in_the_way.dedup();
+    Err(MergeError::Refused(format!(
+        "fast-forwarding the checkout at {} would overwrite files that are not in git \
+         (ignored): {}; move them away, then merge again",
+        workdir.display(),
+        in_the_way.join(", ")
+    )))
+}
+
 /// `mergeTask`'s git part: squashes the worktree (as if everything were staged) onto the
 /// default branch with a three-way merge of trees (merge-base, default branch tip, worktree),
 /// commits it with [`commit_message`] as `author`, pushes it to `origin` when the repository
@@ -342,6 +386,9 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
             )));
         }
     }
+    for c in &checkouts {
+        check_fast_forward(c, tree_id)?;
+    }
     let tree = repo.find_tree(tree_id)?;
     let parent = repo.find_commit(default_tip)?;
     let commit = repo.commit(None, &sig, &sig, &message, &tree, &[&parent])?;
@@ -359,7 +406,10 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         // Clean (checked above) and HEAD still on the old tip, the baseline of a safe
         // checkout: the new tree replaces the old one, index included.
         let own_tree = c.find_tree(tree_id)?;
-        c.checkout_tree(own_tree.as_object(), Some(CheckoutBuilder::new().safe()))?;
+        c.checkout_tree(
+            own_tree.as_object(),
+            Some(CheckoutBuilder::new().safe().overwrite_ignored(false)),
+        )?;
     }
     // Compare-and-swap: the branch must still be where the squash started.
     repo.reference_matching(

@@ -672,3 +672,36 @@ fn deleted_files_and_a_submodule_gitlink_squash_as_they_are() {
         "the clean checkout follows"
     );
 }
+
+#[test]
+fn an_ignored_file_in_the_users_checkout_is_never_overwritten() {
+    let f = fixture();
+    fs::write(f.repo.join(".gitignore"), "local.cfg\n").unwrap();
+    git(&f.repo, &["add", ".gitignore"]);
+    git(&f.repo, &["commit", "-q", "-m", "ignore local.cfg"]);
+    git(&f.repo, &["push", "-q", "origin", "main"]);
+    git(&f.wt, &["merge", "-q", "main"]);
+    // The user's own ignored file, which git status does not show.
+    fs::write(f.repo.join("local.cfg"), "the user's secret\n").unwrap();
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    // The agent un-ignores the path and adds a file there.
+    fs::write(f.wt.join(".gitignore"), "").unwrap();
+    fs::write(f.wt.join("local.cfg"), "the agent's file\n").unwrap();
+    let (r, origin_main) = (refs(&f.repo), git(&f.origin, &["rev-parse", "main"]));
+    let author = ada();
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("local.cfg")),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(f.repo.join("local.cfg")).unwrap(),
+        "the user's secret\n"
+    );
+    assert_eq!(refs(&f.repo), r, "nothing moved");
+    assert_eq!(
+        git(&f.origin, &["rev-parse", "main"]),
+        origin_main,
+        "nothing pushed"
+    );
+}
