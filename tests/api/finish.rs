@@ -492,6 +492,39 @@ async fn a_held_merge_whose_author_dropped_their_git_identity_fails_instead_of_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merging_a_task_that_changed_nothing_closes_it_with_an_empty_merge_commit() {
+    let mut b = Bench::start().await;
+    let task = b.ada.create_task(&b.project_id, "Nothing").await;
+    b.until_task(&task, "task.worktree_created").await;
+    let (main, origin) = (
+        git(b.repo.path(), &["rev-parse", "main"]),
+        git(b.origin.path(), &["rev-parse", "main"]),
+    );
+    let r = b
+        .ada
+        .call(
+            "mergeTask",
+            &[id(&task)],
+            &[],
+            Some(json!({"merge_title": "Nothing"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let events = b.until_task(&task, "task.merged").await;
+    assert_eq!(payload(&events, "task.merged")["merge_commit"], "");
+    let t = b.get_task(&task).await;
+    assert_eq!(t["status"], "merged");
+    assert!(
+        t.get("merge_commit").is_none_or(|c| c.is_null() || c == ""),
+        "{t}"
+    );
+    assert_eq!(git(b.repo.path(), &["rev-parse", "main"]), main);
+    assert_eq!(git(b.origin.path(), &["rev-parse", "main"]), origin);
+    assert!(!PathBuf::from(task["worktree_path"].as_str().unwrap()).exists());
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_keeps_the_record() {
     let mut b = Bench::start().await;
     let task = b
