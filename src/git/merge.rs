@@ -230,14 +230,25 @@ fn operation_name(s: RepositoryState) -> &'static str {
     }
 }
 
-/// The checkouts (the main one and every linked worktree) that have `refname` checked out.
+/// Whether a rebase of `refname` is in progress in the checkout `r`: its HEAD is detached
+/// then, but the rebase's end moves `refname` (`rebase-merge/head-name`, `rebase-apply/…`).
+fn rebasing(r: &Repository, refname: &str) -> bool {
+    ["rebase-merge", "rebase-apply"].iter().any(|d| {
+        std::fs::read_to_string(r.path().join(d).join("head-name"))
+            .is_ok_and(|h| h.trim() == refname)
+    })
+}
+
+/// The checkouts (the main one and every linked worktree) that have `refname` checked out,
+/// or are rebasing it.
 fn checkouts_of(repo: &Repository, refname: &str) -> Result<Vec<Repository>, GitError> {
     let on_it = |r: &Repository| {
-        r.find_reference("HEAD")
-            .ok()
-            .and_then(|h| h.symbolic_target().ok().flatten().map(str::to_owned))
-            .as_deref()
-            == Some(refname)
+        rebasing(r, refname)
+            || r.find_reference("HEAD")
+                .ok()
+                .and_then(|h| h.symbolic_target().ok().flatten().map(str::to_owned))
+                .as_deref()
+                == Some(refname)
     };
     let mut out = Vec::new();
     if !repo.is_bare() {

@@ -705,3 +705,50 @@ fn an_ignored_file_in_the_users_checkout_is_never_overwritten() {
         "nothing pushed"
     );
 }
+
+#[test]
+fn a_rebase_of_the_default_branch_in_a_users_linked_worktree_refuses_the_merge() {
+    let f = fixture();
+    let first = git(&f.repo, &["rev-parse", "main"]);
+    git(&f.repo, &["checkout", "-q", "-b", "dev"]);
+    let user_wt = f.repo.parent().unwrap().join("user-wt");
+    git(
+        &f.repo,
+        &["worktree", "add", "-q", user_wt.to_str().unwrap(), "main"],
+    );
+    fs::write(user_wt.join("lib.txt"), "one\nUSER\nthree\n").unwrap();
+    git(&user_wt, &["commit", "-q", "-am", "user"]);
+    git(&f.repo, &["branch", "other", &first]);
+    let other_wt = f.repo.parent().unwrap().join("other-wt");
+    git(
+        &f.repo,
+        &["worktree", "add", "-q", other_wt.to_str().unwrap(), "other"],
+    );
+    fs::write(other_wt.join("lib.txt"), "one\nOTHER\nthree\n").unwrap();
+    git(&other_wt, &["commit", "-q", "-am", "other"]);
+    // The user's rebase of main stops on a conflict: HEAD detached, main to move at its end.
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&user_wt)
+        .args([
+            "-c",
+            "user.name=U",
+            "-c",
+            "user.email=u@e",
+            "rebase",
+            "other",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the rebase stops");
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let (r, files) = (refs(&f.repo), snapshot(&user_wt));
+    let author = ada();
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("rebase")),
+        "{err}"
+    );
+    assert_eq!(refs(&f.repo), r);
+    assert_eq!(snapshot(&user_wt), files);
+}
