@@ -273,6 +273,22 @@ fn checkouts_of(repo: &Repository, refname: &str) -> Result<Vec<Repository>, Git
     Ok(out)
 }
 
+/// Whether the checkout `c` already holds `tree_id` exactly, index and files (nothing
+/// untracked): the fast-forward of a squash that a crash cut short before the branch moved.
+/// Its changes against HEAD are then that squash's own, and the redo may finish it.
+fn fast_forwarded_already(c: &Repository, tree_id: Oid) -> bool {
+    let index_tree = c.index().and_then(|mut i| i.write_tree());
+    if index_tree.ok() != Some(tree_id) {
+        return false;
+    }
+    let mut opts = StatusOptions::new();
+    opts.show(git2::StatusShow::Workdir)
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false);
+    c.statuses(Some(&mut opts)).is_ok_and(|s| s.is_empty())
+}
+
 /// Refuses, before anything moves, a fast-forward of the clean checkout `c` to `tree_id` that
 /// would overwrite a file it has outside git: an ignored file (which `git status` does not
 /// show) at a path the squash adds, or at one of that path's parent directories. Reads only.
@@ -388,8 +404,13 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
             && a.when().seconds() == time.seconds();
         return Ok(same.then(|| default_tip.to_string()));
     }
-    for c in &checkouts {
-        if changed_paths(c)? > 0 {
+    // A checkout that already holds the squash (a redo after a crash) needs no checkout.
+    let done: Vec<bool> = checkouts
+        .iter()
+        .map(|c| fast_forwarded_already(c, tree_id))
+        .collect();
+    for (c, done) in checkouts.iter().zip(&done) {
+        if !done && changed_paths(c)? > 0 {
             let at = c.workdir().unwrap_or(c.path()).display().to_string();
             return Err(MergeError::Refused(format!(
                 "{} is checked out at {at} with uncommitted changes or untracked files; commit or stash them, then merge again",
@@ -397,8 +418,10 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
             )));
         }
     }
-    for c in &checkouts {
-        check_fast_forward(c, tree_id)?;
+    for (c, done) in checkouts.iter().zip(&done) {
+        if !done {
+            check_fast_forward(c, tree_id)?;
+        }
     }
     let tree = repo.find_tree(tree_id)?;
     let parent = repo.find_commit(default_tip)?;
@@ -413,7 +436,12 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
             req.default_branch
         )));
     }
-    for c in &checkouts {
+    for c in checkouts
+        .iter()
+        .zip(&done)
+        .filter(|(_, done)| !**done)
+        .map(|(c, _)| c)
+    {
         // Clean (checked above) and HEAD still on the old tip, the baseline of a safe
         // checkout: the new tree replaces the old one, index included.
         let own_tree = c.find_tree(tree_id)?;

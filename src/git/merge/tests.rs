@@ -752,3 +752,32 @@ fn a_rebase_of_the_default_branch_in_a_users_linked_worktree_refuses_the_merge()
     assert_eq!(refs(&f.repo), r);
     assert_eq!(snapshot(&user_wt), files);
 }
+
+#[test]
+fn a_redo_after_the_checkout_was_fast_forwarded_but_not_the_branch_finishes_it() {
+    let f = fixture();
+    let old = git(&f.repo, &["rev-parse", "main"]);
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    // As if byre had died after the checkout's files and index, before main moved.
+    git(&f.repo, &["update-ref", "refs/heads/main", &old]);
+    assert!(git(&f.repo, &["status", "--porcelain"]).contains("feature.txt"));
+    let again = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    assert_eq!(again, sha);
+    assert_eq!(git(&f.repo, &["rev-parse", "main"]), sha);
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    assert_eq!(git(&f.origin, &["rev-list", "--count", "main"]), "2");
+    // A user's own change on top of that is still refused.
+    git(&f.repo, &["update-ref", "refs/heads/main", &old]);
+    fs::write(f.repo.join("README.md"), "the user's edit\n").unwrap();
+    let err = squash_merge(&request(&f, "Add feature", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("uncommitted")),
+        "{err}"
+    );
+}
