@@ -10,11 +10,13 @@
 //! - [`reactors`]: effects that follow committed events (worktrees).
 //! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, session tokens, choices).
 //! - [`api`]: the contract's JSON types, converted from the projections.
+//! - [`codebolt`]: the WebSocket CodeBolt agents speak, and what their requests do.
 //! - [`cli`]: `byre serve | log | rebuild | replay`.
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod cli;
+pub mod codebolt;
 pub mod config;
 pub mod git;
 pub mod http;

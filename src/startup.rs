@@ -24,6 +24,8 @@ pub struct Running {
     pub addr: std::net::SocketAddr,
     handle: ServerHandle,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The loopback listener for CodeBolt agents, when the main one is not on loopback.
+    agent_server: Option<(ServerHandle, tokio::task::JoinHandle<std::io::Result<()>>)>,
     writer: Writer,
     writer_thread: WriterThread,
     reactors: Vec<tokio::task::JoinHandle<()>>,
@@ -48,6 +50,10 @@ impl Running {
         let _ = self.shutdown.send(true);
         self.handle.stop(true).await;
         let _ = self.server.await;
+        if let Some((handle, server)) = self.agent_server {
+            handle.stop(true).await;
+            let _ = server.await;
+        }
         for r in self.reactors {
             let _ = r.await;
         }
@@ -141,6 +147,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         mcp.clone(),
         shutdown_rx.clone(),
     );
+    agents.codebolt().set_port(addr.port());
     if config.tailscale_bin.is_none() {
         config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
     }
@@ -165,6 +172,32 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         mcp,
         shutdown: shutdown_rx,
     });
+    // CodeBolt agents connect to `localhost` (v1 clients cannot be told another host): when
+    // the API does not listen there, they get a loopback listener of their own that serves
+    // only their socket (never the API, whose Tailscale identity trusts loopback peers).
+    let agent_server = if addr.ip().to_canonical().is_loopback() || addr.ip().is_unspecified() {
+        None
+    } else {
+        let loopback = TcpListener::bind(("127.0.0.1", 0))
+            .context("cannot open the loopback listener for CodeBolt agents")?;
+        app.agents
+            .codebolt()
+            .set_port(loopback.local_addr()?.port());
+        let agent_app = app.clone();
+        let server = HttpServer::new(move || {
+            ActixApp::new()
+                .app_data(agent_app.clone())
+                .configure(crate::codebolt::endpoint::routes)
+                .default_service(web::to(http::no_route))
+        })
+        .workers(1)
+        .shutdown_timeout(5)
+        .disable_signals()
+        .listen(loopback)?
+        .run();
+        let handle = server.handle();
+        Some((handle, tokio::spawn(server)))
+    };
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
@@ -195,6 +228,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         addr,
         handle,
         server,
+        agent_server,
         writer,
         writer_thread,
         reactors,

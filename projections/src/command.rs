@@ -337,6 +337,14 @@ pub enum Command {
         /// The responses, all or none.
         responses: Vec<crate::inbox::ResponseInput>,
     },
+    /// Answers handed to a CodeBolt agent over its socket (the reply to its `waitforReply` or
+    /// `confirmationRequest`) rather than as a message: `inbox.delivered` with `input_id` 0.
+    RecordAnswersDelivered {
+        /// The session whose agent got them.
+        session_id: String,
+        /// The responses.
+        response_ids: Vec<String>,
+    },
     /// A task agent's `set_merge_title` tool.
     SetMergeTitle {
         /// The session.

@@ -463,6 +463,40 @@ pub(crate) fn respond(
     Ok(events)
 }
 
+/// Decides `RecordAnswersDelivered`: an `inbox.delivered` (`input_id` 0) for those of the
+/// responses that answer the session's items and were not delivered yet; nothing when none
+/// (so a repeat is harmless).
+pub(crate) fn record_delivered(
+    state: &State,
+    session_id: &str,
+    response_ids: &[String],
+) -> Result<Vec<NewEvent>, Rejection> {
+    let s = state
+        .sessions
+        .get(session_id)
+        .ok_or_else(|| Rejection::NotFound(format!("no session `{session_id}`")))?;
+    let ids: Vec<String> = state
+        .inbox
+        .values()
+        .filter(|i| i.agent_session_id == session_id)
+        .flat_map(|i| i.responses.iter())
+        .filter(|r| r.delivered_at_us.is_none() && response_ids.contains(&r.response.id))
+        .map(|r| r.response.id.clone())
+        .collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![session_event(
+        s,
+        state,
+        "byre",
+        EventBody::InboxDelivered(InboxDelivered {
+            input_id: 0,
+            response_ids: ids,
+        }),
+    )])
+}
+
 /// The events handing the session's undelivered answers (and `fresh` ones, not yet folded) to
 /// its agent: per answering human, in order of their first answer, an `inbox.delivered` and a
 /// message with that human as actor — the first handed over (`user.message`, `turn.started`),

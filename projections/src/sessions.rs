@@ -22,12 +22,17 @@ pub enum Vendor {
     Claude,
     /// Codex.
     Codex,
+    /// A CodeBolt agent (a Node program using `@codebolt/codeboltjs`) over byre's WebSocket.
+    Codebolt,
 }
 
 impl Vendor {
-    /// gpt-* models run on Codex, every other model on Claude Code.
+    /// `codebolt:<agent>` models run CodeBolt agents, gpt-* models run on Codex, every other
+    /// model on Claude Code.
     pub fn for_model(model: &str) -> Vendor {
-        if model.starts_with("gpt-") {
+        if model.starts_with("codebolt:") {
+            Vendor::Codebolt
+        } else if model.starts_with("gpt-") {
             Vendor::Codex
         } else {
             Vendor::Claude
@@ -39,6 +44,7 @@ impl Vendor {
         match self {
             Vendor::Claude => "claude",
             Vendor::Codex => "codex",
+            Vendor::Codebolt => "codebolt",
         }
     }
 }
@@ -336,7 +342,7 @@ pub(crate) fn create(
     let vendor = Vendor::for_model(&model);
     let vendor_session_id = match vendor {
         Vendor::Claude => ctx.id(1),
-        Vendor::Codex => String::new(),
+        Vendor::Codex | Vendor::Codebolt => String::new(),
     };
     let created = SessionCreated {
         id: id.clone(),
@@ -774,7 +780,7 @@ fn compact_into_successor(
     let vendor = Vendor::for_model(model);
     let vendor_session_id = match vendor {
         Vendor::Claude => ctx.id(2),
-        Vendor::Codex => String::new(),
+        Vendor::Codex | Vendor::Codebolt => String::new(),
     };
     let created = SessionCreated {
         id: id.clone(),

@@ -288,6 +288,10 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::RespondInbox { actor, responses } => {
             crate::inbox::respond(state, ctx, actor, responses)
         }
+        Command::RecordAnswersDelivered {
+            session_id,
+            response_ids,
+        } => crate::inbox::record_delivered(state, session_id, response_ids),
         Command::SetMergeTitle {
             session_id,
             merge_title,

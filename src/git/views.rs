@@ -90,6 +90,11 @@ impl Worktree {
         })
     }
 
+    /// The worktree's canonical root (every symlink resolved).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The repository of the worktree (no search upwards, no environment).
     pub fn repo(&self) -> Result<Repository, ViewError> {
         let flags = RepositoryOpenFlags::NO_SEARCH;
@@ -239,6 +244,11 @@ impl WorkPath {
             )));
         }
         Ok(WorkPath { path, resolved })
+    }
+
+    /// The canonical absolute path, proven inside the worktree when it was parsed.
+    pub fn resolved(&self) -> &Path {
+        &self.resolved
     }
 
     /// The path as requested, relative to the worktree root.

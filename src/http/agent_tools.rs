@@ -125,7 +125,12 @@ pub async fn call_tool(
 }
 
 /// The command a call asks for; `Err` a message for the model (unknown tool, bad arguments).
-fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Result<Command, String> {
+pub(crate) fn parse(
+    tool: &str,
+    session_id: &str,
+    task_id: &str,
+    args: &Value,
+) -> Result<Command, String> {
     let session_id = session_id.to_owned();
     match tool {
         "ask_human" => {
@@ -176,7 +181,8 @@ fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Result<Co
     }
 }
 
-fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
+/// The tool result the agent reads after `tool` succeeded.
+pub(crate) fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
     match tool {
         "ask_human" => {
             let id = ack

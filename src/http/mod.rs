@@ -10,7 +10,7 @@ use actix_web::{web, HttpResponse};
 use crate::config::Config;
 use crate::log::Writer;
 
-mod agent_tools;
+pub(crate) mod agent_tools;
 mod blobs;
 mod error;
 mod events;
@@ -314,6 +314,19 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     // Events, status, workflows
     .route("/api/events", web::get().to(events::stream_events))
+    // CodeBolt agents (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md)
+    .route(
+        "/codebolt",
+        web::get().to(crate::codebolt::endpoint::socket),
+    )
+    .route(
+        "/agent-to-app",
+        web::get().to(crate::codebolt::endpoint::socket),
+    )
+    .route(
+        "/app-to-agent",
+        web::get().to(crate::codebolt::endpoint::socket),
+    )
     .route("/api/admin/status", web::get().to(status::get_status))
     .route("/api/workflows", web::get().to(workflows::list_workflows))
     .route(

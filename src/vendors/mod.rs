@@ -17,9 +17,12 @@ use std::path::PathBuf;
 use byre_projections::sessions::{Vendor, VendorItem};
 
 pub mod claude;
+pub mod codebolt;
 pub mod codex;
 pub mod runtime;
 mod session;
+
+pub(crate) use session::kill_group;
 
 /// Why an agent could not be started or spoken to.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +70,10 @@ pub struct SpawnSpec {
     pub port_base: u32,
     /// Continue an existing vendor session rather than start one.
     pub resume: bool,
+    /// CodeBolt: the session's secret socket token (empty for other vendors).
+    pub socket_token: String,
+    /// CodeBolt: the port the agent connects to (byre's own).
+    pub socket_port: u16,
     /// How the CLI starts byre's MCP server for this session (`None`: no byre tools).
     pub mcp: Option<crate::mcp::McpLaunch>,
 }

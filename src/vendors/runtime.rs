@@ -23,6 +23,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::claude::ClaudeDriver;
+use super::codebolt::CodeboltDriver;
 use super::codex::CodexDriver;
 use super::session::{self, Input};
 use super::{Driver, Image, SpawnSpec};
@@ -88,6 +89,8 @@ pub struct Runtime {
     run_dir: PathBuf,
     claude: Arc<ClaudeDriver>,
     codex: Arc<CodexDriver>,
+    codebolt: Arc<CodeboltDriver>,
+    codebolt_hub: Arc<crate::codebolt::Hub>,
     live: DashMap<String, Arc<Live>>,
     /// The latest rate-limit status each vendor reported (Codex's `account/rateLimits/updated`),
     /// since this server started.
@@ -126,6 +129,8 @@ impl Runtime {
                 config.codex_bin.clone(),
                 config.agent_env.clone(),
             )),
+            codebolt: Arc::new(CodeboltDriver::new(data_dir, config.agent_env.clone())),
+            codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
             live: DashMap::new(),
             vendor_rate_limits: DashMap::new(),
             protocol_counts: DashMap::new(),
@@ -144,6 +149,9 @@ impl Runtime {
                 .collect()
         });
         rt.mcp.prune(|id| live_sessions.contains(id));
+        rt.codebolt_hub.set_llm(&config.agent_env);
+        rt.codebolt_hub
+            .set_home(super::codebolt::home_dir(&config.data_dir));
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {
@@ -177,11 +185,21 @@ impl Runtime {
         match vendor {
             Vendor::Claude => Some(self.claude.clone()),
             Vendor::Codex => Some(self.codex.clone()),
+            Vendor::Codebolt => Some(self.codebolt.clone()),
         }
+    }
+
+    /// The CodeBolt agents' links, by secret token.
+    pub fn codebolt(&self) -> &Arc<crate::codebolt::Hub> {
+        &self.codebolt_hub
     }
 
     pub(crate) fn rate_limits(&self, vendor: Vendor, status: serde_json::Value) {
         self.vendor_rate_limits.insert(vendor.as_str(), status);
+    }
+
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
     }
 
     pub(crate) async fn record(&self, cmd: Command) {
@@ -262,6 +280,26 @@ impl Runtime {
                 let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
                 self.deliver(session_id, &event["payload"]).await;
             }
+            "inbox.responded" => {
+                let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
+                self.answer_codebolt(session_id, &event["payload"]["response"])
+                    .await;
+            }
+            "inbox.superseded" => {
+                // A newer question replaced one a CodeBolt agent waits on: that wait ends.
+                let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
+                if let (Some(link), Some(item)) = (
+                    self.codebolt_hub.link_of_session(session_id),
+                    event["payload"]["id"].as_str(),
+                ) {
+                    let waiting = link
+                        .questions
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(item);
+                    drop(waiting); // its receiver answers "replaced"
+                }
+            }
             "session.completed" => {
                 if let Some(l) = self.live(session_id) {
                     let _ = l.tx.send(Input::Stop).await;
@@ -289,6 +327,31 @@ impl Runtime {
             },
             _ => {}
         }
+    }
+
+    /// Hands an answer to the CodeBolt agent waiting on its question, over its socket; it is
+    /// recorded as delivered first, so the turn's end does not deliver it again as a message.
+    async fn answer_codebolt(&self, session_id: &str, response: &serde_json::Value) {
+        let Some(link) = self.codebolt_hub.link_of_session(session_id) else {
+            return;
+        };
+        let item_id = response["item_id"].as_str().unwrap_or("");
+        let waiting = link
+            .questions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(item_id);
+        // A wait whose request is gone (its socket closed) takes nothing: the answer is then
+        // delivered as a message, as to any agent.
+        let Some(tx) = waiting.filter(|tx| !tx.is_closed()) else {
+            return;
+        };
+        self.record(Command::RecordAnswersDelivered {
+            session_id: session_id.into(),
+            response_ids: vec![response["id"].as_str().unwrap_or("").to_owned()],
+        })
+        .await;
+        let _ = tx.send(response.clone());
     }
 
     async fn deliver(&self, session_id: &str, payload: &serde_json::Value) {
@@ -337,6 +400,8 @@ impl Runtime {
                     cwd: PathBuf::from(worktree),
                     port_base,
                     resume: false,
+                    socket_token: String::new(),
+                    socket_port: 0,
                     mcp: self.mcp.launch(session_id),
                 };
                 spec.resume = driver.has_conversation(&spec);

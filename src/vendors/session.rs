@@ -36,6 +36,9 @@ pub(crate) enum Input {
     Shutdown,
 }
 
+/// How long a CodeBolt agent has to end its turn after `stopProcessClicked`.
+const CODEBOLT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Longest stderr tail kept for an exit's reason, in bytes.
 const STDERR_TAIL_BYTES: usize = 2048;
 
@@ -54,6 +57,38 @@ pub(crate) async fn run(
     task_id: String,
     mut rx: mpsc::Receiver<Input>,
 ) {
+    let mut spec = spec;
+    // A CodeBolt agent talks over byre's WebSocket: its frames come from its link, lines for
+    // it go there; its stdout is only logged.
+    let hub = rt.codebolt().clone();
+    let mut socket = None;
+    if driver.vendor() == byre_projections::sessions::Vendor::Codebolt {
+        let (token, frames) = hub.register(&spec.session_id, &task_id, spec.cwd.clone());
+        let link = hub.link(&token);
+        spec.socket_token = token;
+        spec.socket_port = hub.port();
+        socket = link.map(|l| (l, frames));
+    }
+    let token = spec.socket_token.clone();
+    let result = run_process(&rt, driver, spec, task_id, &mut rx, socket).await;
+    if !token.is_empty() {
+        hub.unregister(&token);
+    }
+    result
+}
+
+async fn run_process(
+    rt: &Arc<Runtime>,
+    driver: Arc<dyn Driver>,
+    spec: SpawnSpec,
+    task_id: String,
+    rx: &mut mpsc::Receiver<Input>,
+    socket: Option<(Arc<crate::codebolt::Link>, mpsc::Receiver<String>)>,
+) {
+    let (link, mut frames) = match socket {
+        Some((l, f)) => (Some(l), Some(f)),
+        None => (None, None),
+    };
     let span = tracing::info_span!("agent_session", session_id = %spec.session_id, task_id = %task_id, vendor = driver.vendor().as_str(), pid = tracing::field::Empty);
     let _enter = span.enter();
     let mut cmd = driver.command(&spec);
@@ -124,7 +159,7 @@ pub(crate) async fn run(
     let mut shutting_down = false;
     let mut protocol = driver.protocol(&spec);
     let mut n_lines = 0u64;
-    let mut stdin_open = write_lines(&mut stdin, protocol.start()).await;
+    let mut stdin_open = emit(&mut stdin, link.as_deref(), protocol.start()).await;
     // Messages (and interrupts after them) held until the snapshot reactor has answered the
     // task's last turn end, so its end-of-turn commit and snapshot hold that turn alone and
     // never race the agent's next turn in the worktree; with when the first was held.
@@ -140,12 +175,16 @@ pub(crate) async fn run(
                     if !held.is_empty() || rt.snapshot_due(&task_id) {
                         held.push(message);
                     } else {
-                        write_lines(&mut stdin, input_lines(protocol.as_mut(), message)).await;
+                        let lines = input_lines(protocol.as_mut(), message);
+                        emit(&mut stdin, link.as_deref(), lines).await;
                     }
                 }
                 Some(Input::Interrupt) if !held.is_empty() => held.push(Input::Interrupt),
                 Some(Input::Interrupt) => {
-                    write_lines(&mut stdin, protocol.interrupt()).await;
+                    emit(&mut stdin, link.as_deref(), protocol.interrupt()).await;
+                    if link.is_some() {
+                        kill_if_deaf_to_stop(rt, &spec.session_id, pid as i32);
+                    }
                 }
                 stop @ (None | Some(Input::Stop) | Some(Input::Shutdown)) => {
                     shutting_down = matches!(stop, Some(Input::Shutdown));
@@ -165,12 +204,36 @@ pub(crate) async fn run(
                         tracing::warn!("the previous turn's snapshot is still not taken; the next turn starts anyway");
                     }
                     for input in std::mem::take(&mut held) {
-                        write_lines(&mut stdin, input_lines(protocol.as_mut(), input)).await;
+                        let interrupt = matches!(input, Input::Interrupt);
+                        let lines = input_lines(protocol.as_mut(), input);
+                        emit(&mut stdin, link.as_deref(), lines).await;
+                        if interrupt && link.is_some() {
+                            kill_if_deaf_to_stop(rt, &spec.session_id, pid as i32);
+                        }
                     }
                 }
             }
+            frame = async { frames.as_mut()?.recv().await }, if frames.is_some() => match frame {
+                Some(line) => {
+                    n_lines += 1;
+                    if let Some(l) = rt.live(&spec.session_id) {
+                        l.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
+                    }
+                    let mut reaction = protocol.on_line(&line);
+                    let replies = std::mem::take(&mut reaction.replies);
+                    if stdin_open && !replies.is_empty() {
+                        emit(&mut stdin, link.as_deref(), replies).await;
+                    }
+                    react(rt, &spec, &task_id, driver.vendor(), reaction).await;
+                }
+                None => frames = None,
+            },
             n = reader.read_until(b'\n', &mut buf) => match n {
                 Ok(0) | Err(_) => break,
+                Ok(_) if link.is_some() => {
+                    tracing::debug!(line = %String::from_utf8_lossy(&buf).trim_end(), "CodeBolt agent stdout");
+                    buf.clear();
+                }
                 Ok(_) => {
                     let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
                     buf.clear();
@@ -183,7 +246,7 @@ pub(crate) async fn run(
                     if stdin_open && !replies.is_empty() {
                         write_lines(&mut stdin, replies).await;
                     }
-                    react(&rt, &spec, &task_id, driver.vendor(), reaction).await;
+                    react(rt, &spec, &task_id, driver.vendor(), reaction).await;
                 }
             },
         }
@@ -247,6 +310,42 @@ fn input_lines(protocol: &mut dyn super::Protocol, input: Input) -> Vec<String> 
         }
         Input::Interrupt => protocol.interrupt(),
         Input::Stop | Input::Shutdown => Vec::new(),
+    }
+}
+
+/// After a stop sent to a CodeBolt agent: only agents that called processStarted listen for
+/// it, so one whose turn still runs after [`CODEBOLT_STOP_GRACE`] has its process group killed
+/// (its exit ends the turn as interrupted).
+fn kill_if_deaf_to_stop(rt: &Arc<Runtime>, session_id: &str, group: i32) {
+    let (rt, session_id) = (rt.clone(), session_id.to_owned());
+    tokio::spawn(async move {
+        tokio::time::sleep(CODEBOLT_STOP_GRACE).await;
+        let still = rt.writer().read(|s| {
+            s.sessions
+                .get(&session_id)
+                .is_some_and(|x| x.turn_running && x.interrupt_requested)
+        });
+        if still {
+            tracing::warn!(%session_id, "CodeBolt agent ignored the stop; killing it");
+            kill_tree(group);
+        }
+    });
+}
+
+/// Hands lines to the agent: over its socket link when it has one, else to its stdin.
+async fn emit(
+    stdin: &mut ChildStdin,
+    link: Option<&crate::codebolt::Link>,
+    lines: Vec<String>,
+) -> bool {
+    match link {
+        Some(l) => {
+            for line in lines {
+                l.send(line);
+            }
+            true
+        }
+        None => write_lines(stdin, lines).await,
     }
 }
 

@@ -10,6 +10,7 @@ mod ask_human;
 mod blobs;
 mod claude;
 mod cli;
+mod codebolt;
 mod codex;
 mod contract;
 mod crash;

@@ -561,6 +561,41 @@ fn an_answer_given_while_the_turn_runs_reaches_the_agent_when_the_turn_ends() {
 }
 
 #[test]
+fn an_answer_handed_over_on_a_socket_is_not_delivered_again_as_a_message() {
+    use crate::inbox::ResponseType;
+    let mut w = World::new();
+    let sid = w.start("go");
+    let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
+    let responded = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
+    });
+    let EventBody::InboxResponded(r) = &responded[0].body else {
+        unreachable!()
+    };
+    let record = Command::RecordAnswersDelivered {
+        session_id: sid.clone(),
+        response_ids: vec![r.response.id.clone(), "unknown".into()],
+    };
+    let events = w.ok(record.clone());
+    assert_eq!(World::kinds(&events), ["inbox.delivered"]);
+    let EventBody::InboxDelivered(d) = &events[0].body else {
+        unreachable!()
+    };
+    assert_eq!(
+        (d.input_id, d.response_ids.clone()),
+        (0, vec![r.response.id.clone()])
+    );
+    assert!(w.ok(record).is_empty(), "a repeat records nothing");
+    let end = w.end_turn(&sid, TurnOutcome::Completed, "Done.", None);
+    assert_eq!(
+        World::kinds(&end),
+        ["turn.ended", "session.state", "task.state"],
+        "no message carries it again"
+    );
+}
+
+#[test]
 fn answers_wait_for_the_open_question_then_each_human_gets_one_message_oldest_first() {
     use crate::inbox::ResponseType;
     let mut w = World::new();

@@ -251,3 +251,84 @@ fn check_version(cli: &PinnedCli, bin: &Path) -> Result<(), String> {
         cli.version_line
     ))
 }
+
+/// The npm package of the CodeBolt agent client.
+pub const CODEBOLTJS_PACKAGE: &str = "@codebolt/codeboltjs";
+/// The pinned version: the one `vendors/codebolt/PROTOCOL.md` was observed on (1.1.x, "v1").
+pub const CODEBOLTJS_VERSION: &str = "1.1.99";
+
+/// The `node_modules` directory holding the pinned `@codebolt/codeboltjs` (and its `ws`), for
+/// an agent script's `NODE_PATH`; installed on first use into the prefix `<cache>/codebolt`
+/// (`npm install --no-audit --no-fund --save-exact --ignore-scripts --prefix <cache>/codebolt
+/// @codebolt/codeboltjs@1.1.99`, argv only, about 20 s; `--ignore-scripts` skips building
+/// tree-sitter, which only `codeutils.getJsTree` uses), under the same lock and marker scheme
+/// as the CLIs.
+/// # Panics
+/// When npm is missing or the install fails; the message shows npm's output.
+pub fn codeboltjs_node_modules() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| install_codeboltjs(&agent_cli_cache()).unwrap_or_else(|m| panic!("{m}")))
+        .clone()
+}
+
+fn install_codeboltjs(cache: &Path) -> Result<PathBuf, String> {
+    fs::create_dir_all(cache)
+        .map_err(|error| format!("cannot create {}: {error}", cache.display()))?;
+    let cache = &cache.canonicalize().unwrap_or_else(|_| cache.to_owned());
+    let lock_path = cache.join(".install.lock");
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|error| format!("cannot open {}: {error}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|error| format!("cannot lock {}: {error}", lock_path.display()))?;
+    let prefix = cache.join("codebolt");
+    let modules = prefix.join("node_modules");
+    let manifest = modules.join(CODEBOLTJS_PACKAGE).join("package.json");
+    let version = || -> Option<String> {
+        let m: serde_json::Value = serde_json::from_slice(&fs::read(&manifest).ok()?).ok()?;
+        m.get("version")?.as_str().map(str::to_owned)
+    };
+    let marker = cache.join(format!(".codeboltjs-{CODEBOLTJS_VERSION}.installed"));
+    if marker.exists() && version().as_deref() == Some(CODEBOLTJS_VERSION) {
+        return Ok(modules);
+    }
+    let _ = fs::remove_file(&marker);
+    fs::create_dir_all(&prefix)
+        .map_err(|error| format!("cannot create {}: {error}", prefix.display()))?;
+    let spec = format!("{CODEBOLTJS_PACKAGE}@{CODEBOLTJS_VERSION}");
+    let output = Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--save-exact",
+            "--ignore-scripts",
+            "--prefix",
+        ])
+        .arg(&prefix)
+        .arg(&spec)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|error| format!("cannot run npm to install {spec}: {error}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`npm install {spec}` into {} failed ({}):\n{}\n{}",
+            prefix.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    if version().as_deref() != Some(CODEBOLTJS_VERSION) {
+        return Err(format!(
+            "npm installed {spec} but {} does not say {CODEBOLTJS_VERSION}",
+            manifest.display()
+        ));
+    }
+    fs::write(&marker, modules.to_string_lossy().as_bytes())
+        .map_err(|error| format!("cannot write {}: {error}", marker.display()))?;
+    Ok(modules)
+}

@@ -152,8 +152,8 @@ mod server;
 
 pub use anthropic::AnthropicMessages;
 pub use install::{
-    agent_cli_cache, claude_bin, codex_bin, CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION,
-    CODEX_PACKAGE, CODEX_VERSION,
+    agent_cli_cache, claude_bin, codeboltjs_node_modules, codex_bin, CLAUDE_CODE_PACKAGE,
+    CLAUDE_CODE_VERSION, CODEBOLTJS_PACKAGE, CODEBOLTJS_VERSION, CODEX_PACKAGE, CODEX_VERSION,
 };
 pub use openai::OpenAiResponses;
 pub use request::{MessagesCall, RecordedRequest};

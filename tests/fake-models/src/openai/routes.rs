@@ -6,6 +6,7 @@
 //! | request | answer |
 //! | --- | --- |
 //! | `POST /v1/responses` | the script's reply: SSE if `stream:true`, else the response object |
+//! | `POST /v1/chat/completions` | the script's reply as one chat completion (no streaming; for CodeBolt agents' `inference`, which byre forwards) |
 //! | `GET /v1/models`, `GET /v1/models/{id}` | a small static list / that model |
 //! | anything else | 404 `invalid_request_error` (recorded, so a test can see it) |
 //!
@@ -44,6 +45,7 @@ const KEEPALIVE: &str = ": keep-alive\n\n";
 pub(crate) fn routes(config: &mut web::ServiceConfig) {
     config
         .route("/v1/responses", web::post().to(responses))
+        .route("/v1/chat/completions", web::post().to(chat_completions))
         .route("/v1/models", web::get().to(models))
         .route("/v1/models/{id}", web::get().to(model))
         .default_service(web::to(unknown));
@@ -177,6 +179,74 @@ async fn responses(
             }
         }
     }
+}
+
+/// `POST /v1/chat/completions`: the script's reply as one (non-streamed) chat completion: text
+/// blocks joined into `content`, tool uses as `tool_calls`. The script matches the last
+/// `user` message as for `/v1/responses`.
+async fn chat_completions(
+    request: HttpRequest,
+    body: web::Bytes,
+    shared: web::Data<Shared>,
+) -> HttpResponse {
+    let Some(json) = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .filter(Value::is_object)
+    else {
+        shared.record(&request, &body, None);
+        return bad_request("fake: the body is not a JSON object");
+    };
+    let as_responses = json!({
+        "model": json.get("model").cloned().unwrap_or(Value::Null),
+        "input": json.get("messages").cloned().unwrap_or_else(|| json!([])),
+        "tools": json.get("tools").cloned().unwrap_or_else(|| json!([])),
+    });
+    let (_, view, step, reply) = shared.pick(&request, &body, |number| {
+        MessagesView::from_responses(&as_responses, None, number)
+    });
+    tracing::info!(n = view.number, step, "model call (chat completions)");
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    let message = match &reply.kind {
+        ReplyKind::HttpError(error) | ReplyKind::StreamError { error, .. } => {
+            return error_response(error, &message_of(error, &view), &reply.headers)
+        }
+        ReplyKind::Message(message) => message,
+    };
+    let mut text = Vec::new();
+    let mut tool_calls = Vec::new();
+    for block in &message.content {
+        match block {
+            crate::script::Block::Text { text: t } => text.push(view.fill(t)),
+            crate::script::Block::ToolUse {
+                id, name, input, ..
+            } => tool_calls.push(json!({
+                "id": id.clone().unwrap_or_else(|| fresh_id("call_")),
+                "type": "function",
+                "function": {"name": name, "arguments": input.to_string()},
+            })),
+            _ => {}
+        }
+    }
+    let mut msg = json!({"role": "assistant", "content": text.join("")});
+    if !tool_calls.is_empty() {
+        msg["tool_calls"] = Value::Array(tool_calls);
+    }
+    let finish = if msg.get("tool_calls").is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
+    let prompt_tokens = (body.len() / 4).max(1);
+    answer(StatusCode::OK, &reply.headers).json(json!({
+        "id": format!("chatcmpl-fake-{:04}", view.number),
+        "object": "chat.completion",
+        "created": unix_now_s(),
+        "model": view.model,
+        "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 10, "total_tokens": prompt_tokens + 10},
+    }))
 }
 
 /// A streamed body: `head`, `stall` with an SSE comment each second, then `tail`.

@@ -1,0 +1,1182 @@
+//! What CodeBolt requests do, acting on the agent's task (PROTOCOL.md §4's families):
+//!
+//! - fs: inside the worktree only, every path checked as the worktree views check theirs
+//!   (`git::views::WorkPath`: no `..`, no `.git`, symlinks resolved and proven inside);
+//! - git: on the task's worktree and branch (status, add, commit, logs, diff); init, clone,
+//!   pull, push, branch and checkout of another branch are refused (the task owns its branch);
+//! - terminal: the command line through `sh -c` in the worktree, in its own process group
+//!   with a minimal environment (the agent's own shell command, as CodeBolt runs it);
+//!   `executeCommandWithStream` streams `commandOutput`/`commandError` and ends with
+//!   `commandFinish`; `sendInterruptToTerminal` kills the running commands;
+//! - llm: `inference` is sent to the OpenAI-compatible `$OPENAI_BASE_URL/chat/completions`
+//!   with `$OPENAI_API_KEY`; the reply's `completion` is that chat completion;
+//! - memory, state, todos (`taskEvent`), tokenizer, vector db, history: kept per session while
+//!   it lives ([`Store`]); every request and its reply is logged (`tool.call`/`tool.result`),
+//!   so every change is an event;
+//! - chat: `getChatHistory` from the session's messages;
+//! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
+//! - mcp: byre's agent tools as the toolbox `byre`;
+//! - the rest (sub-agents, browser and crawler without Chromium, code matchers) answer at once
+//!   with `success: false` and an `error` saying so: never a hang.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+use super::frames::{text, Generation, Request};
+use super::Link;
+use crate::git::views::{TreePath, WorkPath, Worktree};
+use crate::log::Writer;
+
+/// The per-session data the agent keeps with byre.
+#[derive(Debug, Default)]
+pub struct Store {
+    memory: BTreeMap<String, Value>,
+    agent_state: serde_json::Map<String, Value>,
+    project_state: serde_json::Map<String, Value>,
+    todos: Vec<Value>,
+    tokens: Vec<String>,
+    vectors: Vec<Value>,
+    /// The conversation as the agent saw it: `{role, content}`.
+    pub history: Vec<Value>,
+}
+
+/// What serving a request needs.
+pub struct Ctx {
+    /// The session's link.
+    pub link: Arc<Link>,
+    /// The writer (for reads of the fold).
+    pub writer: Writer,
+    /// Frames to the agent.
+    pub out: mpsc::UnboundedSender<String>,
+    /// Where `inference` goes.
+    pub llm: super::Llm,
+    /// Turns true when the socket closed.
+    pub closed: tokio::sync::watch::Sender<bool>,
+}
+
+/// Longest terminal command run, in seconds; it is killed after.
+const COMMAND_TIMEOUT_S: u64 = 600;
+/// Largest file `readFile` returns, in bytes (the endpoint's frame limit).
+const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+/// Most output kept from a command, in bytes.
+const MAX_OUTPUT: usize = 1024 * 1024;
+
+fn err(msg: impl Into<String>) -> Value {
+    let m = msg.into();
+    json!({"success": false, "error": m, "message": m})
+}
+
+/// The reply fields of one request (`type` and `requestId` are added by the endpoint). A
+/// field `__type` overrides the reply type (a failed `executeCommand` answers `commandError`);
+/// `__streamed` says the frames were sent already.
+pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
+    let f = &req.frame;
+    let msg = &f["message"];
+    let ty = req.ty.as_str();
+    let action = req.action.as_str();
+    match ty {
+        "fsEvent" => {
+            let root = ctx.link.worktree.clone();
+            let (action, msg) = (action.to_owned(), msg.clone());
+            tokio::task::spawn_blocking(move || fs_action(&root, &action, &msg))
+                .await
+                .unwrap_or_else(|e| err(format!("fs action failed: {e}")))
+        }
+        "gitEvent" => {
+            let root = ctx.link.worktree.clone();
+            let (action, f) = (action.to_owned(), f.clone());
+            tokio::task::spawn_blocking(move || git_action(&root, &action, &f))
+                .await
+                .unwrap_or_else(|e| err(format!("git action failed: {e}")))
+        }
+        "executeCommand" | "executeCommandRunUntilError" => {
+            let (code, stdout, stderr) = run_command(ctx, &text(msg)).await;
+            let ok = code == Some(0);
+            let mut v = json!({"response": if ok { stdout.clone() } else { format!("{stdout}{stderr}") }, "output": stdout, "stdout": stdout, "stderr": stderr, "exitCode": code, "success": ok});
+            if ty == "executeCommand" && !ok {
+                v["__type"] = "commandError".into();
+            }
+            v
+        }
+        "executeCommandWithStream" => {
+            stream_command(ctx.clone(), req.clone(), text(msg));
+            json!({"__streamed": true})
+        }
+        "sendInterruptToTerminal" => {
+            let groups: Vec<i32> = ctx
+                .link
+                .terminals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+                .collect();
+            for g in &groups {
+                crate::vendors::kill_group(*g);
+            }
+            json!({"message": format!("interrupted {} command(s)", groups.len())})
+        }
+        "inference" => inference(&ctx.llm, msg).await,
+        "getChatHistory" => {
+            let h = ctx
+                .link
+                .store
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .history
+                .clone();
+            json!({"chats": h, "messages": h})
+        }
+        "waitforReply" | "confirmationRequest" => ask_human(ctx, ty, f).await,
+        "memoryEvent" | "agentStateEvent" | "projectStateEvent" | "taskEvent"
+        | "tokenizerEvent" | "vectordbEvent" | "vectorDbEvent" | "chatSummaryEvent" => {
+            let mut store = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner());
+            store_action(&mut store, ty, action, f, req.generation)
+        }
+        "debugEvent" if action == "addLog" => json!({"message": "logged"}),
+        "settingEvent" | "projectEvent" => project_action(&ctx.link.worktree, action),
+        "codebolttools" => mcp_action(ctx, action, f).await,
+        "codeEvent" if action == "getAllFilesMarkdown" => {
+            let root = ctx.link.worktree.clone();
+            tokio::task::spawn_blocking(move || all_files_markdown(&root))
+                .await
+                .unwrap_or_else(|e| err(e.to_string()))
+        }
+        "agentEvent" => match action {
+            "listAgents" | "agentsDetail" => json!({"agents": [], "data": []}),
+            "findAgent" => json!({"agents": [], "data": []}),
+            "startAgent" => {
+                let mut v = err("starting CodeBolt sub-agents is not built in byre yet");
+                v["agentId"] = f["agentId"].clone();
+                v
+            }
+            _ => err(format!("unsupported agent action `{action}`")),
+        },
+        "browserEvent" | "crawlerEvent" => {
+            err("browser and crawler actions need headless Chromium, which byre does not drive yet")
+        }
+        _ => err(format!(
+            "byre does not support `{ty}`{}{action}",
+            if action.is_empty() { "" } else { "/" }
+        )),
+    }
+}
+
+// ---------------------------------------------------------------- questions
+
+/// `waitforReply` and `confirmationRequest`: an inbox question (`buttons` its options), then
+/// the first human's answer, sent back as the reply (`RecordAnswersDelivered` by the runtime).
+async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
+    let question_text = text(&f["message"]);
+    let options: Vec<String> = f["buttons"]
+        .as_array()
+        .map(|b| b.iter().map(text).filter(|t| !t.is_empty()).collect())
+        .unwrap_or_default();
+    let question = byre_projections::inbox::Question {
+        context: String::new(),
+        question: if question_text.trim().is_empty() {
+            "The CodeBolt agent waits for your reply.".into()
+        } else {
+            question_text
+        },
+        why_blocked: "The CodeBolt agent waits for the answer before it goes on.".into(),
+        options,
+        multiple: false,
+        recommended: Vec::new(),
+        attachments: Vec::new(),
+    };
+    let session_id = ctx.link.session_id.clone();
+    let cmd = byre_projections::Command::AskHuman {
+        session_id: session_id.clone(),
+        question,
+    };
+    let ack = match ctx.writer.submit(cmd, None).await {
+        Ok(a) => a,
+        Err(e) => return question_failed(ty, &format!("the question could not be asked: {e}")),
+    };
+    let item = ack.events.iter().find_map(|e| match &e.body {
+        byre_projections::EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+        _ => None,
+    });
+    let Some(item_id) = item else {
+        return question_failed(ty, "the question could not be posted");
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    ctx.link
+        .questions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(item_id.clone(), tx);
+    // An answer (or a newer question) that came before the wait was registered.
+    let settled = ctx.writer.read(|s| {
+        s.inbox
+            .get(&item_id)
+            .and_then(|i| match i.responses.first() {
+                Some(r) => Some(Ok(serde_json::to_value(&r.response).unwrap_or_default())),
+                None if i.state != byre_projections::inbox::InboxState::Open => Some(Err(())),
+                None => None,
+            })
+    });
+    if let Some(settled) = settled {
+        let mine = ctx
+            .link
+            .questions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&item_id);
+        if mine.is_some() {
+            return match settled {
+                Ok(response) => {
+                    let _ = ctx
+                        .writer
+                        .submit(
+                            byre_projections::Command::RecordAnswersDelivered {
+                                session_id: session_id.clone(),
+                                response_ids: vec![text(&response["id"])],
+                            },
+                            None,
+                        )
+                        .await;
+                    answer_reply(ty, &response)
+                }
+                Err(()) => question_failed(ty, "no answer: a newer question replaced this one"),
+            };
+        }
+    }
+    let answered = tokio::select! {
+        r = rx => r,
+        // The socket closed: nobody to hand the answer to (dropping the receiver tells the
+        // runtime, which then leaves the answer to be delivered as a message).
+        _ = closed(ctx) => return question_failed(ty, "the agent disconnected"),
+    };
+    match answered {
+        Ok(response) => answer_reply(ty, &response),
+        Err(_) => question_failed(
+            ty,
+            "no answer: a newer question replaced this one, or the session ended",
+        ),
+    }
+}
+
+/// Resolves once the socket of `ctx` closed.
+async fn closed(ctx: &Ctx) {
+    let mut rx = ctx.closed.subscribe();
+    let _ = rx.wait_for(|c| *c).await;
+}
+
+fn question_failed(ty: &str, why: &str) -> Value {
+    let mut v = err(why);
+    if ty == "waitforReply" {
+        v["message"] = json!({"userMessage": "", "error": why});
+    }
+    v
+}
+
+/// The reply carrying a human's answer (`InboxResponse` JSON): for `waitforReply` a
+/// `message` shaped like `messageResponse.message`; for `confirmationRequest` the chosen
+/// button (or text) in `answer`, `message` and `value`, free text in `feedback`.
+fn answer_reply(ty: &str, r: &Value) -> Value {
+    let options: Vec<String> = r["options"]
+        .as_array()
+        .map(|o| o.iter().map(text).collect())
+        .unwrap_or_default();
+    let free = text(&r["text"]);
+    let answer = match r["type"].as_str() {
+        Some("option") if free.trim().is_empty() => options.join(", "),
+        Some("option") => format!("{}\n{free}", options.join(", ")),
+        Some("dismiss") => {
+            "(dismissed without an answer: decide for yourself, or ask differently)".to_owned()
+        }
+        _ => free.clone(),
+    };
+    let user = text(&r["user"]);
+    if ty == "waitforReply" {
+        json!({
+            "message": {
+                "userMessage": answer, "currentFile": "", "selectedAgent": {"id": "", "name": ""},
+                "mentionedFiles": [], "mentionedFullPaths": [], "mentionedFolders": [],
+                "mentionedMCPs": [], "uploadedImages": [], "mentionedAgents": [],
+                "messageId": r["id"].clone(), "threadId": "", "selection": null, "remixPrompt": null
+            },
+            "userMessage": answer,
+            "user": user,
+        })
+    } else {
+        let choice = options.first().cloned().unwrap_or_else(|| answer.clone());
+        json!({
+            "answer": choice, "message": choice, "value": choice, "feedback": free,
+            "userMessage": answer, "user": user,
+            "data": {"answer": choice, "feedback": free},
+        })
+    }
+}
+
+// ---------------------------------------------------------------- fs
+
+/// The worktree-relative form of a path the agent gives (absolute under the worktree, or
+/// relative to it).
+fn relative(worktree: &Worktree, given_root: &Path, raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    if !raw.starts_with('/') {
+        return Ok(raw
+            .trim_start_matches("./")
+            .trim_end_matches('/')
+            .to_owned());
+    }
+    for root in [given_root, worktree.root()] {
+        if let Some(rest) = root.to_str().and_then(|r| raw.strip_prefix(r)) {
+            if rest.is_empty() || rest.starts_with('/') {
+                return Ok(rest.trim_matches('/').to_owned());
+            }
+        }
+    }
+    Err(format!("{raw:?} is outside the task's worktree"))
+}
+
+fn join(dir: &str, name: &str) -> String {
+    match (dir.trim_end_matches('/'), name) {
+        ("", n) => n.to_owned(),
+        (d, "") => d.to_owned(),
+        (d, n) => format!("{d}/{n}"),
+    }
+}
+
+/// An existing path, proven inside the worktree.
+fn existing(root: &Path, raw: &str) -> Result<(Worktree, WorkPath), String> {
+    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
+    let rel = relative(&wt, root, raw)?;
+    let p = WorkPath::parse(&rel, &wt).map_err(|e| e.to_string())?;
+    Ok((wt, p))
+}
+
+/// A path to create or overwrite: its text checked, its existing ancestors proven inside the
+/// worktree, missing directories made; a symlink at the end is never followed.
+fn writable(root: &Path, raw: &str) -> Result<PathBuf, String> {
+    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
+    let rel = relative(&wt, root, raw)?;
+    let tp = TreePath::parse(&rel).map_err(|e| e.to_string())?;
+    if tp.is_root() {
+        return Err("a file path is needed".into());
+    }
+    let parts: Vec<&str> = rel.split('/').collect();
+    let (name, dirs) = parts.split_last().ok_or("a file path is needed")?;
+    let mut n = dirs.len();
+    let base = loop {
+        match WorkPath::parse(&dirs[..n].join("/"), &wt) {
+            Ok(p) => break p,
+            Err(crate::git::views::ViewError::NotFound(_)) if n > 0 => n -= 1,
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let mut dir = base.resolved().to_owned();
+    for d in &dirs[n..] {
+        dir.push(d);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {rel:?}'s directory: {e}"))?;
+    Ok(dir.join(name))
+}
+
+/// A regular file's text (never through a symlink, which could lead out of the worktree; at
+/// most 1 MiB), for searches and listings.
+fn read_plain(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_OUTPUT as u64 {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+fn write_file(path: &Path, content: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("cannot write: {e}"))?;
+    f.write_all(content.as_bytes())
+        .map_err(|e| format!("cannot write: {e}"))
+}
+
+fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        if e.file_name() == ".git" || out.len() >= 5000 {
+            continue;
+        }
+        let p = e.path();
+        let rel = p
+            .strip_prefix(root)
+            .unwrap_or(&p)
+            .to_string_lossy()
+            .into_owned();
+        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        out.push(if is_dir { format!("{rel}/") } else { rel });
+        if recursive && is_dir {
+            list(&p, root, true, out);
+        }
+    }
+}
+
+fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
+    let s = |k: &str| text(&m[k]);
+    let r = match action {
+        "createFile" => writable(root, &join(&s("filePath"), &s("fileName")))
+            .and_then(|p| write_file(&p, &s("source")))
+            .map(|()| json!({"message": "File created", "fileName": s("fileName")})),
+        "updateFile" => existing(root, &join(&s("filePath"), &s("filename")))
+            .and_then(|(_, p)| write_file(p.resolved(), &s("newContent")))
+            .map(|()| json!({"message": "File updated", "response": "File updated"})),
+        "writeToFile" => writable(root, &s("relPath"))
+            .and_then(|p| write_file(&p, &s("newContent")))
+            .map(|()| json!({"message": "File written"})),
+        "createFolder" => writable(root, &join(&join(&s("folderPath"), &s("folderName")), "x"))
+            .map(|_| json!({"message": "Folder created"})),
+        "readFile" => existing(root, &s("filePath")).and_then(|(_, p)| {
+            let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
+            if !meta.is_file() {
+                return Err(format!("{} is not a file", p.as_str()));
+            }
+            if meta.len() > MAX_READ_BYTES {
+                return Err(format!("{} is larger than 16 MiB", p.as_str()));
+            }
+            let c = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
+            let c = String::from_utf8_lossy(&c).into_owned();
+            Ok(json!({"content": c, "message": c}))
+        }),
+        "deleteFile" => existing(root, &join(&s("filePath"), &s("filename"))).and_then(|(_, p)| {
+            if p.as_str().is_empty() {
+                return Err("refusing to delete the worktree".into());
+            }
+            std::fs::remove_file(p.resolved()).map_err(|e| e.to_string())?;
+            Ok(json!({"message": "File deleted"}))
+        }),
+        "deleteFolder" => {
+            existing(root, &join(&s("folderpath"), &s("foldername"))).and_then(|(_, p)| {
+                if p.as_str().is_empty() {
+                    return Err("refusing to delete the worktree".into());
+                }
+                std::fs::remove_dir_all(p.resolved()).map_err(|e| e.to_string())?;
+                Ok(json!({"message": "Folder deleted"}))
+            })
+        }
+        "fileList" => existing(root, &s("folderPath")).map(|(wt, p)| {
+            let mut out = Vec::new();
+            list(
+                p.resolved(),
+                wt.root(),
+                m["isRecursive"].as_bool().unwrap_or(false),
+                &mut out,
+            );
+            json!({"result": out.join("\n"), "files": out})
+        }),
+        "searchFiles" | "grep_search" => {
+            let (dir, needle) = if action == "searchFiles" {
+                (s("path"), s("regex"))
+            } else {
+                (s("path"), s("query"))
+            };
+            existing(root, &dir).map(|(wt, p)| {
+                let mut files = Vec::new();
+                list(p.resolved(), wt.root(), true, &mut files);
+                let mut hits = Vec::new();
+                for f in files.iter().filter(|f| !f.ends_with('/')) {
+                    let Some(c) = read_plain(&wt.root().join(f)) else {
+                        continue;
+                    };
+                    for (i, line) in c.lines().enumerate() {
+                        if line.contains(&needle) && hits.len() < 500 {
+                            hits.push(format!("{f}:{}:{line}", i + 1));
+                        }
+                    }
+                }
+                json!({"result": hits.join("\n"), "results": hits})
+            })
+        }
+        "file_search" => existing(root, "").map(|(wt, p)| {
+            let mut files = Vec::new();
+            list(p.resolved(), wt.root(), true, &mut files);
+            let q = s("query");
+            let hits: Vec<_> = files.into_iter().filter(|f| f.contains(&q)).collect();
+            json!({"result": hits.join("\n"), "results": hits})
+        }),
+        "listCodeDefinitionNames" => {
+            Ok(json!({"result": "", "message": "byre does not parse code definitions"}))
+        }
+        other => Err(format!("byre does not support fsEvent/{other}")),
+    };
+    r.unwrap_or_else(err)
+}
+
+// ---------------------------------------------------------------- git
+
+fn git_action(root: &Path, action: &str, f: &Value) -> Value {
+    let r = (|| -> Result<Value, String> {
+        let repo = git2::Repository::open(root).map_err(|e| e.message().to_owned())?;
+        let e = |e: git2::Error| e.message().to_owned();
+        match action {
+            "Status" => {
+                let mut opts = git2::StatusOptions::new();
+                opts.include_untracked(true).recurse_untracked_dirs(true);
+                let st = repo.statuses(Some(&mut opts)).map_err(e)?;
+                let files: Vec<Value> = st
+                    .iter()
+                    .map(|s| json!({"path": s.path().unwrap_or(""), "status": format!("{:?}", s.status())}))
+                    .collect();
+                let branch = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned));
+                Ok(json!({"data": {"current": branch, "files": files}, "files": files}))
+            }
+            "Add" => {
+                let mut idx = repo.index().map_err(e)?;
+                idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None).map_err(e)?;
+                idx.update_all(["*"], None).map_err(e)?;
+                idx.write().map_err(e)?;
+                Ok(json!({"message": "Added all changes"}))
+            }
+            "Commit" => {
+                let message = text(&f["message"]);
+                let message = if message.trim().is_empty() { "CodeBolt agent commit".to_owned() } else { message };
+                let mut idx = repo.index().map_err(e)?;
+                let tree = repo.find_tree(idx.write_tree().map_err(e)?).map_err(e)?;
+                let sig = repo
+                    .signature()
+                    .or_else(|_| git2::Signature::now("CodeBolt agent", "codebolt@byre.invalid"))
+                    .map_err(e)?;
+                let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+                let parents: Vec<&git2::Commit> = parent.iter().collect();
+                let id = repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents).map_err(e)?;
+                Ok(json!({"message": "Committed", "data": {"commit": id.to_string()}, "commit": id.to_string()}))
+            }
+            "Logs" | "gitLogs" => {
+                let mut walk = repo.revwalk().map_err(e)?;
+                walk.push_head().map_err(e)?;
+                let logs: Vec<Value> = walk
+                    .take(50)
+                    .filter_map(|id| repo.find_commit(id.ok()?).ok())
+                    .map(|c| json!({"hash": c.id().to_string(), "message": c.message().unwrap_or(""), "author": c.author().name().unwrap_or(""), "date": c.time().seconds()}))
+                    .collect();
+                Ok(json!({"data": logs, "logs": logs}))
+            }
+            "Diff" => {
+                let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+                let hash = text(&f["commitHash"]);
+                let base = if hash.is_empty() {
+                    head
+                } else {
+                    Some(repo.revparse_single(&hash).and_then(|o| o.peel_to_tree()).map_err(e)?)
+                };
+                let diff = repo
+                    .diff_tree_to_workdir_with_index(base.as_ref(), None)
+                    .map_err(e)?;
+                let mut out = String::new();
+                diff.print(git2::DiffFormat::Patch, |_, _, l| {
+                    if matches!(l.origin(), '+' | '-' | ' ') {
+                        out.push(l.origin());
+                    }
+                    out.push_str(&String::from_utf8_lossy(l.content()));
+                    out.len() < MAX_OUTPUT
+                })
+                .ok();
+                Ok(json!({"data": out, "diff": out}))
+            }
+            "Checkout" | "Branch" | "gitBranch" => {
+                let current = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned)).unwrap_or_default();
+                if text(&f["branch"]) == current {
+                    Ok(json!({"message": format!("on {current}"), "branch": current}))
+                } else {
+                    Err(format!("the task's agent works on its branch `{current}` only"))
+                }
+            }
+            "Init" | "Clone" | "Pull" | "Push" => Err(format!(
+                "git {action} is not available to agents: the task's worktree is their repository, and byre merges it"
+            )),
+            other => Err(format!("byre does not support gitEvent/{other}")),
+        }
+    })();
+    r.unwrap_or_else(err)
+}
+
+// ---------------------------------------------------------------- terminal
+
+fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
+    let _ = std::fs::create_dir_all(&ctx.link.home);
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(&ctx.link.worktree)
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("HOME", &ctx.link.home)
+        .env("LANG", "C.UTF-8")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+fn track(ctx: &Ctx, pid: Option<u32>, add: bool) {
+    let Some(pid) = pid else { return };
+    let mut t = ctx.link.terminals.lock().unwrap_or_else(|e| e.into_inner());
+    if add {
+        t.push(pid as i32);
+    } else {
+        t.retain(|p| *p != pid as i32);
+    }
+}
+
+async fn run_command(ctx: &Ctx, command: &str) -> (Option<i32>, String, String) {
+    let child = match shell(ctx, command).spawn() {
+        Ok(c) => c,
+        Err(e) => return (None, String::new(), format!("cannot run the command: {e}")),
+    };
+    let pid = child.id();
+    track(ctx, pid, true);
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(COMMAND_TIMEOUT_S),
+        child.wait_with_output(),
+    )
+    .await;
+    track(ctx, pid, false);
+    if let Some(p) = pid {
+        crate::vendors::kill_group(p as i32);
+    }
+    match out {
+        Ok(Ok(o)) => {
+            let cut =
+                |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(MAX_OUTPUT)]).into_owned();
+            (o.status.code(), cut(&o.stdout), cut(&o.stderr))
+        }
+        Ok(Err(e)) => (None, String::new(), e.to_string()),
+        Err(_) => (
+            None,
+            String::new(),
+            format!("killed after {COMMAND_TIMEOUT_S} s"),
+        ),
+    }
+}
+
+/// Runs a command and streams its lines as `commandOutput` (stdout) and `commandError`
+/// (stderr) frames, then `commandFinish` with the exit code; all echo the request's id.
+fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
+    tokio::spawn(async move {
+        let frame = |ty: &str, fields: Value| {
+            let mut r = req.clone();
+            r.reply_type = match ty {
+                "commandOutput" => "commandOutput",
+                "commandError" => "commandError",
+                _ => "commandFinish",
+            };
+            r.by_event = false;
+            super::endpoint::reply(&r, fields).to_string()
+        };
+        let mut child = match shell(&ctx, &command).spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = ctx.out.send(frame(
+                    "commandError",
+                    json!({"response": e.to_string(), "error": e.to_string(), "success": false}),
+                ));
+                let _ = ctx.out.send(frame(
+                    "commandFinish",
+                    json!({"response": -1, "exitCode": -1, "success": false}),
+                ));
+                return;
+            }
+        };
+        let pid = child.id();
+        track(&ctx, pid, true);
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return;
+        };
+        let mut out = tokio::io::BufReader::new(stdout).lines();
+        let mut errs = tokio::io::BufReader::new(stderr).lines();
+        let (mut o_open, mut e_open) = (true, true);
+        let deadline = tokio::time::sleep(std::time::Duration::from_secs(COMMAND_TIMEOUT_S));
+        tokio::pin!(deadline);
+        while o_open || e_open {
+            tokio::select! {
+                l = out.next_line(), if o_open => match l {
+                    Ok(Some(l)) => { let _ = ctx.out.send(frame("commandOutput", json!({"response": l, "output": l, "stdout": l}))); }
+                    _ => o_open = false,
+                },
+                l = errs.next_line(), if e_open => match l {
+                    Ok(Some(l)) => { let _ = ctx.out.send(frame("commandError", json!({"response": l, "error": l, "stderr": l}))); }
+                    _ => e_open = false,
+                },
+                _ = &mut deadline => break,
+            }
+        }
+        if let Some(p) = pid {
+            crate::vendors::kill_group(p as i32);
+        }
+        let code = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
+        track(&ctx, pid, false);
+        let _ = ctx.out.send(frame(
+            "commandFinish",
+            json!({"response": code, "exitCode": code, "success": code == 0}),
+        ));
+        let _ = ctx
+            .link
+            .to_session
+            .send(json!({"__byre": "stream_finished", "command": command, "exitCode": code, "requestId": req.request_id}).to_string())
+            .await;
+    });
+}
+
+// ---------------------------------------------------------------- llm
+
+async fn inference(llm: &super::Llm, msg: &Value) -> Value {
+    let Some(base) = llm.base_url.clone() else {
+        return err("no LLM endpoint: start byre with OPENAI_BASE_URL (and OPENAI_API_KEY)");
+    };
+    let prompt = &msg["prompt"];
+    let mut body = match prompt {
+        Value::Object(o) => Value::Object(o.clone()),
+        other => json!({"messages": [{"role": "user", "content": text(other)}]}),
+    };
+    if let Some(o) = body.as_object_mut() {
+        o.remove("full");
+        o.insert("stream".into(), false.into());
+        if o.get("tools")
+            .is_some_and(|t| t.as_array().is_some_and(|a| a.is_empty()))
+        {
+            o.remove("tools");
+            o.remove("tool_choice");
+        }
+        if !o.get("model").is_some_and(Value::is_string) {
+            let model = std::env::var("BYRE_CODEBOLT_MODEL").unwrap_or_else(|_| "gpt-5".into());
+            o.insert("model".into(), model.into());
+        }
+    }
+    let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+    let client = reqwest::Client::new();
+    let mut rq = client
+        .post(&url)
+        .json(&body)
+        .timeout(std::time::Duration::from_secs(300));
+    if let Some(key) = &llm.api_key {
+        rq = rq.bearer_auth(key);
+    }
+    match rq.send().await {
+        Ok(r) if r.status().is_success() => match r.json::<Value>().await {
+            Ok(c) => {
+                let content = c["choices"][0]["message"]["content"].clone();
+                json!({"completion": c, "message": content})
+            }
+            Err(e) => err(format!("the LLM endpoint answered no JSON: {e}")),
+        },
+        Ok(r) => {
+            let status = r.status();
+            let t = r.text().await.unwrap_or_default();
+            err(format!(
+                "the LLM endpoint answered {status}: {}",
+                &t[..t.len().min(500)]
+            ))
+        }
+        Err(e) => err(format!("the LLM endpoint failed: {e}")),
+    }
+}
+
+// ---------------------------------------------------------------- stores
+
+fn store_action(st: &mut Store, ty: &str, action: &str, f: &Value, g: Generation) -> Value {
+    let msg = &f["message"];
+    let payload = &f["payload"];
+    match (ty, action) {
+        ("memoryEvent", "set") => {
+            st.memory.insert(text(&f["key"]), f["value"].clone());
+            json!({"message": "stored"})
+        }
+        ("memoryEvent", "get") => {
+            let v = st
+                .memory
+                .get(&text(&f["key"]))
+                .cloned()
+                .unwrap_or(Value::Null);
+            json!({"value": v, "data": v})
+        }
+        ("agentStateEvent", "addToAgentState") => {
+            st.agent_state
+                .insert(text(&payload["key"]), payload["value"].clone());
+            json!({"message": "stored"})
+        }
+        ("agentStateEvent", "getAgentState") => {
+            json!({"payload": st.agent_state, "data": st.agent_state})
+        }
+        ("projectStateEvent", "updateProjectState") => {
+            st.project_state
+                .insert(text(&payload["key"]), payload["value"].clone());
+            json!({"message": "stored"})
+        }
+        ("projectStateEvent", "getProjectState" | "getAppState") => {
+            json!({"projectState": st.project_state, "state": st.project_state, "data": st.project_state})
+        }
+        ("taskEvent", "addTask" | "createTasksFromMarkdown") => {
+            let id = format!("t{}", st.todos.len() + 1);
+            let mut t = if msg.is_object() {
+                msg.clone()
+            } else {
+                json!({"task": msg})
+            };
+            t["id"] = id.clone().into();
+            t["taskId"] = id.clone().into();
+            t["completed"] = t.get("completed").cloned().unwrap_or(false.into());
+            if let Some(a) = f.get("agentId") {
+                t["agentId"] = a.clone();
+            }
+            st.todos.push(t.clone());
+            json!({"task": t, "data": t})
+        }
+        ("taskEvent", "getTasks" | "getTasksByAgent" | "getTasksByCategory") => {
+            json!({"tasks": st.todos, "data": st.todos})
+        }
+        ("taskEvent", "getAllAgents") => {
+            let agents: std::collections::BTreeSet<String> = st
+                .todos
+                .iter()
+                .filter_map(|t| t["agentId"].as_str().map(str::to_owned))
+                .collect();
+            json!({"agents": agents, "data": agents})
+        }
+        ("taskEvent", "updateTask" | "updateSubTask" | "addSubTask") => {
+            let id = text(&msg["taskId"]);
+            match st
+                .todos
+                .iter_mut()
+                .find(|t| !id.is_empty() && text(&t["id"]) == id)
+            {
+                Some(t) => {
+                    if let (Some(o), Some(m)) = (t.as_object_mut(), msg.as_object()) {
+                        if action == "addSubTask" {
+                            let subs = o.entry("subtasks").or_insert_with(|| json!([]));
+                            if let Some(a) = subs.as_array_mut() {
+                                a.push(msg.clone());
+                            }
+                        } else {
+                            for (k, v) in m {
+                                o.insert(k.clone(), v.clone());
+                            }
+                        }
+                    }
+                    json!({"task": t.clone(), "data": t.clone()})
+                }
+                None if g == Generation::V1 => {
+                    st.todos.push(json!({"task": msg}));
+                    json!({"message": "updated"})
+                }
+                None => err(format!("no task `{id}`")),
+            }
+        }
+        ("taskEvent", "deleteTask" | "deleteSubTask") => {
+            let id = text(&msg["taskId"]);
+            let before = st.todos.len();
+            if action == "deleteTask" {
+                st.todos.retain(|t| text(&t["id"]) != id);
+            }
+            json!({"message": "deleted", "deleted": before - st.todos.len()})
+        }
+        ("taskEvent", "exportTasksToMarkdown") => {
+            let md: Vec<String> = st
+                .todos
+                .iter()
+                .map(|t| {
+                    let done = t["completed"].as_bool().unwrap_or(false);
+                    let title = t
+                        .get("title")
+                        .or(t.get("task"))
+                        .map(text)
+                        .unwrap_or_default();
+                    format!("- [{}] {title}", if done { "x" } else { " " })
+                })
+                .collect();
+            json!({"markdown": md.join("\n"), "data": md.join("\n")})
+        }
+        ("tokenizerEvent", "addToken") => {
+            let item = text(&msg["item"]);
+            st.tokens.push(item.clone());
+            let n = item.split_whitespace().count();
+            json!({"token": n, "count": n})
+        }
+        ("tokenizerEvent", "getToken") => {
+            let item = text(&msg["item"]);
+            let n = item.split_whitespace().count();
+            json!({"token": n, "tokens": item.split_whitespace().collect::<Vec<_>>()})
+        }
+        (_, "addVectorItem") => {
+            st.vectors.push(msg["item"].clone());
+            json!({"message": "added", "id": st.vectors.len()})
+        }
+        (_, "getVector") => {
+            let key = text(&msg["item"]);
+            let v = st
+                .vectors
+                .iter()
+                .find(|v| text(v).contains(&key))
+                .cloned()
+                .unwrap_or(Value::Null);
+            json!({"vector": v, "item": v})
+        }
+        (_, "queryVectorItem" | "queryVectorItems") => {
+            let keys: Vec<String> = match msg.get("items").and_then(Value::as_array) {
+                Some(a) => a.iter().map(text).collect(),
+                None => vec![text(&msg["item"])],
+            };
+            let hits: Vec<Value> = st
+                .vectors
+                .iter()
+                .filter(|v| keys.iter().any(|k| text(v).contains(k.as_str())))
+                .cloned()
+                .collect();
+            json!({"item": hits, "items": hits, "data": hits})
+        }
+        ("chatSummaryEvent", _) => {
+            json!({"payload": st.history, "data": st.history})
+        }
+        _ => err(format!("byre does not support {ty}/{action}")),
+    }
+}
+
+fn project_action(worktree: &Path, action: &str) -> Value {
+    let name = worktree
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match action {
+        "getProjectPath" => json!({"projectPath": worktree, "projectName": name}),
+        "getRepoMap" => {
+            let mut out = Vec::new();
+            list(worktree, worktree, true, &mut out);
+            json!({"repoMap": out.join("\n"), "data": out})
+        }
+        "getEditorFileStatus" => json!({"editorStatus": "", "data": []}),
+        "getProjectSettings" => {
+            json!({"projectSettings": {"projectPath": worktree, "projectName": name}, "data": {}})
+        }
+        other => err(format!("byre does not support projectEvent/{other}")),
+    }
+}
+
+/// byre's agent tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`, as
+/// over MCP for the CLIs) as the toolbox `byre`: tools named `byre--<tool>`, described as
+/// OpenAI function tools; `executeTool` answers `data: [false, <result text>]`.
+async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
+    let toolbox = json!([{"name": "byre", "description": "byre's tools for a task's agent"}]);
+    let definitions = || -> Vec<Value> {
+        crate::mcp::stdio::tools()
+            .into_iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": format!("byre--{}", t.name),
+                    "description": t.description.as_deref().unwrap_or(""),
+                    "parameters": Value::Object((*t.input_schema).clone()),
+                }})
+            })
+            .collect()
+    };
+    let named = |list: &Value| -> bool {
+        list.as_array().is_none_or(|a| {
+            a.iter()
+                .any(|b| text(b) == "byre" || text(&b["toolbox"]) == "byre")
+        })
+    };
+    match action {
+        "getEnabledToolBoxes" | "getLocalToolBoxes" | "getAvailableToolBoxes" => {
+            json!({"data": toolbox})
+        }
+        "searchAvailableToolBoxes" => {
+            let q = text(&f["query"]).to_lowercase();
+            let hit = q.is_empty() || "byre".contains(&q) || q.contains("byre");
+            json!({"data": if hit { toolbox } else { json!([]) }})
+        }
+        "listToolsFromToolBoxes" if named(&f["toolBoxes"]) => json!({"data": definitions()}),
+        "getTools" if named(&f["toolboxes"]) => {
+            let wanted: Vec<String> = f["toolboxes"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|t| format!("byre--{}", text(&t["toolName"])))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let defs: Vec<Value> = definitions()
+                .into_iter()
+                .filter(|d| {
+                    wanted.is_empty() || wanted.iter().any(|w| d["function"]["name"] == w.as_str())
+                })
+                .collect();
+            json!({"data": defs})
+        }
+        "listToolsFromToolBoxes" | "getTools" => json!({"data": []}),
+        "executeTool" => {
+            let name = text(&f["toolName"]);
+            let tool = name.strip_prefix("byre--").unwrap_or(&name).to_owned();
+            let fail = |m: String| {
+                let mut v = err(m.clone());
+                v["data"] = json!([false, m]);
+                v
+            };
+            if !name.starts_with("byre--") && f["toolbox"].as_str().is_none_or(|t| t != "byre") {
+                return fail(format!("no tool `{name}`: byre's tools are byre--ask_human, byre--take_snapshot, byre--set_merge_title and byre--expose_port"));
+            }
+            let session_id = ctx.link.session_id.clone();
+            let implementer = ctx.writer.read(|s| {
+                s.sessions
+                    .get(&session_id)
+                    .is_some_and(|x| x.role == byre_projections::sessions::SessionRole::Implementer)
+            });
+            if !implementer {
+                return fail(format!("`{tool}` is for a task's implementing agent only"));
+            }
+            let params = if f["params"].is_object() {
+                f["params"].clone()
+            } else {
+                json!({})
+            };
+            let cmd = match crate::http::agent_tools::parse(
+                &tool,
+                &session_id,
+                &ctx.link.task_id,
+                &params,
+            ) {
+                Ok(c) => c,
+                Err(m) => return fail(m),
+            };
+            match ctx.writer.submit(cmd, None).await {
+                Ok(ack) => {
+                    json!({"data": [false, crate::http::agent_tools::success_text(&tool, &ack)]})
+                }
+                Err(e) => fail(e.to_string()),
+            }
+        }
+        _ => err(format!(
+            "byre configures no other MCP servers for CodeBolt agents (`{action}`)"
+        )),
+    }
+}
+
+fn all_files_markdown(root: &Path) -> Value {
+    let mut files = Vec::new();
+    list(root, root, true, &mut files);
+    let mut md = String::new();
+    for f in files.iter().filter(|f| !f.ends_with('/')) {
+        if md.len() > MAX_OUTPUT {
+            break;
+        }
+        if let Some(c) = read_plain(&root.join(f)) {
+            md.push_str(&format!("## {f}\n\n```\n{c}\n```\n\n"));
+        }
+    }
+    json!({"markdown": md, "data": md})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worktree() -> (tempfile_dir::Dir, PathBuf) {
+        let d = tempfile_dir::Dir::new();
+        let root = d.0.join("wt");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        git2::Repository::init(&root).unwrap();
+        (d, root)
+    }
+
+    /// A tiny temporary directory (the crate has no tempfile dependency outside tests/).
+    mod tempfile_dir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                let p = std::env::temp_dir().join(format!("byre-cb-{}", uuid::Uuid::new_v4()));
+                std::fs::create_dir_all(&p).unwrap();
+                Dir(p)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn fs_writes_and_reads_stay_inside_the_worktree() {
+        let (d, root) = worktree();
+        let outside = d.0.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let abs = root.join("src").display().to_string();
+        let ok = fs_action(
+            &root,
+            "createFile",
+            &json!({"fileName": "a.txt", "source": "A", "filePath": abs}),
+        );
+        assert_eq!(ok["success"], Value::Null, "{ok}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("src/a.txt")).unwrap(),
+            "A"
+        );
+        let nested = fs_action(
+            &root,
+            "writeToFile",
+            &json!({"relPath": "new/dir/b.txt", "newContent": "B"}),
+        );
+        assert!(nested.get("error").is_none(), "{nested}");
+        for (action, m) in [
+            (
+                "createFile",
+                json!({"fileName": "x", "source": "", "filePath": "../"}),
+            ),
+            (
+                "createFile",
+                json!({"fileName": "x", "source": "", "filePath": "link"}),
+            ),
+            (
+                "writeToFile",
+                json!({"relPath": ".git/config", "newContent": ""}),
+            ),
+            (
+                "writeToFile",
+                json!({"relPath": "/etc/passwd", "newContent": ""}),
+            ),
+            ("readFile", json!({"filePath": "link/secret"})),
+            ("readFile", json!({"filePath": "../outside/secret"})),
+            ("deleteFolder", json!({"foldername": "", "folderpath": ""})),
+            (
+                "deleteFile",
+                json!({"filename": "secret", "filePath": "link"}),
+            ),
+        ] {
+            let r = fs_action(&root, action, &m);
+            assert_eq!(r["success"], false, "{action} {m}: {r}");
+        }
+        std::fs::write(outside.join("secret"), "s3cret").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), root.join("leak")).unwrap();
+        let found = fs_action(
+            &root,
+            "searchFiles",
+            &json!({"path": "", "regex": "s3cret"}),
+        );
+        assert_eq!(
+            found["result"], "",
+            "search never reads through a symlink: {found}"
+        );
+        assert!(outside.join("secret").exists());
+        assert!(!outside.join("x").exists());
+    }
+}

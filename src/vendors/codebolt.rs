@@ -1,0 +1,399 @@
+//! CodeBolt agents: a Node program using `@codebolt/codeboltjs` that connects back to byre's
+//! `/codebolt` WebSocket ([`crate::codebolt`]), behind the same [`Driver`]/[`Protocol`] as the
+//! CLIs. The protocol's "lines" are the socket's frames (and the endpoint's records of the
+//! requests it served), not the process's stdout.
+//!
+//! The model names the agent: `codebolt:<agent>`, where `<agent>` is a directory holding
+//! `index.js` (the upstream agent server's convention) or a `.js` file; a relative name is
+//! looked up under `$BYRE_CODEBOLT_AGENTS` (default `<data dir>/codebolt-agents`). byre runs
+//! `node <entry>` in the task's worktree, in its own process group, with only `PATH`, `HOME`,
+//! `SOCKET_PORT` (byre's port), `agentId` and `threadToken` (the session's secret, see
+//! [`crate::codebolt`]), `parentId=byre`, and the configured agent environment.
+//!
+//! Mapping: the user's message → `messageResponse`; `sendMessage` and `chatnotify`
+//! `agentTextResponse` → `agent.text`; each served request → `tool.call` (`<type>/<action>`,
+//! input the frame) and `tool.result` (the reply); `*notify` `…Request`/`…Result` →
+//! `tool.call`/`tool.result` by `toolUseId`; `processStoped` → `turn.ended`;
+//! interrupt → `stopProcessClicked`.
+
+use std::path::{Path, PathBuf};
+
+use byre_projections::sessions::{
+    AgentText, ToolCall, ToolResult, TurnEnded, TurnOutcome, Usage, Vendor, VendorItem,
+    VendorUnrecognized,
+};
+use serde_json::{json, Value};
+
+use super::{Driver, Image, Protocol, Reaction, SpawnSpec};
+use crate::codebolt::frames::text;
+
+/// The `HOME` of CodeBolt agents and their terminal commands: `<data>/agents/codebolt/home`
+/// (not the worktree, where tools would leave their dotfiles for the end-of-turn commit).
+pub fn home_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("agents/codebolt/home")
+}
+
+/// Starts CodeBolt agents.
+pub struct CodeboltDriver {
+    agents_dir: PathBuf,
+    home: PathBuf,
+    node: PathBuf,
+    extra_env: Vec<(String, String)>,
+}
+
+impl CodeboltDriver {
+    /// A driver whose relative agent names live under `$BYRE_CODEBOLT_AGENTS`, else
+    /// `<data_dir>/codebolt-agents`; `node` is `$BYRE_NODE`, else `node` on `PATH`.
+    pub fn new(data_dir: &Path, extra_env: Vec<(String, String)>) -> Self {
+        let agents_dir = std::env::var_os("BYRE_CODEBOLT_AGENTS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| data_dir.join("codebolt-agents"));
+        let node = std::env::var_os("BYRE_NODE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "node".into());
+        CodeboltDriver {
+            agents_dir,
+            home: home_dir(data_dir),
+            node,
+            extra_env,
+        }
+    }
+
+    /// The entry script of `codebolt:<agent>`.
+    pub fn entry(&self, model: &str) -> PathBuf {
+        let name = model.strip_prefix("codebolt:").unwrap_or(model);
+        let p = Path::new(name);
+        let p = if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.agents_dir.join(p)
+        };
+        if p.is_dir() {
+            p.join("index.js")
+        } else {
+            p
+        }
+    }
+}
+
+impl Driver for CodeboltDriver {
+    fn vendor(&self) -> Vendor {
+        Vendor::Codebolt
+    }
+
+    fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
+        let _ = std::fs::create_dir_all(&self.home);
+        let mut cmd = tokio::process::Command::new(&self.node);
+        cmd.arg(self.entry(&spec.model))
+            .current_dir(&spec.cwd)
+            .env_clear()
+            .env(
+                "PATH",
+                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+            )
+            .env("HOME", &self.home)
+            .env("SOCKET_PORT", spec.socket_port.to_string())
+            .env("agentId", &spec.socket_token)
+            .env("threadToken", &spec.socket_token)
+            .env("parentId", "byre")
+            .env("PORT", spec.port_base.to_string());
+        // The LLM key stays with byre (inference goes through it), and v2 clients copy every
+        // variable into their URL.
+        for (k, v) in self
+            .extra_env
+            .iter()
+            .filter(|(k, _)| !k.starts_with("OPENAI_"))
+        {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn program(&self) -> (String, &'static str) {
+        (self.node.display().to_string(), "BYRE_NODE")
+    }
+
+    fn has_conversation(&self, _spec: &SpawnSpec) -> bool {
+        false
+    }
+
+    fn protocol(&self, _spec: &SpawnSpec) -> Box<dyn Protocol> {
+        Box::new(CodeboltProtocol::default())
+    }
+}
+
+/// One CodeBolt agent's conversation.
+#[derive(Debug, Default)]
+pub struct CodeboltProtocol {
+    n: u64,
+    interrupted: bool,
+    started_us: i64,
+}
+
+impl CodeboltProtocol {
+    fn id(&mut self, given: &Value) -> String {
+        match given.as_str() {
+            Some(s) if !s.is_empty() => s.to_owned(),
+            _ => {
+                self.n += 1;
+                format!("cb-{}", self.n)
+            }
+        }
+    }
+}
+
+fn cut(s: String) -> String {
+    if s.len() <= 64 * 1024 {
+        return s;
+    }
+    let mut end = 64 * 1024;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+/// The text of a reply for `tool.result`: its content, result or error, else the frame.
+fn reply_text(reply: &Value) -> String {
+    for k in [
+        "error",
+        "content",
+        "result",
+        "response",
+        "completion",
+        "data",
+        "message",
+    ] {
+        match reply.get(k) {
+            None | Some(Value::Null) => {}
+            Some(v) => return cut(text(v)),
+        }
+    }
+    cut(reply.to_string())
+}
+
+impl Protocol for CodeboltProtocol {
+    fn start(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn message(&mut self, text: &str, _images: &[Image], input_id: u64) -> Vec<String> {
+        self.interrupted = false;
+        self.started_us = chrono::Utc::now().timestamp_micros();
+        let message_id = format!("byre-{input_id}");
+        vec![json!({
+            "type": "messageResponse",
+            "message": {
+                "userMessage": text, "currentFile": "", "selectedAgent": {"id": "", "name": ""},
+                "mentionedFiles": [], "mentionedFullPaths": [], "mentionedFolders": [],
+                "mentionedMCPs": [], "uploadedImages": [], "mentionedAgents": [],
+                "messageId": message_id, "threadId": "", "selection": null, "remixPrompt": null
+            },
+            "sender": {"senderType": "user", "senderInfo": {"name": "user"}},
+            "templateType": "userChat",
+            "data": {"text": text},
+            "messageId": message_id,
+            "timestamp": chrono::Utc::now().timestamp_millis().to_string(),
+        })
+        .to_string()]
+    }
+
+    fn interrupt(&mut self) -> Vec<String> {
+        self.interrupted = true;
+        vec![json!({"type": "stopProcessClicked"}).to_string()]
+    }
+
+    fn set_model(&mut self, _model: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn on_line(&mut self, line: &str) -> Reaction {
+        let mut r = Reaction::default();
+        let unrecognized = |reason: &str| {
+            VendorItem::Unrecognized(VendorUnrecognized {
+                vendor: Vendor::Codebolt,
+                reason: reason.into(),
+                raw: cut_raw(line),
+                size: line.len() as u64,
+            })
+        };
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            r.items.push(unrecognized("not JSON"));
+            return r;
+        };
+        let raw = String::new();
+        if let Some(kind) = v["__byre"].as_str() {
+            match kind {
+                "served" => {
+                    let req = &v["request"];
+                    let reply = &v["reply"];
+                    let id = self.id(&req["requestId"]);
+                    let name = match req["action"].as_str() {
+                        Some(a) => format!("{}/{a}", text(&req["type"])),
+                        None => text(&req["type"]),
+                    };
+                    r.items.push(VendorItem::ToolCall(ToolCall {
+                        tool_use_id: id.clone(),
+                        name,
+                        input: req.clone(),
+                        raw: cut_raw(line),
+                    }));
+                    if reply["streamed"] != true {
+                        r.items.push(VendorItem::ToolResult(ToolResult {
+                            tool_use_id: id,
+                            output: reply_text(reply),
+                            is_error: reply["success"] == false,
+                            raw,
+                        }));
+                    }
+                }
+                "stream_finished" => {
+                    let id = self.id(&v["requestId"]);
+                    r.items.push(VendorItem::ToolResult(ToolResult {
+                        tool_use_id: id,
+                        output: format!("exit code {}", v["exitCode"]),
+                        is_error: v["exitCode"] != 0,
+                        raw: cut_raw(line),
+                    }));
+                }
+                "unknown" => r
+                    .items
+                    .push(unrecognized("unknown CodeBolt request (v1: not answered)")),
+                _ => r.items.push(unrecognized("malformed CodeBolt frame")),
+            }
+            return r;
+        }
+        let ty = v["type"].as_str().unwrap_or("");
+        let action = v["action"].as_str().unwrap_or("");
+        match ty {
+            "sendMessage" => {
+                let id = self.id(&v["requestId"]);
+                r.items.push(VendorItem::Text(AgentText {
+                    text: text(&v["message"]),
+                    message_id: id,
+                    raw: cut_raw(line),
+                }));
+            }
+            "processStoped" => {
+                let error = text(&v["error"]);
+                let outcome = if self.interrupted {
+                    TurnOutcome::Interrupted
+                } else if error.is_empty() {
+                    TurnOutcome::Completed
+                } else {
+                    TurnOutcome::Failed
+                };
+                let duration_ms = if self.started_us > 0 {
+                    ((chrono::Utc::now().timestamp_micros() - self.started_us) / 1000).max(0) as u64
+                } else {
+                    0
+                };
+                self.interrupted = false;
+                r.items.push(VendorItem::TurnEnded(TurnEnded {
+                    turn: 0,
+                    outcome,
+                    summary: false,
+                    result: text(&v["message"]),
+                    error,
+                    usage: Usage::default(),
+                    cost_micro_usd: 0,
+                    duration_ms,
+                    num_turns: 0,
+                    api_error_status: None,
+                    rate_limits: None,
+                    raw: cut_raw(line),
+                }));
+            }
+            "chatnotify" if action == "agentTextResponse" => {
+                let id = self.id(&v["toolUseId"]);
+                r.items.push(VendorItem::Text(AgentText {
+                    text: text(&v["content"]),
+                    message_id: id,
+                    raw: cut_raw(line),
+                }));
+            }
+            "chatnotify"
+                if action == "processStartedRequest" || action == "processStoppedRequest" => {}
+            "processStarted" | "processFinished" => {}
+            t if t.ends_with("notify") => {
+                let id = self.id(&v["toolUseId"]);
+                if action.ends_with("Result") || v.get("content").is_some() {
+                    r.items.push(VendorItem::ToolResult(ToolResult {
+                        tool_use_id: id,
+                        output: cut(text(&v["content"])),
+                        is_error: v["isError"] == true,
+                        raw: cut_raw(line),
+                    }));
+                } else {
+                    r.items.push(VendorItem::ToolCall(ToolCall {
+                        tool_use_id: id,
+                        name: format!("{t}/{action}"),
+                        input: v["data"].clone(),
+                        raw: cut_raw(line),
+                    }));
+                }
+            }
+            "notificationEvent" | "runProject" | "browserEvent" | "crawlerEvent"
+            | "projectEvent" => {
+                let id = self.id(&v["requestId"]);
+                let name = if action.is_empty() {
+                    ty.to_owned()
+                } else {
+                    format!("{ty}/{action}")
+                };
+                r.items.push(VendorItem::ToolCall(ToolCall {
+                    tool_use_id: id.clone(),
+                    name,
+                    input: v.clone(),
+                    raw: cut_raw(line),
+                }));
+                r.items.push(VendorItem::ToolResult(ToolResult {
+                    tool_use_id: id,
+                    output: String::new(),
+                    is_error: false,
+                    raw,
+                }));
+            }
+            _ => r.items.push(unrecognized("unknown CodeBolt frame")),
+        }
+        r
+    }
+}
+
+fn cut_raw(line: &str) -> String {
+    let mut end = line.len().min(4096);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_and_served_requests_become_items() {
+        let mut p = CodeboltProtocol::default();
+        let m = p.message("hi", &[], 1);
+        assert!(m[0].contains("\"messageResponse\""));
+        let r = p.on_line(r#"{"type":"sendMessage","message":"hello"}"#);
+        assert!(matches!(&r.items[0], VendorItem::Text(t) if t.text == "hello"));
+        let r = p.on_line(&json!({"__byre":"served","request":{"type":"fsEvent","action":"readFile","requestId":"r1"},"reply":{"type":"readFileResponse","success":true,"content":"x"}}).to_string());
+        assert!(
+            matches!(&r.items[0], VendorItem::ToolCall(c) if c.name == "fsEvent/readFile" && c.tool_use_id == "r1")
+        );
+        assert!(matches!(&r.items[1], VendorItem::ToolResult(t) if t.output == "x" && !t.is_error));
+        let r = p.on_line(r#"{"type":"processStoped","message":"done"}"#);
+        assert!(
+            matches!(&r.items[0], VendorItem::TurnEnded(t) if t.outcome == TurnOutcome::Completed && t.result == "done")
+        );
+        p.interrupt();
+        let r = p.on_line(r#"{"type":"processStoped"}"#);
+        assert!(
+            matches!(&r.items[0], VendorItem::TurnEnded(t) if t.outcome == TurnOutcome::Interrupted)
+        );
+        let r = p.on_line("nonsense");
+        assert!(matches!(&r.items[0], VendorItem::Unrecognized(_)));
+    }
+}

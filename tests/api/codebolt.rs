@@ -1,0 +1,519 @@
+//! CodeBolt agents: the real `@codebolt/codeboltjs@1.1.99` client (installed from npm by the
+//! test set-up) running `fixtures/codebolt/agent/index.js` against byre's `/codebolt`
+//! WebSocket, and the captured frames of both client generations
+//! (`fixtures/codebolt/frames.jsonl`, from `vendors/codebolt/`) replayed against it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use byre::config::AuthMode;
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+use crate::helpers::{kinds, make_repo, until_kind, Api, Sse, SseEvent, TestServer};
+
+const TURN_WAIT: Duration = Duration::from_secs(90);
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/codebolt")
+        .join(rel)
+}
+
+async fn node_modules() -> PathBuf {
+    tokio::task::spawn_blocking(byre_fake_models::codeboltjs_node_modules)
+        .await
+        .expect("install codeboltjs")
+}
+
+struct Bench {
+    server: TestServer,
+    fake: byre_fake_models::FakeOpenAi,
+    api: Api,
+    project_id: String,
+    sse: Sse,
+    _repo: TempDir,
+}
+
+impl Bench {
+    async fn start() -> Bench {
+        let modules = node_modules().await;
+        let fake = byre_fake_models::FakeOpenAi::fixture("codebolt_inference")
+            .await
+            .expect("fake API");
+        let base_url = fake.base_url();
+        let server = TestServer::spawn_configured(
+            TempDir::new().expect("data dir"),
+            AuthMode::Local {
+                login: "ada".into(),
+            },
+            move |c| {
+                c.agent_env = vec![
+                    ("NODE_PATH".into(), modules.display().to_string()),
+                    ("OPENAI_BASE_URL".into(), base_url),
+                    ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
+                ];
+            },
+        )
+        .await;
+        let api = server.api();
+        let repo = make_repo("basic");
+        let project_id = api.create_project("basic", repo.path()).await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let sse = api.events(&[], None).await;
+        Bench {
+            server,
+            fake,
+            api,
+            project_id,
+            sse,
+            _repo: repo,
+        }
+    }
+
+    async fn task(&self, agent: &Path, prompt: &str) -> Value {
+        let model = format!("codebolt:{}", agent.display());
+        let body = json!({"title": "codebolt task", "prompt": prompt, "model": model});
+        let r = self
+            .api
+            .call("createTask", &[&self.project_id], &[], Some(body))
+            .await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        r.body
+    }
+}
+
+/// Answers every agent question that reaches the inbox, as `login`: the first option when it
+/// has options, else the text "blue". Runs until aborted.
+fn answer_questions(api: Api) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut sse = api.events(&[], None).await;
+        loop {
+            let Some(e) = sse.next(Duration::from_secs(3600)).await else {
+                return;
+            };
+            if e.data["kind"] != "inbox.item_created" || e.data["payload"]["kind"] != "question" {
+                continue;
+            }
+            let item = &e.data["payload"];
+            let options = item["payload"]["options"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let response = match options.first() {
+                Some(o) => json!({"item_id": item["id"], "type": "option", "options": [o]}),
+                None => json!({"item_id": item["id"], "type": "other", "text": "blue"}),
+            };
+            let r = api
+                .call(
+                    "respondInbox",
+                    &[],
+                    &[],
+                    Some(json!({ "responses": [response] })),
+                )
+                .await;
+            assert!(r.status < 300, "{:?}", r.body);
+        }
+    })
+}
+
+fn all<'a>(events: &'a [SseEvent], kind: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e.data["kind"] == kind)
+        .map(|e| &e.data)
+        .collect()
+}
+
+fn texts(events: &[SseEvent]) -> Vec<String> {
+    all(events, "agent.text")
+        .iter()
+        .map(|e| e["payload"]["text"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
+    let mut b = Bench::start().await;
+    let answering = answer_questions(b.api.clone());
+    let task = b.task(&fixture("agent"), "Add some notes").await;
+    let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    let texts = texts(&events);
+    let has = |t: &str| texts.iter().any(|x| x == t);
+    assert!(has("Working on: Add some notes"), "{texts:?}");
+    assert!(
+        has("notes.txt says: written by a CodeBolt agent"),
+        "{texts:?}"
+    );
+    assert!(has("reading outside the worktree: refused"), "{texts:?}");
+    assert!(has("committed: true"), "{texts:?}");
+    assert!(
+        has("terminal printed: written by a CodeBolt agent"),
+        "{texts:?}"
+    );
+    assert!(has("stream gave: streamed-one,streamed-two"), "{texts:?}");
+    assert!(
+        has("the model said: Teal, said the fake model."),
+        "{texts:?}"
+    );
+    // Its questions went to the inbox; the answers came back over the socket, recorded as
+    // delivered there (input_id 0), not as messages.
+    assert!(has("the human said: blue"), "{texts:?}");
+    // byre's agent tools are its toolbox `byre`.
+    assert!(
+        has("byre tools: byre--ask_human,byre--take_snapshot,byre--set_merge_title,byre--expose_port"),
+        "{texts:?}"
+    );
+    assert!(has("set_merge_title: The merge title is set."), "{texts:?}");
+    assert!(has("confirmed: yes"), "{texts:?}");
+    assert_eq!(all(&events, "inbox.item_created").len(), 2);
+    let delivered = all(&events, "inbox.delivered");
+    assert_eq!(delivered.len(), 2);
+    assert!(delivered.iter().all(|d| d["payload"]["input_id"] == 0));
+    assert_eq!(all(&events, "user.message").len(), 1);
+    answering.abort();
+    let calls: Vec<_> = b
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/chat/completions")
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert!(calls[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k == "authorization" && v == "Bearer sk-fake-openai-key"));
+    // Every request is a tool call with its result.
+    let calls: Vec<String> = all(&events, "tool.call")
+        .iter()
+        .map(|e| e["payload"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    for name in [
+        "fsEvent/createFile",
+        "fsEvent/readFile",
+        "gitEvent/Add",
+        "gitEvent/Commit",
+        "executeCommand",
+        "executeCommandWithStream",
+        "inference",
+        "waitforReply",
+        "confirmationRequest",
+    ] {
+        assert!(calls.iter().any(|c| c == name), "{name} in {calls:?}");
+    }
+    let results = all(&events, "tool.result");
+    assert_eq!(results.len(), calls.len(), "{:?}", kinds(&events));
+    let ended = all(&events, "turn.ended")[0];
+    assert_eq!(ended["payload"]["outcome"], "completed");
+    assert_eq!(ended["payload"]["result"], "CodeBolt agent finished");
+    // The file is in the worktree, and committed on the task's branch.
+    let worktree = Path::new(task["worktree_path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("notes.txt")).unwrap(),
+        "written by a CodeBolt agent\n"
+    );
+    let repo = git2::Repository::open(worktree).unwrap();
+    let head = repo.head().unwrap();
+    assert_eq!(head.shorthand().ok(), task["branch"].as_str());
+    let commit = head.peel_to_commit().unwrap();
+    assert_eq!(commit.message().ok(), Some("CodeBolt agent adds notes.txt"));
+    assert!(commit.tree().unwrap().get_name("notes.txt").is_some());
+    // The turn ends in a snapshot, as any agent's does.
+    let snap = until_kind(&mut b.sse, "snapshot.taken", TURN_WAIT).await;
+    let taken = all(&snap, "snapshot.taken")[0];
+    assert_eq!(taken["payload"]["trigger"], "turn_end");
+    assert_eq!(taken["task_id"], task["id"]);
+    let task_now = b
+        .api
+        .call("getTask", &[task["id"].as_str().unwrap()], &[], None)
+        .await;
+    assert_eq!(
+        task_now.body["merge_title"],
+        "Add notes from a CodeBolt agent"
+    );
+    // The session is a codebolt one.
+    let sessions = b
+        .api
+        .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
+        .await;
+    assert_eq!(sessions.body[0]["vendor"], "codebolt");
+    b.server.stop().await;
+}
+
+/// The type (or, for v1 browser and crawler calls, the `event`) a captured request's client
+/// resolved on: the stub's last reply to it.
+fn awaited(client: &str, captured: &[Value]) -> Option<String> {
+    let last = captured.last()?;
+    let event = last["event"]
+        .as_str()
+        .filter(|_| client.starts_with("codeboltjs@1"));
+    Some(event.or(last["type"].as_str())?.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awaits() {
+    let mut b = Bench::start().await;
+    let answering = answer_questions(b.api.clone());
+    let frames = fixture("frames.jsonl");
+    let task = b.task(&fixture("replay"), frames.to_str().unwrap()).await;
+    let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    let ended = all(&events, "turn.ended")[0];
+    assert_eq!(
+        ended["payload"]["result"],
+        "replayed",
+        "{:?}",
+        kinds(&events)
+    );
+    let worktree = Path::new(task["worktree_path"].as_str().unwrap());
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(worktree.join("codebolt-replay.json")).unwrap())
+            .unwrap();
+    let replays = report["replays"].as_array().expect("replays");
+    let (mut v1, mut v2) = (0, 0);
+    for r in replays {
+        let client = r["client"].as_str().unwrap();
+        let request = &r["request"];
+        let got = r["got"].as_array().unwrap();
+        // Only valid JSON objects ever come back.
+        assert!(
+            got.iter()
+                .all(|f| f.get("__invalid").is_none() && f.is_object()),
+            "{r}"
+        );
+        let captured = r["captured"].as_array().unwrap();
+        let Some(want) = awaited(client, captured) else {
+            // Fire-and-forget: nothing awaited, nothing answered.
+            assert!(got.is_empty(), "{r}");
+            continue;
+        };
+        let key = if want == captured.last().unwrap()["event"] && client.starts_with("codeboltjs@1")
+        {
+            "event"
+        } else {
+            "type"
+        };
+        let replies: Vec<&Value> = got.iter().filter(|f| f[key] == want.as_str()).collect();
+        assert_eq!(replies.len(), 1, "one {want} for {request}: {got:?}");
+        match request["requestId"].as_str() {
+            Some(id) => {
+                v2 += 1;
+                assert_eq!(replies[0]["requestId"], id, "{request}");
+                // Nothing of this request came back without its id.
+                assert!(
+                    got.iter().all(|f| f["requestId"] == id),
+                    "{request}: {got:?}"
+                );
+            }
+            None => {
+                v1 += 1;
+                assert!(replies[0].get("requestId").is_none(), "{request}");
+            }
+        }
+    }
+    // Every awaited request of the capture (frames_table.md), none skipped.
+    assert_eq!((v1, v2), (81, 90));
+    // Malformed frames were ignored, the socket stayed open, an unknown request was answered.
+    let unknown = &report["edge"]["unknown"];
+    assert_eq!(unknown[0]["requestId"], "edge-unknown", "{unknown}");
+    assert_eq!(unknown[0]["success"], false);
+    assert_eq!(report["edge"]["after"][0]["type"], "readFileResponse");
+    assert!(report["edge"]["after"][0]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("# basic"));
+    // A client written from the AsyncAPI file gets a ServiceResponse.
+    let spec = &report["spec"][0];
+    assert_eq!(spec["requestId"], "spec-1", "{spec}");
+    assert_eq!(spec["success"], true);
+    assert!(
+        spec["data"].is_object() && spec["timestamp"].is_string(),
+        "{spec}"
+    );
+    // A frame spelled as the real client spells it, on the spec's channel, too.
+    let spec2 = report["spec2"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["requestId"] == "spec-2")
+        .unwrap();
+    assert_eq!(spec2["type"], "readFileResponse");
+    assert!(
+        spec2["data"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("# basic"),
+        "{spec2}"
+    );
+    assert!(spec2["timestamp"].is_string());
+    answering.abort();
+    // Every served request is in the log as a tool call with its result.
+    let calls = all(&events, "tool.call").len();
+    assert!(calls > 180, "{calls}");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_needs_the_token_byre_started_its_agent_with() {
+    let server = TestServer::spawn().await;
+    let url = server.api().url("getMe", &[]).1.replace("/api/me", "");
+    let client = reqwest::Client::new();
+    for query in [
+        "",
+        "?id=&agentId=cb-guess&threadToken=cb-guess",
+        "?agentId=x",
+    ] {
+        let r = client
+            .get(format!("{url}/codebolt{query}"))
+            .header("Connection", "Upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{query}");
+        let body: Value = r.json().await.unwrap();
+        assert!(body["message"].is_string());
+    }
+    server.stop().await;
+}
+
+/// Starts `fixture_name`, waits for its first text `said`, interrupts it; the events up to its
+/// turn's end, which must be `interrupted`.
+async fn interrupt(fixture_name: &str, said: &str) -> Vec<SseEvent> {
+    let mut b = Bench::start().await;
+    let task = b.task(&fixture(fixture_name), "go").await;
+    let events = b
+        .sse
+        .until("the agent's text", |e| e.data["kind"] == "agent.text")
+        .await;
+    assert_eq!(all(&events, "agent.text")[0]["payload"]["text"], said);
+    let session = b
+        .api
+        .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
+        .await
+        .body[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = b.api.call("interruptSession", &[&session], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    assert_eq!(
+        all(&events, "turn.ended")[0]["payload"]["outcome"],
+        "interrupted"
+    );
+    b.server.stop().await;
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupting_a_codebolt_turn_sends_stop_and_ends_it_interrupted() {
+    let events = interrupt("stoppable", "working until stopped").await;
+    assert!(texts(&events).contains(&"stopping on request".to_owned()));
+    assert!(all(&events, "session.process_exited").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codebolt_agent_deaf_to_the_stop_is_killed_and_its_turn_interrupted() {
+    let events = interrupt("deaf", "busy forever").await;
+    assert_eq!(all(&events, "session.process_exited").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_wait_beside_other_requests_and_a_newer_one_replaces_the_older() {
+    let mut b = Bench::start().await;
+    b.task(&fixture("questions"), "ask").await;
+    // Nobody answers yet: the read is served, the first question's wait ends as replaced.
+    let mut seen = Vec::new();
+    while !(seen
+        .iter()
+        .any(|t: &String| t.starts_with("read while waiting"))
+        && seen.iter().any(|t| t.starts_with("q1:")))
+    {
+        let events = b
+            .sse
+            .until("the agent's text", |e| e.data["kind"] == "agent.text")
+            .await;
+        seen.extend(texts(&events));
+    }
+    assert!(
+        seen.contains(&"read while waiting: readFileResponse".to_owned()),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|t| t.starts_with("q1: false") && t.contains("replaced")),
+        "{seen:?}"
+    );
+    let open = b.api.call("listInbox", &[], &[], None).await;
+    let items: Vec<&Value> = open
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["state"] == "open")
+        .collect();
+    assert_eq!(items.len(), 1, "{:?}", open.body);
+    assert_eq!(items[0]["payload"]["question"], "Second question?");
+    let r = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": items[0]["id"], "type": "other", "text": "green"}]})),
+        )
+        .await;
+    assert!(r.status < 300, "{:?}", r.body);
+    let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    assert!(texts(&events).contains(&"q2: green".to_owned()));
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_agent_that_left_its_socket_comes_as_the_next_message() {
+    let mut b = Bench::start().await;
+    b.task(&fixture("leaves"), "ask and leave").await;
+    let first = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    let said = texts(&first);
+    assert!(
+        said.contains(&"asked".to_owned()) && said.contains(&"reconnected".to_owned()),
+        "{said:?}"
+    );
+    let open = b.api.call("listInbox", &[], &[], None).await;
+    let item = open.body.as_array().unwrap()[0].clone();
+    assert_eq!(
+        item["payload"]["question"],
+        "Which colour, while I am away?"
+    );
+    let r = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(
+                json!({"responses": [{"item_id": item["id"], "type": "other", "text": "purple"}]}),
+            ),
+        )
+        .await;
+    assert!(r.status < 300, "{:?}", r.body);
+    let second = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
+    let delivered = all(&second, "inbox.delivered");
+    assert_eq!(delivered.len(), 1);
+    assert_ne!(
+        delivered[0]["payload"]["input_id"], 0,
+        "delivered as a message"
+    );
+    assert!(
+        texts(&second)
+            .iter()
+            .any(|t| t.starts_with("got: ") && t.contains("purple")),
+        "{:?}",
+        texts(&second)
+    );
+    b.server.stop().await;
+}
