@@ -165,6 +165,7 @@ async fn read_loop(
             }
         }
     });
+    let mut v1_calls: u64 = 0;
     while let Some(msg) = stream.recv().await {
         let text = match msg {
             Ok(AggregatedMessage::Text(t)) => t.to_string(),
@@ -208,6 +209,12 @@ async fn read_loop(
             }
             Some(Frame::Request(mut r)) => {
                 r.spec_client |= spec_channel;
+                if r.generation == frames::Generation::V1 {
+                    // v1 frames carry no id; byre's own (never sent) pairs a stream's call
+                    // with its result in the log.
+                    v1_calls += 1;
+                    r.request_id = json!(format!("v1-{v1_calls}"));
+                }
                 let _ = req_tx.send(r);
             }
         }
@@ -234,14 +241,14 @@ async fn serve(ctx: &Arc<super::actions::Ctx>, req: Request) {
     let fields = super::actions::serve(ctx, &req).await;
     if fields.get("__streamed").is_some() {
         // A terminal stream sends its own frames (ending with the awaited one).
-        forward(&ctx.link, json!({"__byre": "served", "request": req.frame, "reply": {"type": req.reply_type, "success": true, "streamed": true}})).await;
+        forward(&ctx.link, json!({"__byre": "served", "id": req.request_id, "request": req.frame, "reply": {"type": req.reply_type, "success": true, "streamed": true}})).await;
         return;
     }
     let reply = reply(&req, fields);
     let _ = ctx.out.send(reply.to_string());
     forward(
         &ctx.link,
-        json!({"__byre": "served", "request": req.frame, "reply": reply}),
+        json!({"__byre": "served", "id": req.request_id, "request": req.frame, "reply": reply}),
     )
     .await;
 }

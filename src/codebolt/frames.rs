@@ -47,7 +47,8 @@ pub struct Request {
     /// Its generation.
     pub generation: Generation,
     /// `requestId` (v2) exactly as sent (a string from the real client; any JSON value is
-    /// echoed as given), else `null`.
+    /// echoed as given), else `null` (the endpoint then gives it an id of byre's own,
+    /// `v1-<n>`, that is never sent: v1 replies carry no `requestId`).
     pub request_id: Value,
     /// `type` (real spelling, after [`normalize`]).
     pub ty: String,

@@ -236,7 +236,12 @@ impl Protocol for CodeboltProtocol {
                 "served" => {
                     let req = &v["request"];
                     let reply = &v["reply"];
-                    let id = self.id(&req["requestId"]);
+                    // The endpoint's id (the v2 requestId, or byre's own for v1).
+                    let id = self.id(if v["id"].is_null() {
+                        &req["requestId"]
+                    } else {
+                        &v["id"]
+                    });
                     let name = match req["action"].as_str() {
                         Some(a) => format!("{}/{a}", text(&req["type"])),
                         None => text(&req["type"]),

@@ -205,6 +205,15 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     }
     let results = all(&events, "tool.result");
     assert_eq!(results.len(), calls.len(), "{:?}", kinds(&events));
+    // Each result answers its own call (the v1 client's frames carry no id: byre gives one).
+    let ids = |kind: &str| -> std::collections::BTreeSet<String> {
+        all(&events, kind)
+            .iter()
+            .map(|e| e["payload"]["tool_use_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids("tool.call"), ids("tool.result"));
+    assert_eq!(ids("tool.call").len(), calls.len());
     let ended = all(&events, "turn.ended")[0];
     assert_eq!(ended["payload"]["outcome"], "completed");
     assert_eq!(ended["payload"]["result"], "CodeBolt agent finished");
