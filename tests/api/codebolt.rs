@@ -548,6 +548,7 @@ async fn hostile_frames_each_get_one_reply_and_never_close_the_socket() {
     // Only JSON objects came back, and the socket stayed open throughout.
     assert_eq!(report["invalid"], 0);
     assert_eq!(report["closed"], false);
+    assert_eq!(report["second"], 409);
     let one = |check: &str, ty: &str| -> Value {
         let frames: Vec<&Value> = got(&report, check)
             .iter()
