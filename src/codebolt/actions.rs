@@ -66,6 +66,9 @@ const COMMAND_TIMEOUT_S: u64 = 600;
 const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 /// How long a finished command's pipes are still read, for output its children left.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+/// Most bytes of frames one streamed command sends (its lines as `commandOutput` and
+/// `commandError`).
+const STREAM_MAX: usize = 16 * 1024 * 1024;
 /// Most output kept from a command, in bytes.
 const MAX_OUTPUT: usize = 1024 * 1024;
 
@@ -770,6 +773,7 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
         let deadline = tokio::time::sleep(std::time::Duration::from_secs(COMMAND_TIMEOUT_S));
         tokio::pin!(deadline);
         let mut status = None;
+        let (mut budget, mut line) = (STREAM_MAX, None);
         while o_open || e_open {
             tokio::select! {
                 // The shell's exit ends the command: its group goes (background children
@@ -782,14 +786,33 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
                     deadline.as_mut().reset(tokio::time::Instant::now() + DRAIN);
                 }
                 l = out.next_line(), if o_open => match l {
-                    Ok(Some(l)) => { let _ = ctx.out.send(frame("commandOutput", json!({"response": l, "output": l, "stdout": l}))); }
+                    Ok(Some(l)) => line = Some(("commandOutput", json!({"response": l, "output": l, "stdout": l}))),
                     _ => o_open = false,
                 },
                 l = errs.next_line(), if e_open => match l {
-                    Ok(Some(l)) => { let _ = ctx.out.send(frame("commandError", json!({"response": l, "error": l, "stderr": l}))); }
+                    Ok(Some(l)) => line = Some(("commandError", json!({"response": l, "error": l, "stderr": l}))),
                     _ => e_open = false,
                 },
                 _ = &mut deadline => break,
+            }
+            // Past the budget, lines are read and dropped (one notice says so): a command
+            // printing without end cannot fill byre's memory with frames.
+            if let Some((ty, fields)) = line.take() {
+                let f = frame(ty, fields);
+                if f.len() <= budget {
+                    budget -= f.len();
+                    let _ = ctx.out.send(f);
+                } else if budget > 0 {
+                    budget = 0;
+                    let note = format!(
+                        "byre streams at most {} MiB of a command's output; the rest is dropped",
+                        STREAM_MAX >> 20
+                    );
+                    let _ = ctx.out.send(frame(
+                        "commandError",
+                        json!({"response": note, "error": note, "stderr": note}),
+                    ));
+                }
             }
         }
         if let Some(p) = pid {

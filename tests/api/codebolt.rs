@@ -563,6 +563,14 @@ async fn hostile_frames_each_get_one_reply_and_never_close_the_socket() {
     assert!(bg["stdout"].as_str().unwrap().contains("now"), "{bg}");
     assert!(!bg["stdout"].as_str().unwrap().contains("late"), "{bg}");
     assert_eq!(one("bgstream", "commandFinish")["exitCode"], 0);
+    // A stream of 40 MB is cut at 16 MiB of frames, with one notice, and still finishes.
+    let out = &report["floodOut"];
+    assert!(
+        out["bytes"].as_u64().unwrap() <= 16 * 1024 * 1024 + 4096,
+        "{out}"
+    );
+    assert_eq!(out["finish"], json!([0]), "{out}");
+    assert_eq!(out["notice"].as_array().unwrap().len(), 1, "{out}");
     // Any JSON requestId is echoed as sent.
     assert_eq!(one("numid", "readFileResponse")["requestId"], 42);
     assert_eq!(
