@@ -301,6 +301,11 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             name,
             port,
         } => crate::tools::expose_port(state, session_id, name, *port),
+        Command::LinkSubtask {
+            session_id,
+            task_id,
+            agent,
+        } => crate::tools::link_subtask(state, session_id, task_id, agent),
         Command::RequestSnapshot { task_id, trigger } => {
             crate::snapshots::request(state, task_id, *trigger)
         }

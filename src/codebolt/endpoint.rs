@@ -94,6 +94,7 @@ pub async fn socket(
     let ctx = Arc::new(super::actions::Ctx {
         link: link.clone(),
         writer: app.writer.clone(),
+        app: app.clone(),
         out: tx,
         llm: hub.llm(),
         closed: tokio::sync::watch::channel(false).0,
@@ -142,8 +143,11 @@ async fn read_loop(
     let worker_ctx = ctx.clone();
     actix_web::rt::spawn(async move {
         while let Some(req) = req_rx.recv().await {
-            if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest") {
-                // A question waits for a human: the agent's other requests go on meanwhile.
+            if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest")
+                || (req.ty == "agentEvent" && req.action == "startAgent")
+            {
+                // A question waits for a human, a started agent for its turn: the agent's
+                // other requests go on meanwhile.
                 let ctx = worker_ctx.clone();
                 actix_web::rt::spawn(async move { serve(&ctx, req).await });
             } else {
