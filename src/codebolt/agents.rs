@@ -135,7 +135,11 @@ pub fn rank<'a>(
         .filter(|(score, _)| *score > 0)
         .collect();
     scored.sort_by(|(sa, a), (sb, b)| sb.cmp(sa).then_with(|| a.id.cmp(&b.id)));
-    scored.into_iter().take(max.max(1)).map(|(_, a)| a).collect()
+    scored
+        .into_iter()
+        .take(max.max(1))
+        .map(|(_, a)| a)
+        .collect()
 }
 
 /// An agent as replies list it (manifest fields plus the OpenAI tool shape).
@@ -192,7 +196,12 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
                 .as_u64()
                 .and_then(|m| usize::try_from(m).ok())
                 .unwrap_or(1);
-            listed(rank(&agents, &text(&f["task"]), max, &strings(&f["agents"])))
+            listed(rank(
+                &agents,
+                &text(&f["task"]),
+                max,
+                &strings(&f["agents"]),
+            ))
         }
         "startAgent" => {
             let agent_id = text(&f["agentId"]);
@@ -213,7 +222,11 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
 /// The title of a task started for `task`: its first non-blank line, at most
 /// [`MAX_TITLE_CHARS`] characters, control characters dropped.
 pub fn title_of(task: &str) -> String {
-    let line = task.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = task
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let clean: String = line.chars().filter(|c| !c.is_control()).collect();
     let clean = clean.trim();
     if clean.chars().count() <= MAX_TITLE_CHARS {
@@ -231,7 +244,10 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
     }
     let app = &ctx.app;
     let parent = app.writer.read(|s| {
-        let t = s.tasks.get(&ctx.link.task_id)?;
+        let t = s
+            .tasks
+            .get(&ctx.link.task_id)
+            .filter(|t| t.status == byre_projections::tasks::TaskStatus::Active)?;
         let p = s.projects.get(&t.project_id)?;
         Some((
             t.project_id.clone(),
@@ -241,7 +257,7 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         ))
     });
     let Some((project_id, actor, repo_path, default_branch)) = parent else {
-        return err("the calling agent's task or project is gone");
+        return err("the calling agent's task is closed or gone: it cannot start agents");
     };
     let task_id = match crate::http::tasks::create_at_default_branch(
         app,
@@ -272,7 +288,10 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         Err(e) => return err(format!("the agent's task could not be linked: {e}")),
     };
     // Everything after the link, so the new session's turn end cannot be missed.
-    let mut events = Box::pin(crate::log::subscription::subscribe(app.writer.clone(), after));
+    let mut events = Box::pin(crate::log::subscription::subscribe(
+        app.writer.clone(),
+        after,
+    ));
     let caller = crate::identity::Caller {
         login: actor.clone(),
     };
@@ -334,7 +353,11 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         return fail(format!(
             "the agent `{}`'s turn ended {outcome}{}",
             agent.id,
-            if why.is_empty() { String::new() } else { format!(": {why}") }
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {why}")
+            }
         ));
     }
     let result = match text(&payload["result"]) {
@@ -394,7 +417,10 @@ mod tests {
         assert_eq!(got[0].unique_id, "bare");
         assert_eq!(got[1].description, "");
         assert!(list(&dir.path().join("missing")).is_empty());
-        assert_eq!(find(&got, "doc-writer").map(|a| a.id.as_str()), Some("writer"));
+        assert_eq!(
+            find(&got, "doc-writer").map(|a| a.id.as_str()),
+            Some("writer")
+        );
         assert_eq!(find(&got, "writer").map(|a| a.id.as_str()), Some("writer"));
         assert!(find(&got, "nobody").is_none());
         let e = entry(&got[2]);
@@ -422,8 +448,14 @@ mod tests {
         ];
         let ids = |v: Vec<&AgentInfo>| v.iter().map(|a| a.id.clone()).collect::<Vec<_>>();
         // docs 4 ("writes", "docs", "for", "code"), tester 3, painter 0.
-        assert_eq!(ids(rank(&agents, "Writes DOCS for this code", 5, &[])), ["docs", "tester"]);
-        assert_eq!(ids(rank(&agents, "Writes DOCS for this code", 1, &[])), ["docs"]);
+        assert_eq!(
+            ids(rank(&agents, "Writes DOCS for this code", 5, &[])),
+            ["docs", "tester"]
+        );
+        assert_eq!(
+            ids(rank(&agents, "Writes DOCS for this code", 1, &[])),
+            ["docs"]
+        );
         // 0 means the client's default of 1.
         assert_eq!(ids(rank(&agents, "writes docs", 0, &[])), ["docs"]);
         // Ties by id.

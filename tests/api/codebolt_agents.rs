@@ -172,5 +172,8 @@ async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_t
         results.iter().any(|r| r.contains("scribe wrote hello.txt")),
         "{results:?}"
     );
-    assert!(results.iter().any(|r| r.contains("no CodeBolt agent")), "{results:?}");
+    assert!(
+        results.iter().any(|r| r.contains("no CodeBolt agent")),
+        "{results:?}"
+    );
 }
