@@ -1,7 +1,8 @@
 //! CodeBolt's `agentEvent` family with the real `@codebolt/codeboltjs@1.1.99` client: the
 //! `boss` fixture (`fixtures/codebolt/agents/`) lists, details and finds the agents byre can
-//! run, then starts `scribe` through `startAgent`, which runs as a new task, writes a file in
-//! its own worktree and finishes; the boss gets its result.
+//! run, is told when a started agent's turn fails (`crasher`), then starts `scribe` through
+//! `startAgent`, which runs as a new task, writes a file in its own worktree and finishes;
+//! the boss gets its result.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -86,12 +87,20 @@ async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_t
     }
     let texts = texts_of(&events, &parent_id);
     let has = |t: &str| texts.iter().any(|x| x == t);
-    assert!(has("agents: boss,scribe"), "{texts:?}");
+    assert!(has("agents: boss,crasher,scribe"), "{texts:?}");
     // By unique_id; the unknown name is left out.
     assert!(has("detail: scribe=File Scribe"), "{texts:?}");
     // Only the scribe shares words with the task.
     assert!(has("found: scribe"), "{texts:?}");
     assert!(has("unknown: false nobody"), "{texts:?}");
+    // A sub-agent whose turn fails: the reply says so, with the matching agentId.
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("crasher: false crasher ")
+                && t.contains("`crasher`'s turn ended failed")),
+        "{texts:?}"
+    );
     assert!(
         has("sub-agent said: true scribe wrote hello.txt"),
         "{texts:?} {:?}",
@@ -103,9 +112,12 @@ async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_t
     assert_eq!(boss_end["payload"]["result"], "boss finished");
 
     // The link: one new task, made for the scribe, tied to the boss's task and session.
+    // The links: one new task per started agent (none for the unknown one), tied to the
+    // boss's task and session.
     let links = of_kind(&events, "task.subtask_started");
-    assert_eq!(links.len(), 1, "{:?}", kinds(&events));
-    let link = links[0];
+    assert_eq!(links.len(), 2, "{:?}", kinds(&events));
+    assert_eq!(links[0]["payload"]["agent"], "crasher");
+    let link = links[1];
     let child_id = link["task_id"].as_str().unwrap().to_owned();
     assert_ne!(child_id, parent_id);
     assert_eq!(link["payload"]["task_id"], child_id.as_str());
