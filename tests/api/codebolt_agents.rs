@@ -35,8 +35,8 @@ fn texts_of(events: &[SseEvent], task_id: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_task() {
+/// A server whose agents directory holds the fixture agents, with a project; its id.
+async fn bench() -> (TestServer, String, TempDir) {
     let modules = tokio::task::spawn_blocking(byre_fake_models::codeboltjs_node_modules)
         .await
         .expect("install codeboltjs");
@@ -53,12 +53,18 @@ async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_t
         },
     )
     .await;
-    let api = server.api();
     let repo = make_repo("basic");
-    let project_id = api.create_project("basic", repo.path()).await["id"]
+    let project_id = server.api().create_project("basic", repo.path()).await["id"]
         .as_str()
         .unwrap()
         .to_owned();
+    (server, project_id, repo)
+}
+
+#[tokio::test]
+async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_task() {
+    let (server, project_id, _repo) = bench().await;
+    let api = server.api();
     let mut sse = api.events(&[], None).await;
     let r = api
         .call(
@@ -87,7 +93,10 @@ async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_t
     }
     let texts = texts_of(&events, &parent_id);
     let has = |t: &str| texts.iter().any(|x| x == t);
-    assert!(has("agents: boss,crasher,scribe"), "{texts:?}");
+    assert!(
+        has("agents: boss,crasher,leaver,scribe,waiter"),
+        "{texts:?}"
+    );
     // By unique_id; the unknown name is left out.
     assert!(has("detail: scribe=File Scribe"), "{texts:?}");
     // Only the scribe shares words with the task.
@@ -187,5 +196,47 @@ async fn a_codebolt_agent_lists_finds_and_starts_another_agent_on_a_new_linked_t
     assert!(
         results.iter().any(|r| r.contains("no CodeBolt agent")),
         "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_caller_that_drops_its_socket_gets_no_wait_and_the_started_task_goes_on() {
+    let (server, project_id, _repo) = bench().await;
+    let api = server.api();
+    let mut sse = api.events(&[], None).await;
+    let r = api
+        .call(
+            "createTask",
+            &[&project_id],
+            &[],
+            Some(json!({"title": "leaver task", "prompt": "go", "model": "codebolt:leaver"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let parent_id = r.body["id"].as_str().unwrap().to_owned();
+    // The startAgent is answered with an error once the caller's socket is gone, although
+    // the waiter's turn still waits for its question.
+    let events = sse
+        .until("the startAgent's failed reply", |e| {
+            e.data["kind"] == "tool.result"
+                && e.data["task_id"] == parent_id.as_str()
+                && e.data["payload"]
+                    .to_string()
+                    .contains("the calling agent disconnected")
+        })
+        .await;
+    let links = of_kind(&events, "task.subtask_started");
+    assert_eq!(links.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(links[0]["payload"]["agent"], "waiter");
+    assert_eq!(links[0]["payload"]["parent_task_id"], parent_id.as_str());
+    let child_id = links[0]["task_id"].as_str().unwrap();
+    let sessions = api.call("listSessions", &[child_id], &[], None).await;
+    assert_eq!(sessions.body[0]["model"], "codebolt:waiter");
+    assert!(
+        of_kind(&events, "turn.ended")
+            .iter()
+            .all(|e| e["task_id"] != child_id),
+        "{:?}",
+        kinds(&events)
     );
 }
