@@ -1,21 +1,11 @@
 //! Given / when / then for finishing a task: held merges, the merge turn's end, discards.
 use super::*;
-use crate::sessions::{TurnEnded, Usage, VendorItem};
-use crate::{decide, derived_events, Command, Event};
-
-struct World {
-    state: State,
-    n: u128,
-    project: String,
-}
+use crate::testkit::{kinds, World};
+use crate::{Command, Event};
 
 impl World {
     fn new() -> World {
-        let mut w = World {
-            state: State::default(),
-            n: 1,
-            project: String::new(),
-        };
+        let mut w = World::empty();
         for login in ["ada", "bob"] {
             w.ok(Command::EnsureUser {
                 login: login.into(),
@@ -38,31 +28,6 @@ impl World {
         });
         w.project = w.state.projects.keys().next().unwrap().clone();
         w
-    }
-
-    fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
-        self.n += 1;
-        let ctx = DecideCtx {
-            now_us: self.n as i64,
-            seed: self.n << 64,
-        };
-        let events = decide(&self.state, &cmd, &ctx)?;
-        let mut committed = Vec::new();
-        for ne in events {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        for ne in derived_events(&self.state, &committed) {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        Ok(committed)
-    }
-
-    fn ok(&mut self, cmd: Command) -> Vec<Event> {
-        self.when(cmd).expect("command passes")
     }
 
     /// A task whose agent (started by `who`) finished its first turn; (task, session).
@@ -88,24 +53,7 @@ impl World {
     }
 
     fn end_turn(&mut self, sid: &str, outcome: TurnOutcome) -> Vec<Event> {
-        let ended = TurnEnded {
-            turn: 0,
-            outcome,
-            summary: false,
-            result: "done".into(),
-            error: String::new(),
-            usage: Usage::default(),
-            cost_micro_usd: 0,
-            duration_ms: 1,
-            num_turns: 1,
-            api_error_status: None,
-            rate_limits: None,
-            raw: "{}".into(),
-        };
-        let mut events = self.ok(Command::RecordVendorOutput {
-            session_id: sid.into(),
-            items: vec![VendorItem::TurnEnded(ended)],
-        });
+        let mut events = self.record_turn_end(sid, outcome, "done", None);
         let task_id = self.state.sessions[sid].task_id.clone();
         assert!(
             !merge_due(&self.state, self.task(&task_id))
@@ -148,10 +96,6 @@ impl World {
     fn task(&self, id: &str) -> &Task {
         &self.state.tasks[id]
     }
-}
-
-fn kinds(events: &[Event]) -> Vec<&'static str> {
-    events.iter().map(|e| e.body.kind()).collect()
 }
 
 fn done() -> Result<MergeDone, String> {

@@ -1,0 +1,125 @@
+//! The given / when / then harness shared by the projections' unit tests.
+//!
+//! [`World`] holds a [`State`] and folds every command through [`decide`] and
+//! [`derived_events`] exactly as the writer does, with a deterministic clock and seed. Test
+//! modules add their own helpers in inherent `impl World` blocks (one crate, so their names
+//! must differ across modules).
+use crate::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
+use crate::{decide, derived_events, Command, DecideCtx, Event, Rejection, State};
+
+/// A state under test and the counter that makes each command's time and seed.
+pub(crate) struct World {
+    /// Everything folded so far.
+    pub state: State,
+    /// Bumped per command: `now_us = n`, `seed = n << 64`.
+    pub n: u128,
+    /// The project made by [`World::with_task`] (empty until a test makes one).
+    pub project: String,
+}
+
+impl World {
+    /// Nothing yet.
+    pub fn empty() -> World {
+        World {
+            state: State::default(),
+            n: 1,
+            project: String::new(),
+        }
+    }
+
+    /// User `ada` (display name "Ada"), project `p` and one task `t` on base `abc`.
+    pub fn with_task() -> World {
+        let mut w = World::empty();
+        w.ok(Command::EnsureUser {
+            login: "ada".into(),
+            display_name: "Ada".into(),
+            default_model: "sonnet".into(),
+        });
+        w.ok(Command::CreateProject {
+            actor: "ada".into(),
+            name: "p".into(),
+            repo_path: "/r".into(),
+            default_branch: "main".into(),
+            remote: String::new(),
+            worktrees_root: "/w".into(),
+        });
+        w.project = w.state.projects.keys().next().unwrap().clone();
+        w.ok(Command::CreateTask {
+            actor: "ada".into(),
+            project_id: w.project.clone(),
+            title: "t".into(),
+            base_ref: "abc".into(),
+        });
+        w
+    }
+
+    /// The id of the first task (by id order).
+    pub fn task_id(&self) -> String {
+        self.state.tasks.keys().next().unwrap().clone()
+    }
+
+    /// Decides `cmd`, folds its events and the derived ones; every event committed.
+    pub fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
+        self.n += 1;
+        let ctx = DecideCtx {
+            now_us: self.n as i64,
+            seed: self.n << 64,
+        };
+        let events = decide(&self.state, &cmd, &ctx)?;
+        let mut committed = Vec::new();
+        for ne in events {
+            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+            self.state.apply(&e);
+            committed.push(e);
+        }
+        for ne in derived_events(&self.state, &committed) {
+            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
+            self.state.apply(&e);
+            committed.push(e);
+        }
+        Ok(committed)
+    }
+
+    /// [`World::when`] for a command that must pass.
+    pub fn ok(&mut self, cmd: Command) -> Vec<Event> {
+        self.when(cmd).expect("command passes")
+    }
+
+    /// Records the end of session `sid`'s turn as its driver would: `result`, the vendor's
+    /// HTTP `status` if any, error "boom" when `outcome` is `Failed`; the events committed.
+    pub fn record_turn_end(
+        &mut self,
+        sid: &str,
+        outcome: TurnOutcome,
+        result: &str,
+        status: Option<u16>,
+    ) -> Vec<Event> {
+        let ended = TurnEnded {
+            turn: 0,
+            outcome,
+            summary: false,
+            result: result.into(),
+            error: if outcome == TurnOutcome::Failed {
+                "boom".into()
+            } else {
+                String::new()
+            },
+            usage: Usage::default(),
+            cost_micro_usd: 0,
+            duration_ms: 1,
+            num_turns: 1,
+            api_error_status: status,
+            rate_limits: None,
+            raw: "{}".into(),
+        };
+        self.ok(Command::RecordVendorOutput {
+            session_id: sid.into(),
+            items: vec![VendorItem::TurnEnded(ended)],
+        })
+    }
+}
+
+/// The kinds of `events`, in order.
+pub(crate) fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.body.kind()).collect()
+}
