@@ -177,20 +177,9 @@ impl From<&p::users::User> for Participant {
     }
 }
 
-/// Spec `Unmerged`.
-#[derive(Debug, Serialize)]
-pub struct Unmerged {
-    /// Commits on the task branch not on the default branch.
-    pub commits: u64,
-    /// Files that differ from the merge-base, uncommitted changes included.
-    pub files: u64,
-    /// Lines added.
-    pub insertions: u64,
-    /// Lines deleted.
-    pub deletions: u64,
-    /// Paths with uncommitted changes.
-    pub uncommitted: u64,
-}
+/// Spec `Unmerged`: git's count of what a task's worktree holds that the default branch
+/// doesn't has exactly the contract's fields, so it is served as it is.
+pub use crate::git::merge::Unmerged;
 
 /// Spec `Blob`.
 #[derive(Debug, Serialize)]
