@@ -118,16 +118,8 @@ impl Bench {
     }
 
     async fn task_with_prompt(&self, api: &Api, title: &str, prompt: &str) -> Value {
-        let r = api
-            .call(
-                "createTask",
-                &[&self.project_id],
-                &[],
-                Some(json!({"title": title, "prompt": prompt})),
-            )
-            .await;
-        assert_eq!(r.status, 201, "{:?}", r.body);
-        r.body
+        api.create_task_with(&self.project_id, json!({"title": title, "prompt": prompt}))
+            .await
     }
 
     /// Events up to the first that satisfies `pred`; panics after [`TURN_WAIT`].
@@ -453,12 +445,7 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
     assert_eq!(r.body["status"], "active");
     let twice = b.ada.call("discardTask", &[id(&task)], &[], None).await;
     assert_eq!(twice.status, 409, "already being discarded");
-    let session = b
-        .ada
-        .call("listSessions", &[id(&task)], &[], None)
-        .await
-        .body[0]
-        .clone();
+    let session = b.ada.first_session(id(&task)).await;
     let msg = b
         .ada
         .call(

@@ -8,7 +8,7 @@ use byre::config::AuthMode;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, make_repo, until_kind, Api, Sse, TestServer, WAIT};
+use crate::helpers::{find, until_kind, Api, Sse, TestServer, WAIT};
 
 struct Bench {
     server: TestServer,
@@ -40,30 +40,13 @@ impl Bench {
         )
         .await;
         let api = server.api();
-        let repo = make_repo("basic");
-        let pid = api.create_project("basic", repo.path()).await["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let (repo, pid) = api.basic_project().await;
         let mut sse = api.events(&[], None).await;
-        let r = api
-            .call(
-                "createTask",
-                &[&pid],
-                &[],
-                Some(json!({"title": "inbox", "prompt": "hello"})),
-            )
+        let task = api
+            .create_task_with(&pid, json!({"title": "inbox", "prompt": "hello"}))
             .await;
-        assert_eq!(r.status, 201);
-        let task = r.body;
         until_kind(&mut sse, "turn.ended", WAIT).await;
-        let session_id = api
-            .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
-            .await
-            .body[0]["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let session_id = api.first_session_id(task["id"].as_str().unwrap()).await;
         let host = byre::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
             .expect("the server's MCP secret");
         let token = host.token(&session_id);

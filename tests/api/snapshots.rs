@@ -11,7 +11,7 @@ use byre_projections::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::helpers::{find, make_repo, until_kind, Api, TestServer, WAIT};
+use crate::helpers::{find, until_kind, Api, TestServer, WAIT};
 
 /// A server with a task on a repository made from `fixtures/repos/basic` (`.gitignore`:
 /// `target/`, `*.log`).
@@ -28,11 +28,8 @@ impl Bench {
     async fn start() -> Bench {
         let server = TestServer::spawn().await;
         let api = server.api();
-        let repo = make_repo("basic");
-        let project = api.create_project("basic", repo.path()).await;
-        let task = api
-            .create_task(project["id"].as_str().unwrap(), "snap it")
-            .await;
+        let (repo, project_id) = api.basic_project().await;
+        let task = api.create_task(&project_id, "snap it").await;
         Bench {
             task_id: task["id"].as_str().unwrap().to_owned(),
             worktree: PathBuf::from(task["worktree_path"].as_str().unwrap()),
