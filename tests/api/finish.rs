@@ -13,7 +13,7 @@ use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{kinds, make_repo, Api, Sse, SseEvent, TestServer, TOKENS};
+use crate::helpers::{kinds, make_repo, Api, Resp, Sse, SseEvent, TestServer, TOKENS};
 
 /// How long a test waits for the real CLI's turns and byre's git work.
 const TURN_WAIT: Duration = Duration::from_secs(120);
@@ -174,6 +174,17 @@ async fn spawn(data: TempDir, url: &str, bin: &Path) -> TestServer {
     .await
 }
 
+/// `mergeTask` of `task_id` by `api`'s caller with merge title `title`.
+async fn merge(api: &Api, task_id: &str, title: &str) -> Resp {
+    api.call(
+        "mergeTask",
+        &[task_id],
+        &[],
+        Some(json!({"merge_title": title})),
+    )
+    .await
+}
+
 fn id(v: &Value) -> &str {
     v["id"].as_str().unwrap()
 }
@@ -223,28 +234,12 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
     assert_eq!(own.body, json!([]), "the caller is not their own co-author");
 
     let title = "Add `feature` with $(echo no) and \"quotes\" — café ✓";
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": title})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), title).await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     assert_eq!(r.body["merging"], true);
     assert_eq!(r.body["state"], "merging");
     assert_eq!(r.body["merge_title"], title);
-    let again = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": title})),
-        )
-        .await;
+    let again = merge(&b.ada, id(&task), title).await;
     assert_eq!(again.status, 409, "already merging");
 
     let events = b.until_task(&task, "task.merged").await;
@@ -347,16 +342,9 @@ async fn two_merges_requested_together_run_one_after_the_other() {
         .await;
     b.until_task(&two, "turn.ended").await;
 
-    let (p1, p2) = ([id(&one)], [id(&two)]);
     let (r1, r2) = tokio::join!(
-        b.ada
-            .call("mergeTask", &p1, &[], Some(json!({"merge_title": "First"}))),
-        b.ada.call(
-            "mergeTask",
-            &p2,
-            &[],
-            Some(json!({"merge_title": "Second"}))
-        ),
+        merge(&b.ada, id(&one), "First"),
+        merge(&b.ada, id(&two), "Second"),
     );
     assert_eq!(
         (r1.status, r2.status),
@@ -373,15 +361,7 @@ async fn two_merges_requested_together_run_one_after_the_other() {
     };
     assert_eq!(held["merging"], false);
     assert_eq!(held["state"], "idle");
-    let dup = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(second)],
-            &[],
-            Some(json!({"merge_title": "Again"})),
-        )
-        .await;
+    let dup = merge(&b.ada, id(second), "Again").await;
     assert_eq!(dup.status, 409, "the merge is already held");
 
     let (fid, sid) = (first["id"].clone(), second["id"].clone());
@@ -425,15 +405,7 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
         .task_with_prompt(&b.ada, "Slow", "Do some slow work please")
         .await;
     assert_eq!(task["state"], "running");
-    let busy = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Slow"})),
-        )
-        .await;
+    let busy = merge(&b.ada, id(&task), "Slow").await;
     assert_eq!(busy.status, 409, "no merge while a turn runs");
     let busy = b.ada.call("mergeIn", &[id(&task)], &[], None).await;
     assert_eq!(busy.status, 409, "no merge-in while a turn runs");
@@ -534,15 +506,7 @@ async fn a_merge_into_a_dirty_checkout_fails_and_leaves_it_and_the_task_as_they_
     let repo = b.repo.path().to_owned();
     std::fs::write(repo.join("README.md"), "the user's own edit\n").unwrap();
     let before = checkout_bytes(&repo);
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Feature"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), "Feature").await;
     assert_eq!(r.status, 202);
     let events = b.until_task(&task, "task.merge_failed").await;
     let reason = payload(&events, "task.merge_failed")["reason"]
@@ -598,15 +562,7 @@ async fn a_merge_turn_cut_short_by_a_restart_fails_the_merge_and_merges_nothing(
         .await;
     b.until_task(&task, "snapshot.taken").await;
     let main_before = git(b.repo.path(), &["rev-parse", "main"]);
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Slow merge"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), "Slow merge").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let started = b.until_task(&task, "turn.started").await;
     let last = started.last().unwrap().id.unwrap();
@@ -686,15 +642,7 @@ async fn merge_requests_are_checked() {
             r.body
         );
     }
-    let missing = b
-        .ada
-        .call(
-            "mergeTask",
-            &["no-such-task"],
-            &[],
-            Some(json!({"merge_title": "t"})),
-        )
-        .await;
+    let missing = merge(&b.ada, "no-such-task", "t").await;
     assert_eq!(missing.status, 404);
     for op in ["getUnmerged", "getCoAuthors", "mergeIn", "discardTask"] {
         let r = b.ada.call(op, &["no-such-task"], &[], None).await;
@@ -711,15 +659,7 @@ async fn merge_requests_are_checked() {
         )
         .await;
     assert_eq!(r.status, 200);
-    let r = b
-        .bob
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "t"})),
-        )
-        .await;
+    let r = merge(&b.bob, id(&task), "t").await;
     assert_eq!(r.status, 400);
     assert!(
         r.body["message"].as_str().unwrap().contains("git identity"),
