@@ -123,3 +123,44 @@ impl World {
 pub(crate) fn kinds(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(|e| e.body.kind()).collect()
 }
+
+/// Session `sid` asks a human "Which?" (options red and blue, blue recommended) with
+/// `context`; the inbox item's id.
+pub(crate) fn ask(w: &mut World, sid: &str, context: &str) -> String {
+    let events = w.ok(Command::AskHuman {
+        session_id: sid.into(),
+        question: crate::inbox::Question {
+            context: context.into(),
+            question: "Which?".into(),
+            why_blocked: "yours".into(),
+            options: vec!["red".into(), "blue".into()],
+            multiple: false,
+            recommended: vec!["blue".into()],
+            attachments: vec![],
+        },
+    });
+    events
+        .iter()
+        .find_map(|e| match &e.body {
+            crate::EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+            _ => None,
+        })
+        .expect("an item")
+}
+
+/// A response to inbox item `item_id`: `kind` with `options` and `text`, nothing attached.
+pub(crate) fn answer(
+    item_id: &str,
+    kind: crate::inbox::ResponseType,
+    options: &[&str],
+    text: &str,
+) -> crate::inbox::ResponseInput {
+    crate::inbox::ResponseInput {
+        item_id: item_id.into(),
+        kind,
+        options: options.iter().map(|o| o.to_string()).collect(),
+        text: text.into(),
+        images: vec![],
+        attachments: vec![],
+    }
+}

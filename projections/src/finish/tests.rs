@@ -357,38 +357,12 @@ fn co_authors_are_the_other_humans_in_order_of_their_first_message() {
 
 #[test]
 fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_merging() {
-    use crate::inbox::{Question, ResponseInput, ResponseType};
+    use crate::inbox::ResponseType;
+    use crate::testkit;
     let mut w = World::new();
     let (a, sid) = w.idle_task("a", "ada");
-    let ask = |w: &mut World| {
-        let events = w.ok(Command::AskHuman {
-            session_id: sid.clone(),
-            question: Question {
-                context: "- ( ) red\n- (*) blue".into(),
-                question: "Which?".into(),
-                why_blocked: "yours".into(),
-                options: vec!["red".into(), "blue".into()],
-                multiple: false,
-                recommended: vec!["blue".into()],
-                attachments: vec![],
-            },
-        });
-        events
-            .iter()
-            .find_map(|e| match &e.body {
-                EventBody::InboxItemCreated(p) => Some(p.id.clone()),
-                _ => None,
-            })
-            .expect("an item")
-    };
-    let answer = |item_id: &str| ResponseInput {
-        item_id: item_id.into(),
-        kind: ResponseType::Option,
-        options: vec!["blue".into()],
-        text: String::new(),
-        images: vec![],
-        attachments: vec![],
-    };
+    let ask = |w: &mut World| testkit::ask(w, &sid, "- ( ) red\n- (*) blue");
+    let answer = |item_id: &str| testkit::answer(item_id, ResponseType::Option, &["blue"], "");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
         session_id: sid.clone(),

@@ -1,6 +1,6 @@
 //! Given / when / then for the session commands.
 use super::*;
-use crate::testkit::{kinds, World};
+use crate::testkit::{answer, ask, kinds, World};
 use crate::Command;
 
 impl World {
@@ -23,6 +23,23 @@ impl World {
             head: "h".into(),
         });
         self.session().id.clone()
+    }
+
+    /// A first session that asked a red-or-blue question, ended its turn and was compacted;
+    /// (its id, the question's inbox item, the successor's id, whose first turn runs).
+    fn compacted_after_a_question(&mut self) -> (String, String, String) {
+        let old = self.start("go");
+        let q = ask(self, &old, "- ( ) red\n- (*) blue");
+        self.record_turn_end(&old, TurnOutcome::Completed, "Asked.", None);
+        self.ok(Command::CompactSession {
+            actor: "ada".into(),
+            session_id: old.clone(),
+            model: None,
+            head: "h".into(),
+        });
+        self.record_turn_end(&old, TurnOutcome::Completed, "the handoff", None);
+        let successor = self.session().id.clone();
+        (old, q, successor)
     }
 }
 
@@ -383,44 +400,6 @@ fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sen
     assert_eq!(again[1].actor, "bob");
 }
 
-fn ask(w: &mut World, sid: &str, context: &str) -> String {
-    let events = w.ok(Command::AskHuman {
-        session_id: sid.into(),
-        question: crate::inbox::Question {
-            context: context.into(),
-            question: "Which?".into(),
-            why_blocked: "yours".into(),
-            options: vec!["red".into(), "blue".into()],
-            multiple: false,
-            recommended: vec!["blue".into()],
-            attachments: vec![],
-        },
-    });
-    events
-        .iter()
-        .find_map(|e| match &e.body {
-            EventBody::InboxItemCreated(p) => Some(p.id.clone()),
-            _ => None,
-        })
-        .expect("an item")
-}
-
-fn answer(
-    item_id: &str,
-    kind: crate::inbox::ResponseType,
-    options: &[&str],
-    text: &str,
-) -> crate::inbox::ResponseInput {
-    crate::inbox::ResponseInput {
-        item_id: item_id.into(),
-        kind,
-        options: options.iter().map(|o| o.to_string()).collect(),
-        text: text.into(),
-        images: vec![],
-        attachments: vec![],
-    }
-}
-
 #[test]
 fn an_answer_given_while_the_turn_runs_reaches_the_agent_when_the_turn_ends() {
     use crate::inbox::ResponseType;
@@ -547,17 +526,7 @@ fn a_newer_question_supersedes_the_open_one() {
 fn answers_to_a_compacted_sessions_question_reach_its_successor() {
     use crate::inbox::ResponseType;
     let mut w = World::with_task();
-    let old = w.start("go");
-    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
-    w.record_turn_end(&old, TurnOutcome::Completed, "Asked.", None);
-    w.ok(Command::CompactSession {
-        actor: "ada".into(),
-        session_id: old.clone(),
-        model: None,
-        head: "h".into(),
-    });
-    w.record_turn_end(&old, TurnOutcome::Completed, "the handoff", None);
-    let successor = w.session().id.clone();
+    let (old, q, successor) = w.compacted_after_a_question();
     assert_ne!(successor, old);
     // Answered while the successor's first turn runs: handed to it when that turn ends.
     let events = w.ok(Command::RespondInbox {
@@ -588,17 +557,7 @@ fn answers_to_a_compacted_sessions_question_reach_its_successor() {
 fn an_answer_to_a_compacted_sessions_question_goes_at_once_to_an_idle_successor() {
     use crate::inbox::ResponseType;
     let mut w = World::with_task();
-    let old = w.start("go");
-    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
-    w.record_turn_end(&old, TurnOutcome::Completed, "Asked.", None);
-    w.ok(Command::CompactSession {
-        actor: "ada".into(),
-        session_id: old.clone(),
-        model: None,
-        head: "h".into(),
-    });
-    w.record_turn_end(&old, TurnOutcome::Completed, "the handoff", None);
-    let successor = w.session().id.clone();
+    let (_, q, successor) = w.compacted_after_a_question();
     w.record_turn_end(&successor, TurnOutcome::Completed, "Took over.", None);
     let events = w.ok(Command::RespondInbox {
         actor: "ada".into(),
@@ -622,17 +581,7 @@ fn an_answer_to_a_compacted_sessions_question_goes_at_once_to_an_idle_successor(
 #[test]
 fn a_successors_question_supersedes_its_predecessors_open_one() {
     let mut w = World::with_task();
-    let old = w.start("go");
-    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
-    w.record_turn_end(&old, TurnOutcome::Completed, "Asked.", None);
-    w.ok(Command::CompactSession {
-        actor: "ada".into(),
-        session_id: old.clone(),
-        model: None,
-        head: "h".into(),
-    });
-    w.record_turn_end(&old, TurnOutcome::Completed, "the handoff", None);
-    let successor = w.session().id.clone();
+    let (_, q, successor) = w.compacted_after_a_question();
     let q2 = ask(&mut w, &successor, "- ( ) red\n- (*) blue");
     assert_eq!(
         w.state.inbox[&q].state,
