@@ -13,7 +13,7 @@ use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{kinds, make_repo, Api, Resp, Sse, SseEvent, TestServer, TOKENS};
+use crate::helpers::{event_kinds, kinds, make_repo, Api, Resp, Sse, SseEvent, TestServer, TOKENS};
 
 /// How long a test waits for the real CLI's turns and byre's git work.
 const TURN_WAIT: Duration = Duration::from_secs(120);
@@ -474,13 +474,7 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
     );
     git(repo, &["fsck", "--strict", "--no-progress"]);
     let record = b.ada.call("listTaskEvents", &[id(&task)], &[], None).await;
-    let record_kinds: Vec<&str> = record
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap())
-        .collect();
+    let record_kinds = event_kinds(&record.body);
     for k in [
         "task.created",
         "turn.ended",

@@ -607,6 +607,16 @@ pub async fn until_kind(sse: &mut Sse, kind: &str, timeout: Duration) -> Vec<Sse
     }
 }
 
+/// The `kind` of each event in a JSON array of events (a `listTaskEvents` body), in order.
+pub fn event_kinds(events: &Value) -> Vec<&str> {
+    events
+        .as_array()
+        .expect("an array of events")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect()
+}
+
 /// The kinds of `events`, in order.
 pub fn kinds(events: &[SseEvent]) -> Vec<String> {
     events

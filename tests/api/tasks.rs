@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{make_repo, TestServer};
+use crate::helpers::{event_kinds, make_repo, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_task_makes_its_branch_and_worktree_and_leaves_the_checkout_alone() {
@@ -206,13 +206,7 @@ async fn list_task_events_pages_with_after_and_limit() {
         assert_eq!(r.status, 200);
     }
     let all = api.call("listTaskEvents", &[tid], &[], None).await;
-    let kinds: Vec<&str> = all
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap())
-        .collect();
+    let kinds = event_kinds(&all.body);
     assert_eq!(
         kinds,
         vec![
