@@ -374,16 +374,8 @@ mod tests {
 
         /// Starts a session and ends its first turn; the seq of `turn.ended`.
         fn turn(&mut self) -> u64 {
-            let task_id = self.task_id();
             if self.state.sessions.is_empty() {
-                self.ok(Command::CreateSession {
-                    actor: "ada".into(),
-                    task_id,
-                    model: None,
-                    prompt: "go".into(),
-                    images: vec![],
-                    head: "h".into(),
-                });
+                self.start("go");
             } else {
                 let sid = self.state.sessions.keys().next().unwrap().clone();
                 self.ok(Command::SendMessage {

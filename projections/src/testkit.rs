@@ -4,7 +4,7 @@
 //! [`derived_events`] exactly as the writer does, with a deterministic clock and seed. Test
 //! modules add their own helpers in inherent `impl World` blocks (one crate, so their names
 //! must differ across modules).
-use crate::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
+use crate::sessions::{Session, TurnEnded, TurnOutcome, Usage, VendorItem};
 use crate::{decide, derived_events, Command, DecideCtx, Event, Rejection, State};
 
 /// A state under test and the counter that makes each command's time and seed.
@@ -30,20 +30,8 @@ impl World {
     /// User `ada` (display name "Ada"), project `p` and one task `t` on base `abc`.
     pub fn with_task() -> World {
         let mut w = World::empty();
-        w.ok(Command::EnsureUser {
-            login: "ada".into(),
-            display_name: "Ada".into(),
-            default_model: "sonnet".into(),
-        });
-        w.ok(Command::CreateProject {
-            actor: "ada".into(),
-            name: "p".into(),
-            repo_path: "/r".into(),
-            default_branch: "main".into(),
-            remote: String::new(),
-            worktrees_root: "/w".into(),
-        });
-        w.project = w.state.projects.keys().next().unwrap().clone();
+        w.ensure_user("ada", "Ada");
+        w.create_project();
         w.ok(Command::CreateTask {
             actor: "ada".into(),
             project_id: w.project.clone(),
@@ -53,9 +41,55 @@ impl World {
         w
     }
 
+    /// Makes user `login` (default model `sonnet`).
+    pub fn ensure_user(&mut self, login: &str, display_name: &str) {
+        self.ok(Command::EnsureUser {
+            login: login.into(),
+            display_name: display_name.into(),
+            default_model: "sonnet".into(),
+        });
+    }
+
+    /// `ada` makes project `p` (checkout `/r`, default branch `main`, no remote, worktrees
+    /// under `/w`); sets [`World::project`] to the first project's id.
+    pub fn create_project(&mut self) {
+        self.ok(Command::CreateProject {
+            actor: "ada".into(),
+            name: "p".into(),
+            repo_path: "/r".into(),
+            default_branch: "main".into(),
+            remote: String::new(),
+            worktrees_root: "/w".into(),
+        });
+        self.project = self.state.projects.keys().next().unwrap().clone();
+    }
+
     /// The id of the first task (by id order).
     pub fn task_id(&self) -> String {
         self.state.tasks.keys().next().unwrap().clone()
+    }
+
+    /// The newest session.
+    pub fn session(&self) -> &Session {
+        self.state
+            .sessions
+            .values()
+            .max_by_key(|s| s.created_seq)
+            .unwrap()
+    }
+
+    /// `ada` starts a session on the first task with first message `prompt`; its id.
+    pub fn start(&mut self, prompt: &str) -> String {
+        let task_id = self.task_id();
+        self.ok(Command::CreateSession {
+            actor: "ada".into(),
+            task_id,
+            model: None,
+            prompt: prompt.into(),
+            images: vec![],
+            head: "h".into(),
+        });
+        self.session().id.clone()
     }
 
     /// Decides `cmd`, folds its events and the derived ones; every event committed.

@@ -7,26 +7,14 @@ impl World {
     fn new() -> World {
         let mut w = World::empty();
         for login in ["ada", "bob"] {
-            w.ok(Command::EnsureUser {
-                login: login.into(),
-                display_name: login.into(),
-                default_model: "sonnet".into(),
-            });
+            w.ensure_user(login, login);
         }
         w.ok(Command::UpdateMe {
             login: "ada".into(),
             git_name: "Ada".into(),
             git_email: "ada@example.com".into(),
         });
-        w.ok(Command::CreateProject {
-            actor: "ada".into(),
-            name: "p".into(),
-            repo_path: "/r".into(),
-            default_branch: "main".into(),
-            remote: String::new(),
-            worktrees_root: "/w".into(),
-        });
-        w.project = w.state.projects.keys().next().unwrap().clone();
+        w.create_project();
         w
     }
 

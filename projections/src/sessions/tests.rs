@@ -4,27 +4,6 @@ use crate::testkit::{answer, ask, kinds, World};
 use crate::Command;
 
 impl World {
-    fn session(&self) -> &Session {
-        self.state
-            .sessions
-            .values()
-            .max_by_key(|s| s.created_seq)
-            .unwrap()
-    }
-
-    fn start(&mut self, prompt: &str) -> String {
-        let task_id = self.task_id();
-        self.ok(Command::CreateSession {
-            actor: "ada".into(),
-            task_id,
-            model: None,
-            prompt: prompt.into(),
-            images: vec![],
-            head: "h".into(),
-        });
-        self.session().id.clone()
-    }
-
     /// A first session that asked a red-or-blue question, ended its turn and was compacted;
     /// (its id, the question's inbox item, the successor's id, whose first turn runs).
     fn compacted_after_a_question(&mut self) -> (String, String, String) {
