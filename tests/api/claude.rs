@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use byre::config::AuthMode;
 use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, kinds, until_kind, Api, Sse, SseEvent, TestServer, WAIT};
+use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer, WAIT};
 
 /// How long a test waits for a turn of the real CLI to end.
 const TURN_WAIT: Duration = Duration::from_secs(120);
@@ -42,20 +41,14 @@ impl Bench {
             None => claude_bin().await,
         };
         let url = fake.url.clone();
-        let server = TestServer::spawn_configured(
-            TempDir::new().unwrap(),
-            AuthMode::Local {
-                login: "ada".into(),
-            },
-            move |c| {
-                c.claude_bin = Some(bin);
-                c.agent_env = vec![
-                    ("ANTHROPIC_BASE_URL".into(), url),
-                    ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-                    ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-                ];
-            },
-        )
+        let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
+            c.claude_bin = Some(bin);
+            c.agent_env = vec![
+                ("ANTHROPIC_BASE_URL".into(), url),
+                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+                ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+            ];
+        })
         .await;
         let api = server.api();
         let (repo, project_id) = api.basic_project().await;
@@ -861,9 +854,7 @@ async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
     };
     let server = TestServer::spawn_configured(
         TempDir::new().unwrap(),
-        AuthMode::Local {
-            login: "ada".into(),
-        },
+        local_ada(),
         configure(bin.clone(), fake.url.clone()),
     )
     .await;
@@ -897,14 +888,8 @@ async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
         "a graceful stop leaves the turn running: {kinds:?}"
     );
     drop(log);
-    let server = TestServer::spawn_configured(
-        data,
-        AuthMode::Local {
-            login: "ada".into(),
-        },
-        configure(bin, fake.url.clone()),
-    )
-    .await;
+    let server =
+        TestServer::spawn_configured(data, local_ada(), configure(bin, fake.url.clone())).await;
     let mut sse = server.api().events(&[("task_id", &tid)], None).await;
     let (outcomes, texts) = turns(&mut sse, 2).await;
     assert_eq!(outcomes, ["interrupted", "completed"]);

@@ -6,11 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use byre::config::AuthMode;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{kinds, until_kind, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer};
 
 const TURN_WAIT: Duration = Duration::from_secs(90);
 
@@ -44,9 +43,7 @@ impl Bench {
         let base_url = fake.base_url();
         let server = TestServer::spawn_configured(
             TempDir::new().expect("data dir"),
-            AuthMode::Local {
-                login: "ada".into(),
-            },
+            local_ada(),
             move |c| {
                 c.agent_env = vec![
                     ("NODE_PATH".into(), modules.display().to_string()),

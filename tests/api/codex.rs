@@ -6,12 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use byre::config::AuthMode;
 use byre_fake_models::{FakeOpenAi, RecordedRequest};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, kinds, until_kind, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer};
 
 /// How long a test waits for a turn of the real CLI to end.
 const TURN_WAIT: Duration = Duration::from_secs(90);
@@ -42,16 +41,10 @@ async fn server_on(data: TempDir, fake: &FakeOpenAi) -> TestServer {
 /// A server on `data` whose Codex agents use `fake` and the program `bin`.
 async fn server_with(data: TempDir, fake: &FakeOpenAi, bin: PathBuf) -> TestServer {
     let env = agent_env(fake);
-    TestServer::spawn_configured(
-        data,
-        AuthMode::Local {
-            login: "ada".into(),
-        },
-        move |c| {
-            c.codex_bin = Some(bin);
-            c.agent_env = env;
-        },
-    )
+    TestServer::spawn_configured(data, local_ada(), move |c| {
+        c.codex_bin = Some(bin);
+        c.agent_env = env;
+    })
     .await
 }
 

@@ -52,16 +52,17 @@ pub struct TestServer {
     running: Option<Running>,
 }
 
+/// Local mode (no tokens) with every request made as `ada`.
+pub fn local_ada() -> AuthMode {
+    AuthMode::Local {
+        login: "ada".into(),
+    }
+}
+
 impl TestServer {
     /// A server with one local user `ada`.
     pub async fn spawn() -> TestServer {
-        Self::spawn_on(
-            TempDir::new().expect("temp dir"),
-            AuthMode::Local {
-                login: "ada".into(),
-            },
-        )
-        .await
+        Self::spawn_on(TempDir::new().expect("temp dir"), local_ada()).await
     }
 
     /// A server with bearer tokens for `ada` and `bob` ([`TOKENS`]).

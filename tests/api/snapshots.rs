@@ -4,14 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use byre::config::AuthMode;
 use byre_projections::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
 use byre_projections::snapshots::SnapshotTrigger;
 use byre_projections::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::helpers::{find, until_kind, Api, TestServer, WAIT};
+use crate::helpers::{find, local_ada, until_kind, Api, TestServer, WAIT};
 
 /// A server with a task on a repository made from `fixtures/repos/basic` (`.gitignore`:
 /// `target/`, `*.log`).
@@ -362,13 +361,7 @@ async fn causes_a_stop_left_unanswered_are_finished_at_start_up_and_a_written_re
     };
     assert!(made.branch_advanced);
 
-    let server = TestServer::spawn_on(
-        data,
-        AuthMode::Local {
-            login: "ada".into(),
-        },
-    )
-    .await;
+    let server = TestServer::spawn_on(data, local_ada()).await;
     let api = server.api();
     let mut sse = api.events(&[], Some(turn_seq)).await;
     let events = until_kind(&mut sse, "snapshot.taken", WAIT).await;

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{event_kinds, make_repo, TestServer};
+use crate::helpers::{event_kinds, local_ada, make_repo, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_task_makes_its_branch_and_worktree_and_leaves_the_checkout_alone() {
@@ -166,13 +166,7 @@ async fn a_worktree_removed_while_byre_was_down_is_made_again_at_start() {
     let worktree = std::path::PathBuf::from(task["worktree_path"].as_str().unwrap());
     let data = server.stop().await;
     std::fs::remove_dir_all(&worktree).unwrap();
-    let server = TestServer::spawn_on(
-        data,
-        byre::config::AuthMode::Local {
-            login: "ada".into(),
-        },
-    )
-    .await;
+    let server = TestServer::spawn_on(data, local_ada()).await;
     let mut waited = 0;
     while !worktree.join("README.md").exists() {
         assert!(waited < 300, "the worktree was not restored");
