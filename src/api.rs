@@ -1,5 +1,6 @@
 //! The contract's JSON types (schema/byre.openapi.yaml `components/schemas`), converted from
-//! projection models. Projection models are never returned as they are.
+//! projection models. Projection models are never returned as they are; `Unmerged` is git's
+//! own count (`crate::git::merge::Unmerged`), which has exactly the contract's fields.
 
 use byre_projections as p;
 use serde::Serialize;
