@@ -5,7 +5,7 @@
 //! modules add their own helpers in inherent `impl World` blocks (one crate, so their names
 //! must differ across modules).
 use crate::sessions::{Session, TurnEnded, TurnOutcome, Usage, VendorItem};
-use crate::{decide, derived_events, Command, DecideCtx, Event, Rejection, State};
+use crate::{decide, derived_events, Command, DecideCtx, Event, NewEvent, Rejection, State};
 
 /// A state under test and the counter that makes each command's time and seed.
 pub(crate) struct World {
@@ -100,18 +100,7 @@ impl World {
             seed: self.n << 64,
         };
         let events = decide(&self.state, &cmd, &ctx)?;
-        let mut committed = Vec::new();
-        for ne in events {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        for ne in derived_events(&self.state, &committed) {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        Ok(committed)
+        Ok(fold(&mut self.state, events, ctx.now_us))
     }
 
     /// [`World::when`] for a command that must pass.
@@ -151,6 +140,23 @@ impl World {
             items: vec![VendorItem::TurnEnded(ended)],
         })
     }
+}
+
+/// Commits `events` at `now_us` (seqs following `state.last_seq`) and folds them, then the
+/// events they derive, as the writer does; every event committed, in order.
+pub(crate) fn fold(state: &mut State, events: Vec<NewEvent>, now_us: i64) -> Vec<Event> {
+    let mut committed = Vec::new();
+    for ne in events {
+        let e = ne.commit(state.last_seq + 1, now_us);
+        state.apply(&e);
+        committed.push(e);
+    }
+    for ne in derived_events(state, &committed) {
+        let e = ne.commit(state.last_seq + 1, now_us);
+        state.apply(&e);
+        committed.push(e);
+    }
+    committed
 }
 
 /// The kinds of `events`, in order.
