@@ -641,12 +641,14 @@ pub(crate) fn apply(
             } else {
                 t.merging = true;
                 t.merge_turn = Some((p.session_id.clone(), p.turn));
+                t.merge_started_at_us = Some(created_at_us);
             }
         }
         EventBody::MergeStarted(p) => {
             t.merge_queued_at_us = None;
             t.merging = true;
             t.merge_turn = Some((p.session_id.clone(), p.turn));
+            t.merge_started_at_us = Some(created_at_us);
         }
         EventBody::MergeLanded(p) => {
             t.merge_landed = Some(p.merge_commit.clone());
@@ -654,6 +656,7 @@ pub(crate) fn apply(
         EventBody::MergeFailed(_) => {
             t.merging = false;
             t.merge_turn = None;
+            t.merge_started_at_us = None;
             t.merge_queued_at_us = None;
         }
         EventBody::TaskMerged(p) => {

@@ -117,6 +117,11 @@ pub struct Task {
     /// The merge-in turn of a started merge: (session, turn).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_turn: Option<(String, u32)>,
+    /// When the running merge started its merge-in turn (`task.merge_requested` not held, or
+    /// `task.merge_started`), microseconds since the epoch: the squash commit's time, so a
+    /// redo after a crash makes the very same commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_started_at_us: Option<i64>,
     /// The discard's summary turn once started: (session, turn).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discard_turn: Option<(String, u32)>,
@@ -357,6 +362,7 @@ pub(crate) fn apply(
                 merge_by: String::new(),
                 merge_landed: None,
                 merge_turn: None,
+                merge_started_at_us: None,
                 discard_turn: None,
                 cleanup_failed: None,
                 participants: Vec::new(),

@@ -66,7 +66,7 @@ fn task_session<'a>(
 
 /// Decides `SetMergeTitle`.
 /// # Errors
-/// 400 not one line of 1..=72 characters; 409 while a merge runs or is held (mergeTask fixed
+/// 400 not one line of 1..=72 characters without control characters; 409 while a merge runs or is held (mergeTask fixed
 /// the title); 404/409 as [`task_session`].
 pub(crate) fn set_merge_title(
     state: &State,
@@ -80,9 +80,11 @@ pub(crate) fn set_merge_title(
         ));
     }
     let title = title.trim();
-    if title.is_empty() || title.contains(['\n', '\r']) {
+    // As mergeTask's check: a control character (NUL, tab, escape, …) would not survive a
+    // commit title byte for byte, or would not be one line.
+    if title.is_empty() || title.chars().any(char::is_control) {
         return Err(Rejection::Invalid(
-            "the merge title must be one non-empty line".into(),
+            "the merge title must be one non-empty line without control characters".into(),
         ));
     }
     let n = title.chars().count();

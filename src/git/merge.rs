@@ -187,6 +187,10 @@ pub struct SquashRequest<'a> {
     pub author: &'a Identity,
     /// Each gets a `Co-authored-by: Name <email>` trailer, in order.
     pub co_authors: &'a [Identity],
+    /// The commit's author and committer time, microseconds since the epoch (UTC): the
+    /// merge's start, fixed, so that a redo after a crash makes the very same commit (a push
+    /// that landed before the crash is then up to date, never a second commit).
+    pub time_us: i64,
 }
 
 /// The commit message: the title, then (when there are co-authors) a blank line and one
@@ -227,14 +231,25 @@ fn operation_name(s: RepositoryState) -> &'static str {
     }
 }
 
-/// The checkouts (the main one and every linked worktree) that have `refname` checked out.
+/// Whether a rebase of `refname` is in progress in the checkout `r`: its HEAD is detached
+/// then, but the rebase's end moves `refname` (`rebase-merge/head-name`, `rebase-apply/…`).
+fn rebasing(r: &Repository, refname: &str) -> bool {
+    ["rebase-merge", "rebase-apply"].iter().any(|d| {
+        std::fs::read_to_string(r.path().join(d).join("head-name"))
+            .is_ok_and(|h| h.trim() == refname)
+    })
+}
+
+/// The checkouts (the main one and every linked worktree) that have `refname` checked out,
+/// or are rebasing it.
 fn checkouts_of(repo: &Repository, refname: &str) -> Result<Vec<Repository>, GitError> {
     let on_it = |r: &Repository| {
-        r.find_reference("HEAD")
-            .ok()
-            .and_then(|h| h.symbolic_target().ok().flatten().map(str::to_owned))
-            .as_deref()
-            == Some(refname)
+        rebasing(r, refname)
+            || r.find_reference("HEAD")
+                .ok()
+                .and_then(|h| h.symbolic_target().ok().flatten().map(str::to_owned))
+                .as_deref()
+                == Some(refname)
     };
     let mut out = Vec::new();
     if !repo.is_bare() {
@@ -257,6 +272,66 @@ fn checkouts_of(repo: &Repository, refname: &str) -> Result<Vec<Repository>, Git
         }
     }
     Ok(out)
+}
+
+/// Whether the checkout `c` already holds `tree_id` exactly, index and files (nothing
+/// untracked): the fast-forward of a squash that a crash cut short before the branch moved.
+/// Its changes against HEAD are then that squash's own, and the redo may finish it.
+fn fast_forwarded_already(c: &Repository, tree_id: Oid) -> bool {
+    let index_tree = c.index().and_then(|mut i| i.write_tree());
+    if index_tree.ok() != Some(tree_id) {
+        return false;
+    }
+    let mut opts = StatusOptions::new();
+    opts.show(git2::StatusShow::Workdir)
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false);
+    c.statuses(Some(&mut opts)).is_ok_and(|s| s.is_empty())
+}
+
+/// Refuses, before anything moves, a fast-forward of the clean checkout `c` to `tree_id` that
+/// would overwrite a file it has outside git: an ignored file (which `git status` does not
+/// show) at a path the squash adds, or at one of that path's parent directories. Reads only.
+fn check_fast_forward(c: &Repository, tree_id: Oid) -> Result<(), MergeError> {
+    let Some(workdir) = c.workdir() else {
+        return Ok(());
+    };
+    let head_tree = c.head()?.peel_to_tree()?;
+    let new_tree = c.find_tree(tree_id)?;
+    let diff = c.diff_tree_to_tree(Some(&head_tree), Some(&new_tree), None)?;
+    let mut in_the_way: Vec<String> = Vec::new();
+    for delta in diff.deltas() {
+        if delta.status() != git2::Delta::Added {
+            continue;
+        }
+        let Some(path) = delta.new_file().path() else {
+            continue;
+        };
+        if std::fs::symlink_metadata(workdir.join(path)).is_ok() {
+            in_the_way.push(path.display().to_string());
+            continue;
+        }
+        for parent in path.ancestors().skip(1) {
+            if parent.as_os_str().is_empty() || head_tree.get_path(parent).is_ok() {
+                continue;
+            }
+            if std::fs::symlink_metadata(workdir.join(parent)).is_ok_and(|m| !m.is_dir()) {
+                in_the_way.push(parent.display().to_string());
+            }
+        }
+    }
+    if in_the_way.is_empty() {
+        return Ok(());
+    }
+    in_the_way.sort();
+    in_the_way.dedup();
+    Err(MergeError::Refused(format!(
+        "fast-forwarding the checkout at {} would overwrite files that are not in git \
+         (ignored): {}; move them away, then merge again",
+        workdir.display(),
+        in_the_way.join(", ")
+    )))
 }
 
 /// `mergeTask`'s git part: squashes the worktree (as if everything were staged) onto the
@@ -316,11 +391,27 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         )));
     }
     let tree_id = index.write_tree_to(&repo)?;
+    let time = git2::Time::new(req.time_us.div_euclid(1_000_000), 0);
+    let sig = Signature::new(&req.author.name, &req.author.email, &time)?;
+    let message = commit_message(req.title, req.co_authors);
     if tree_id == ours.id() {
-        return Ok(None);
+        // A redo after a crash that came after the squash landed: the tip is this very
+        // commit (same message, author and time), so report it rather than "nothing".
+        let tip = repo.find_commit(default_tip)?;
+        let a = tip.author();
+        let same = tip.message_bytes() == message.as_bytes()
+            && a.name_bytes() == sig.name_bytes()
+            && a.email_bytes() == sig.email_bytes()
+            && a.when().seconds() == time.seconds();
+        return Ok(same.then(|| default_tip.to_string()));
     }
-    for c in &checkouts {
-        if changed_paths(c)? > 0 {
+    // A checkout that already holds the squash (a redo after a crash) needs no checkout.
+    let done: Vec<bool> = checkouts
+        .iter()
+        .map(|c| fast_forwarded_already(c, tree_id))
+        .collect();
+    for (c, done) in checkouts.iter().zip(&done) {
+        if !done && changed_paths(c)? > 0 {
             let at = c.workdir().unwrap_or(c.path()).display().to_string();
             return Err(MergeError::Refused(format!(
                 "{} is checked out at {at} with uncommitted changes or untracked files; commit or stash them, then merge again",
@@ -328,10 +419,13 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
             )));
         }
     }
-    let sig = Signature::now(&req.author.name, &req.author.email)?;
+    for (c, done) in checkouts.iter().zip(&done) {
+        if !done {
+            check_fast_forward(c, tree_id)?;
+        }
+    }
     let tree = repo.find_tree(tree_id)?;
     let parent = repo.find_commit(default_tip)?;
-    let message = commit_message(req.title, req.co_authors);
     let commit = repo.commit(None, &sig, &sig, &message, &tree, &[&parent])?;
 
     if repo.find_remote("origin").is_ok() {
@@ -343,11 +437,19 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
             req.default_branch
         )));
     }
-    for c in &checkouts {
+    for c in checkouts
+        .iter()
+        .zip(&done)
+        .filter(|(_, done)| !**done)
+        .map(|(c, _)| c)
+    {
         // Clean (checked above) and HEAD still on the old tip, the baseline of a safe
         // checkout: the new tree replaces the old one, index included.
         let own_tree = c.find_tree(tree_id)?;
-        c.checkout_tree(own_tree.as_object(), Some(CheckoutBuilder::new().safe()))?;
+        c.checkout_tree(
+            own_tree.as_object(),
+            Some(CheckoutBuilder::new().safe().overwrite_ignored(false)),
+        )?;
     }
     // Compare-and-swap: the branch must still be where the squash started.
     repo.reference_matching(
@@ -371,19 +473,33 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
-/// own credential helpers and ssh configuration apply; no terminal prompt. It runs in its own
-/// process group, killed (with its ssh) after [`PUSH_TIMEOUT`], and is always reaped.
+/// own credential helpers and ssh configuration apply; no terminal prompt (stdin null,
+/// `GIT_TERMINAL_PROMPT=0`, and a session of its own without a controlling terminal, so an ssh
+/// passphrase or host-key question fails the push). Its process group is killed (with its
+/// ssh) after [`PUSH_TIMEOUT`], and it is always reaped.
 fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
-    let mut child = Command::new("git")
-        .arg("-C")
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
         .arg(repo_path)
         .args(["push", "--porcelain", "origin"])
         .arg(format!("{commit}:refs/heads/{branch}"))
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
+        .stderr(Stdio::piped());
+    // Its own session (so also its own process group, which the timeout kills): no
+    // controlling terminal, so ssh cannot ask for a passphrase or a host key on byre's
+    // terminal and fails instead of waiting for an answer that never comes.
+    // SAFETY: setsid(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .spawn()
         .map_err(|e| GitError::Other(format!("cannot run git push: {e}")))?;
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
@@ -431,7 +547,7 @@ fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
     match status {
         Some(s) if s.success() => Ok(()),
         Some(_) => Err(MergeError::Refused(format!(
-            "origin rejected the push of {branch}: {text}"
+            "the push of {branch} to origin failed (nothing moved here; never forced): {text}"
         ))),
         None => Err(MergeError::Refused(format!(
             "the push of {branch} to origin did not finish within {} s and was stopped; it may \
@@ -456,6 +572,17 @@ pub fn keep_snapshot(
     let wrepo = open(worktree_path)?;
     let head = repo.find_commit(wrepo.head()?.peel_to_commit()?.id())?;
     let tree = repo.find_tree(staged_tree(worktree_path)?)?;
+    let sig = Signature::now("byre", "byre@localhost")?;
+    let msg = format!("byre: the worktree of task {task_id} before its removal\n");
+    let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&head])?;
+    let name = next_snap_ref(&repo, task_id)?;
+    repo.reference(&name, commit, false, "byre: keep the worktree")?;
+    Ok(name)
+}
+
+/// The next snapshot ref's name for `task_id`: `refs/byre/tasks/{task_id}/snap/{n}`, n one
+/// more than the highest there.
+fn next_snap_ref(repo: &Repository, task_id: &str) -> Result<String, GitError> {
     let prefix = format!("refs/byre/tasks/{task_id}/snap/");
     let mut n = 0u64;
     for r in repo.references_glob(&format!("{prefix}*"))?.flatten() {
@@ -468,11 +595,36 @@ pub fn keep_snapshot(
             n = n.max(k);
         }
     }
+    Ok(format!("{prefix}{}", n + 1))
+}
+
+/// [`keep_snapshot`] for a worktree directory whose link in the repository
+/// (`.git/worktrees/{name}`) is gone: its files on disk (`.gitignore` respected) become a
+/// commit whose parent is the task branch's tip (none when the branch is gone too), through
+/// an in-memory index (no index file is written).
+fn keep_orphan_snapshot(
+    repo: &Repository,
+    worktree_path: &Path,
+    task_id: &str,
+    branch: &str,
+) -> Result<String, GitError> {
+    let files = Repository::open_bare(repo.path())?;
+    files.set_workdir(worktree_path, false)?;
+    files.set_index(&mut git2::Index::new()?)?;
+    let mut index = files.index()?;
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+    let tree = files.find_tree(index.write_tree_to(&files)?)?;
+    let parent = match files.find_branch(branch, BranchType::Local) {
+        Ok(b) => Some(b.get().peel_to_commit()?),
+        Err(e) if e.code() == ErrorCode::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
     let sig = Signature::now("byre", "byre@localhost")?;
     let msg = format!("byre: the worktree of task {task_id} before its removal\n");
-    let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&head])?;
-    let name = format!("{prefix}{}", n + 1);
-    repo.reference(&name, commit, false, "byre: keep the worktree")?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = files.commit(None, &sig, &sig, &msg, &tree, &parents)?;
+    let name = next_snap_ref(&files, task_id)?;
+    files.reference(&name, commit, false, "byre: keep the worktree")?;
     Ok(name)
 }
 
@@ -491,28 +643,35 @@ pub fn remove_task_worktree(
     branch: &str,
 ) -> Result<Option<String>, GitError> {
     let repo = open(repo_path)?;
-    let kept = if worktree_path.join(".git").exists() {
+    let linked = match repo.find_worktree(worktree_name) {
+        Ok(wt) => Some(wt),
+        Err(e) if e.code() == ErrorCode::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let kept = if !worktree_path.join(".git").exists() {
+        None
+    } else if linked.is_some() {
         Some(keep_snapshot(repo_path, worktree_path, task_id)?)
     } else {
-        None
+        // Cut off from the repository (`.git/worktrees/{name}` gone, say a removal cut
+        // short by an older byre, or by hand): its files are kept all the same.
+        Some(keep_orphan_snapshot(&repo, worktree_path, task_id, branch)?)
     };
-    match repo.find_worktree(worktree_name) {
-        Ok(wt) => {
-            let mut opts = WorktreePruneOptions::new();
-            opts.valid(true).locked(false).working_tree(true);
-            wt.prune(Some(&mut opts)).map_err(|e| {
-                GitError::Other(format!(
-                    "cannot remove worktree {worktree_name}: {}",
-                    e.message()
-                ))
-            })?;
-        }
-        Err(e) if e.code() == ErrorCode::NotFound => {}
-        Err(e) => return Err(e.into()),
-    }
+    // The files first, the link to the repository last: a removal cut short (a crash, a file
+    // that cannot be deleted) leaves a worktree that the redo can still read and snapshot.
     if worktree_path.exists() {
         std::fs::remove_dir_all(worktree_path)
             .map_err(|e| GitError::Other(format!("{}: {e}", worktree_path.display())))?;
+    }
+    if let Some(wt) = linked {
+        let mut opts = WorktreePruneOptions::new();
+        opts.valid(true).locked(false).working_tree(true);
+        wt.prune(Some(&mut opts)).map_err(|e| {
+            GitError::Other(format!(
+                "cannot remove worktree {worktree_name}: {}",
+                e.message()
+            ))
+        })?;
     }
     match repo.find_branch(branch, BranchType::Local) {
         Ok(mut b) => b.delete()?,

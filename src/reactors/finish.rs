@@ -13,8 +13,9 @@
 //! The same scan runs at start-up, which redoes work a crash cut short: a landed merge is
 //! recorded (`task.merge_landed`) before the worktree is removed, so a redo only removes; the
 //! removal is idempotent. Only a squash that landed in the moment before that record is redone
-//! from the worktree, found already on the default branch, and closes with an empty
-//! `merge_commit`. One effect at a time.
+//! from the worktree: the squash commit's time is the merge's start, so the redo makes the
+//! same commit (a landed push is up to date) or finds it on the default branch. One effect at
+//! a time.
 
 use std::path::PathBuf;
 
@@ -52,10 +53,14 @@ struct MergeJob {
     branch: String,
     default_branch: String,
     title: String,
-    author: Identity,
+    /// The git identity of who asked for the merge; None when they have none (any more).
+    author: Option<Identity>,
+    merge_by: String,
     co_authors: Vec<Identity>,
     /// The commit already landed by an earlier run (`task.merge_landed`).
     landed: Option<String>,
+    /// The squash commit's time (the merge's start), microseconds since the epoch.
+    time_us: i64,
 }
 
 /// What a discard's clean-up needs.
@@ -96,14 +101,16 @@ fn due(writer: &Writer) -> Vec<Work> {
                     branch: t.branch.clone(),
                     default_branch: p.default_branch.clone(),
                     title: t.merge_title.clone(),
-                    author: identity(s, &t.merge_by).unwrap_or(Identity {
-                        name: t.merge_by.clone(),
-                        email: format!("{}@localhost", t.merge_by),
-                    }),
+                    author: identity(s, &t.merge_by),
+                    merge_by: t.merge_by.clone(),
                     co_authors: finish::co_authors(t, &t.merge_by)
                         .filter_map(|login| identity(s, login))
                         .collect(),
                     landed: t.merge_landed.clone(),
+                    // A merge started by an older byre has no start time: now.
+                    time_us: t
+                        .merge_started_at_us
+                        .unwrap_or_else(|| chrono::Utc::now().timestamp_micros()),
                 }));
             } else if finish::discard_due(s, t) {
                 out.push(Work::Discard(CleanupJob {
@@ -144,13 +151,22 @@ fn due(writer: &Writer) -> Vec<Work> {
 
 /// The squash, push and fast-forward: the commit landed (None when nothing was to merge).
 async fn land(job: &MergeJob) -> Result<Option<String>, String> {
+    // mergeTask checked it, but a held merge starts later: never author under a made-up name.
+    let Some(author) = job.author.clone() else {
+        return Err(format!(
+            "`{}` no longer has a git identity to author the squash commit: set git_name and \
+             git_email with updateMe, then merge again",
+            job.merge_by
+        ));
+    };
+    let time_us = job.time_us;
     let (repo, worktree, branch, default_branch, title, author, co_authors) = (
         job.repo.clone(),
         job.worktree.clone(),
         job.branch.clone(),
         job.default_branch.clone(),
         job.title.clone(),
-        job.author.clone(),
+        author,
         job.co_authors.clone(),
     );
     tokio::task::spawn_blocking(move || {
@@ -162,6 +178,7 @@ async fn land(job: &MergeJob) -> Result<Option<String>, String> {
             title: &title,
             author: &author,
             co_authors: &co_authors,
+            time_us,
         };
         crate::git::merge::squash_merge(&req).map_err(|e| match e {
             MergeError::Refused(m) => m,

@@ -399,6 +399,104 @@ async fn two_merges_requested_together_run_one_after_the_other() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_merge_whose_author_dropped_their_git_identity_fails_instead_of_inventing_one() {
+    let mut b = Bench::start().await;
+    let one = b
+        .task_with_prompt(&b.ada, "First", "Please create feature.txt")
+        .await;
+    b.until_task(&one, "turn.ended").await;
+    let two = b
+        .task_with_prompt(&b.bob, "Second", "Please create second.txt")
+        .await;
+    b.until_task(&two, "turn.ended").await;
+    let r = b
+        .ada
+        .call(
+            "mergeTask",
+            &[id(&one)],
+            &[],
+            Some(json!({"merge_title": "First"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let r = b
+        .bob
+        .call(
+            "mergeTask",
+            &[id(&two)],
+            &[],
+            Some(json!({"merge_title": "Second"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert!(r.body["merge_queued_at"].is_string(), "held: {:?}", r.body);
+    // bob drops his git identity while his merge is held.
+    let r = b
+        .bob
+        .call(
+            "updateMe",
+            &[],
+            &[],
+            Some(json!({"git_name": "", "git_email": ""})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let tid = two["id"].clone();
+    let events = b
+        .until("the held merge's outcome", |d| {
+            d["task_id"] == tid && (d["kind"] == "task.merge_failed" || d["kind"] == "task.merged")
+        })
+        .await;
+    let reason = payload(&events, "task.merge_failed")["reason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("git identity"), "{reason}");
+    assert_eq!(b.get_task(&one).await["status"], "merged");
+    let t = b.get_task(&two).await;
+    assert_eq!(
+        (t["status"].as_str(), t["merging"].as_bool()),
+        (Some("active"), Some(false))
+    );
+    let authors = git(b.repo.path(), &["log", "--format=%ae", "main"]);
+    assert!(!authors.contains("localhost"), "{authors}");
+    assert_eq!(git(b.repo.path(), &["rev-list", "--count", "main"]), "2");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merging_a_task_that_changed_nothing_closes_it_with_an_empty_merge_commit() {
+    let mut b = Bench::start().await;
+    let task = b.ada.create_task(&b.project_id, "Nothing").await;
+    b.until_task(&task, "task.worktree_created").await;
+    let (main, origin) = (
+        git(b.repo.path(), &["rev-parse", "main"]),
+        git(b.origin.path(), &["rev-parse", "main"]),
+    );
+    let r = b
+        .ada
+        .call(
+            "mergeTask",
+            &[id(&task)],
+            &[],
+            Some(json!({"merge_title": "Nothing"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let events = b.until_task(&task, "task.merged").await;
+    assert_eq!(payload(&events, "task.merged")["merge_commit"], "");
+    let t = b.get_task(&task).await;
+    assert_eq!(t["status"], "merged");
+    assert!(
+        t.get("merge_commit").is_none_or(|c| c.is_null() || c == ""),
+        "{t}"
+    );
+    assert_eq!(git(b.repo.path(), &["rev-parse", "main"]), main);
+    assert_eq!(git(b.origin.path(), &["rev-parse", "main"]), origin);
+    assert!(!PathBuf::from(task["worktree_path"].as_str().unwrap()).exists());
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_keeps_the_record() {
     let mut b = Bench::start().await;
     let task = b
@@ -549,6 +647,81 @@ async fn a_merge_into_a_dirty_checkout_fails_and_leaves_it_and_the_task_as_they_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_that_origin_rejects_fails_the_merge_and_the_next_merge_lands_once() {
+    let mut b = Bench::start().await;
+    let sibling = b.ada.create_task(&b.project_id, "Sibling").await;
+    b.until_task(&sibling, "task.worktree_created").await;
+    let sibling_wt = PathBuf::from(sibling["worktree_path"].as_str().unwrap());
+    std::fs::write(sibling_wt.join("sibling.txt"), "sibling's own work\n").unwrap();
+    let task = b
+        .task_with_prompt(&b.ada, "Feature", "Please create feature.txt")
+        .await;
+    b.until_task(&task, "snapshot.taken").await;
+    let hook = b.origin.path().join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'denied by policy' >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let main_before = git(b.repo.path(), &["rev-parse", "main"]);
+    let (api, task_id) = (b.ada.clone(), id(&task).to_owned());
+    let merge = |title: &'static str| {
+        let (api, task_id) = (api.clone(), task_id.clone());
+        async move {
+            api.call(
+                "mergeTask",
+                &[&task_id],
+                &[],
+                Some(json!({"merge_title": title})),
+            )
+            .await
+        }
+    };
+    assert_eq!(merge("Feature").await.status, 202);
+    let events = b.until_task(&task, "task.merge_failed").await;
+    let reason = payload(&events, "task.merge_failed")["reason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("denied by policy"), "{reason}");
+    assert!(!kinds(&events).contains(&"task.merge_landed".to_owned()));
+    assert_eq!(git(b.repo.path(), &["rev-parse", "main"]), main_before);
+    assert_eq!(git(b.origin.path(), &["rev-parse", "main"]), main_before);
+    let t = b.get_task(&task).await;
+    assert_eq!(
+        (t["status"].as_str(), t["merging"].as_bool()),
+        (Some("active"), Some(false))
+    );
+    let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
+    assert!(
+        worktree.join("feature.txt").exists(),
+        "the work is still there"
+    );
+
+    // Origin accepts again: the next merge lands exactly one commit.
+    std::fs::remove_file(&hook).unwrap();
+    assert_eq!(merge("Feature, second try").await.status, 202);
+    let events = b.until_task(&task, "task.merged").await;
+    let sha = payload(&events, "task.merged")["merge_commit"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(git(b.origin.path(), &["rev-parse", "main"]), sha);
+    assert_eq!(git(b.repo.path(), &["rev-parse", "main"]), sha);
+    assert_eq!(git(b.origin.path(), &["rev-list", "--count", "main"]), "2");
+    assert_eq!(
+        git(b.repo.path(), &["log", "-1", "--format=%s", &sha]),
+        "Feature, second try"
+    );
+    assert!(!worktree.exists());
+    // The sibling task's worktree is untouched.
+    assert_eq!(
+        std::fs::read_to_string(sibling_wt.join("sibling.txt")).unwrap(),
+        "sibling's own work\n"
+    );
+    assert_eq!(b.get_task(&sibling).await["status"], "active");
+    git(b.repo.path(), &["fsck", "--strict", "--no-progress"]);
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_turn_cut_short_by_a_restart_fails_the_merge_and_merges_nothing() {
     let mut b = Bench::start().await;
     let task = b
@@ -695,4 +868,126 @@ fn checkout_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
+}
+
+/// Polls `getTask` until `pred` holds; panics after [`TURN_WAIT`].
+async fn wait_task(api: &Api, task_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + TURN_WAIT;
+    loop {
+        let t = api.call("getTask", &[task_id], &[], None).await.body;
+        if pred(&t) {
+            return t;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {t}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_right_after_the_push_then_restart_lands_the_same_commit_once() {
+    use crate::process::ServeProcess;
+    use std::os::unix::fs::PermissionsExt;
+    let fake = FakeAnthropic::fixture("n_finish").await.expect("fake API");
+    let bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install the CLI");
+    let data = TempDir::new().unwrap();
+    let env = [
+        ("BYRE_CLAUDE_BIN", bin.to_str().unwrap()),
+        ("ANTHROPIC_BASE_URL", fake.url.as_str()),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
+        ("CLAUDE_CODE_MAX_RETRIES", "2"),
+    ];
+    let server = ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let r = api
+        .call(
+            "updateMe",
+            &[],
+            &[],
+            Some(json!({"git_name": "Ada Lovelace", "git_email": "ada@example.com"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let repo = make_repo("basic");
+    let origin = TempDir::new().unwrap();
+    git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
+    git(
+        repo.path(),
+        &["remote", "add", "origin", origin.path().to_str().unwrap()],
+    );
+    git(repo.path(), &["push", "-q", "origin", "main"]);
+    let project = api.create_project("basic", repo.path()).await;
+    let r = api
+        .call(
+            "createTask",
+            &[project["id"].as_str().unwrap()],
+            &[],
+            Some(json!({"title": "Feature", "prompt": "Please create feature.txt"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let task_id = r.body["id"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(r.body["worktree_path"].as_str().unwrap());
+    // The end-of-turn commit of the first turn: the branch is ahead of main.
+    wait_task(&api, &task_id, "the first turn", |t| t["state"] == "idle").await;
+    let branch = r.body["branch"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + TURN_WAIT;
+    while git(
+        repo.path(),
+        &["rev-list", "--count", &format!("main..{branch}")],
+    ) == "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no end-of-turn commit"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Origin takes the push, then byre dies before it records or moves anything locally.
+    let hook = origin.path().join("hooks/post-receive");
+    std::fs::write(&hook, format!("#!/bin/sh\nkill -9 {}\n", server.child.id())).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let main_before = git(repo.path(), &["rev-parse", "main"]);
+    let r = api
+        .call(
+            "mergeTask",
+            &[&task_id],
+            &[],
+            Some(json!({"merge_title": "Feature"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let mut server = server;
+    let deadline = std::time::Instant::now() + TURN_WAIT;
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "byre was not killed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pushed = git(origin.path(), &["rev-parse", "main"]);
+    assert_ne!(pushed, main_before, "the push landed before the kill");
+    std::fs::remove_file(&hook).unwrap();
+    // Git times have one-second resolution: restart in a later second, so that a redo that
+    // took the clock's time would make a different commit (and origin would refuse it).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let server = ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let t = wait_task(&api, &task_id, "the merge's redo", |t| {
+        t["status"] != "active" || t["merging"] == false
+    })
+    .await;
+    assert_eq!(t["status"], "merged", "{t}");
+    assert_eq!(
+        t["merge_commit"],
+        pushed.as_str(),
+        "the pushed commit is recorded"
+    );
+    assert_eq!(git(origin.path(), &["rev-parse", "main"]), pushed);
+    assert_eq!(git(repo.path(), &["rev-parse", "main"]), pushed);
+    assert_eq!(git(origin.path(), &["rev-list", "--count", "main"]), "2");
+    assert_eq!(git(repo.path(), &["status", "--porcelain"]), "");
+    assert!(!worktree.exists());
+    git(repo.path(), &["fsck", "--strict", "--no-progress"]);
+    server.kill_9();
 }

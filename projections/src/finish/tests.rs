@@ -220,6 +220,13 @@ fn merge_refusals_follow_the_spec() {
         head: "h".into(),
     });
     assert!(matches!(no_identity, Err(Rejection::Invalid(m)) if m.contains("git identity")));
+    for bad in ["a\0b", "tab\there", "esc\u{1b}[31m"] {
+        let r = w.when(Command::SetMergeTitle {
+            session_id: sid.clone(),
+            merge_title: bad.into(),
+        });
+        assert!(matches!(r, Err(Rejection::Invalid(_))), "{bad:?}: {r:?}");
+    }
     w.merge(&a, "t").unwrap();
     let msg = w.when(Command::SendMessage {
         actor: "ada".into(),

@@ -122,6 +122,7 @@ fn request<'a>(
         title,
         author,
         co_authors: co,
+        time_us: 1_790_000_000_123_456,
     }
 }
 
@@ -397,5 +398,386 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
     assert_eq!(
         remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH).unwrap(),
         None
+    );
+}
+
+#[test]
+fn a_redo_after_the_squash_landed_reports_the_same_commit_and_makes_no_other() {
+    let f = fixture();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    // The commit's time is the request's (the merge's start), not the clock's.
+    assert_eq!(
+        git(&f.repo, &["log", "-1", "--format=%at %ct", &sha]),
+        "1790000000 1790000000"
+    );
+    // byre stopped before recording it: the redo finds it rather than "nothing to merge".
+    let again = squash_merge(&request(&f, "Add feature", &author, &[])).unwrap();
+    assert_eq!(again.as_deref(), Some(sha.as_str()));
+    assert_eq!(git(&f.repo, &["rev-list", "--count", "main"]), "2");
+    assert_eq!(git(&f.origin, &["rev-parse", "main"]), sha);
+    // Another merge whose changes are already there is still "nothing to merge".
+    let other = squash_merge(&request(&f, "Another title", &author, &[])).unwrap();
+    assert_eq!(other, None);
+}
+
+#[test]
+fn a_redo_after_a_push_that_landed_before_the_local_update_makes_the_same_commit() {
+    let f = fixture();
+    let old = git(&f.repo, &["rev-parse", "main"]);
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    // As if byre had died right after the push: origin has the commit, the checkout not.
+    git(&f.repo, &["reset", "-q", "--hard", &old]);
+    assert_eq!(git(&f.origin, &["rev-parse", "main"]), sha);
+    let again = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    assert_eq!(
+        again, sha,
+        "the very same commit, so the push is up to date"
+    );
+    assert_eq!(git(&f.repo, &["rev-parse", "main"]), sha);
+    assert_eq!(git(&f.origin, &["rev-parse", "main"]), sha);
+    assert_eq!(git(&f.origin, &["rev-list", "--count", "main"]), "2");
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+}
+
+/// Field `n` (1-based, as in proc(5)) of `/proc/<pid>/stat` text.
+fn stat_field(stat: &str, n: usize) -> i64 {
+    let after = stat.rsplit_once(')').unwrap().1;
+    after
+        .split_whitespace()
+        .nth(n - 3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_push_runs_without_a_controlling_terminal_so_ssh_cannot_prompt() {
+    let f = fixture();
+    let out = f.repo.parent().unwrap().join("hook-stat");
+    let hook = f.repo.join(".git/hooks/pre-push");
+    fs::write(
+        &hook,
+        format!("#!/bin/sh\ncat /proc/$$/stat > '{}'\n", out.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    squash_merge(&request(&f, "t", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    let stat = fs::read_to_string(&out).expect("the pre-push hook ran");
+    // SAFETY: getsid(0) only reads this process's session id.
+    let ours = unsafe { libc::getsid(0) } as i64;
+    assert_ne!(stat_field(&stat, 6), ours, "git push left byre's session");
+    assert_eq!(stat_field(&stat, 7), 0, "no controlling terminal");
+}
+
+#[test]
+fn a_worktree_cut_off_from_its_repository_is_kept_in_a_snapshot_then_removed() {
+    let f = fixture();
+    fs::write(f.wt.join("work.txt"), "precious\n").unwrap();
+    fs::write(f.wt.join(".gitignore"), "build/\n").unwrap();
+    fs::create_dir(f.wt.join("build")).unwrap();
+    fs::write(f.wt.join("build/out.o"), "ignored\n").unwrap();
+    let branch_tip = git(&f.repo, &["rev-parse", BRANCH]);
+    // A removal cut short inside libgit2's prune (or a hand) removed
+    // `.git/worktrees/task-1`; the directory and its files are still there.
+    fs::remove_dir_all(f.repo.join(".git/worktrees/task-1")).unwrap();
+    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
+        .unwrap()
+        .expect("a snapshot ref");
+    assert_eq!(
+        git(&f.repo, &["show", &format!("{kept}:work.txt")]),
+        "precious"
+    );
+    assert_eq!(
+        git(&f.repo, &["ls-tree", "-r", "--name-only", &kept]),
+        ".gitignore\nREADME.md\nblob.bin\nlib.txt\nwork.txt"
+    );
+    assert_eq!(
+        git(&f.repo, &["log", "-1", "--format=%P", &kept]),
+        branch_tip
+    );
+    assert!(!f.wt.exists());
+    assert_eq!(git(&f.repo, &["branch", "--list", BRANCH]), "");
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+}
+
+#[test]
+fn a_worktree_left_mid_merge_with_conflicts_is_kept_and_removed() {
+    let f = fixture();
+    fs::write(f.repo.join("lib.txt"), "one\nMAIN\nthree\n").unwrap();
+    git(&f.repo, &["commit", "-q", "-am", "main side"]);
+    fs::write(f.wt.join("lib.txt"), "one\nTASK\nthree\n").unwrap();
+    git(&f.wt, &["commit", "-q", "-am", "task side"]);
+    // The agent's `git merge main` stopped on the conflict and was never finished.
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&f.wt)
+        .args(["-c", "user.name=S", "-c", "user.email=s@e", "merge", "main"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a conflict");
+    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
+        .unwrap()
+        .expect("a snapshot ref");
+    let text = git(&f.repo, &["show", &format!("{kept}:lib.txt")]);
+    assert!(text.contains("<<<<<<<") && text.contains("TASK"), "{text}");
+    assert!(!f.wt.exists());
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+}
+
+#[test]
+fn symlinks_modes_and_odd_file_names_land_as_they_are() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let odd = [
+        "-rf",
+        "new\nline.txt",
+        "sp ace $(x) `y`.txt",
+        "é→✓.txt",
+        "a\\b.txt",
+    ];
+    for (i, name) in odd.iter().enumerate() {
+        fs::write(f.wt.join(name), format!("{i}\n")).unwrap();
+    }
+    std::os::unix::fs::symlink("../outside/target", f.wt.join("link")).unwrap();
+    fs::write(f.wt.join("run.sh"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(f.wt.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Odd files", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    let tree = git(&f.repo, &["ls-tree", "-z", "--full-tree", &sha]);
+    for name in odd {
+        assert!(
+            tree.contains(&format!("\t{name}\0")),
+            "{name:?} in {tree:?}"
+        );
+    }
+    assert!(
+        tree.contains("120000 blob") && tree.contains("\tlink\0"),
+        "{tree:?}"
+    );
+    assert_eq!(
+        git(&f.repo, &["cat-file", "-p", &format!("{sha}:link")]),
+        "../outside/target"
+    );
+    assert!(
+        tree.contains("100755 blob"),
+        "run.sh keeps its mode: {tree:?}"
+    );
+    // The user's clean checkout got them too, the symlink as a symlink.
+    assert_eq!(
+        fs::read_link(f.repo.join("link")).unwrap(),
+        Path::new("../outside/target")
+    );
+    assert_eq!(
+        fs::read_to_string(f.repo.join("new\nline.txt")).unwrap(),
+        "1\n"
+    );
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+}
+
+#[test]
+fn without_origin_nothing_is_pushed_and_an_unreachable_origin_moves_nothing() {
+    let f = fixture();
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    git(
+        &f.repo,
+        &["remote", "set-url", "origin", "/nonexistent/origin.git"],
+    );
+    let (r, files) = (refs(&f.repo), snapshot(&f.repo));
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("/nonexistent/origin.git")),
+        "{err}"
+    );
+    assert_eq!(refs(&f.repo), r);
+    assert_eq!(snapshot(&f.repo), files);
+    git(&f.repo, &["remote", "remove", "origin"]);
+    let sha = squash_merge(&request(&f, "t", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    assert_eq!(git(&f.repo, &["rev-parse", "main"]), sha);
+    assert_ne!(
+        git(&f.origin, &["rev-parse", "main"]),
+        sha,
+        "nothing pushed"
+    );
+}
+
+#[test]
+fn deleted_files_and_a_submodule_gitlink_squash_as_they_are() {
+    let f = fixture();
+    // A submodule in main (registered, as `git submodule add` leaves it), uninitialised in
+    // the task's worktree (its directory empty).
+    let sub = f.repo.parent().unwrap().join("sub");
+    fs::create_dir(&sub).unwrap();
+    git(&sub, &["init", "-q", "-b", "main"]);
+    fs::write(sub.join("s.txt"), "s\n").unwrap();
+    git(&sub, &["add", "-A"]);
+    git(&sub, &["commit", "-q", "-m", "s"]);
+    let sub_head = git(&sub, &["rev-parse", "HEAD"]);
+    git(
+        &f.repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub.to_str().unwrap(),
+            "vendor/sub",
+        ],
+    );
+    git(&f.repo, &["commit", "-q", "-m", "add submodule"]);
+    git(&f.repo, &["push", "-q", "origin", "main"]);
+    git(&f.wt, &["merge", "-q", "main"]);
+    assert!(f.wt.join("vendor/sub").is_dir());
+    // The agent deletes one file (unstaged) and another with git rm (staged).
+    fs::remove_file(f.wt.join("lib.txt")).unwrap();
+    git(&f.wt, &["rm", "-q", "blob.bin"]);
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Delete and add", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    let tree = git(&f.repo, &["ls-tree", "-r", "--full-tree", &sha]);
+    assert!(
+        !tree.contains("lib.txt") && !tree.contains("blob.bin"),
+        "{tree}"
+    );
+    assert!(tree.contains("feature.txt"), "{tree}");
+    assert!(
+        tree.contains(&format!("160000 commit {sub_head}\tvendor/sub")),
+        "the gitlink stays: {tree}"
+    );
+    assert!(
+        !f.repo.join("lib.txt").exists(),
+        "the clean checkout follows"
+    );
+}
+
+#[test]
+fn an_ignored_file_in_the_users_checkout_is_never_overwritten() {
+    let f = fixture();
+    fs::write(f.repo.join(".gitignore"), "local.cfg\n").unwrap();
+    git(&f.repo, &["add", ".gitignore"]);
+    git(&f.repo, &["commit", "-q", "-m", "ignore local.cfg"]);
+    git(&f.repo, &["push", "-q", "origin", "main"]);
+    git(&f.wt, &["merge", "-q", "main"]);
+    // The user's own ignored file, which git status does not show.
+    fs::write(f.repo.join("local.cfg"), "the user's secret\n").unwrap();
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    // The agent un-ignores the path and adds a file there.
+    fs::write(f.wt.join(".gitignore"), "").unwrap();
+    fs::write(f.wt.join("local.cfg"), "the agent's file\n").unwrap();
+    let (r, origin_main) = (refs(&f.repo), git(&f.origin, &["rev-parse", "main"]));
+    let author = ada();
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("local.cfg")),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(f.repo.join("local.cfg")).unwrap(),
+        "the user's secret\n"
+    );
+    assert_eq!(refs(&f.repo), r, "nothing moved");
+    assert_eq!(
+        git(&f.origin, &["rev-parse", "main"]),
+        origin_main,
+        "nothing pushed"
+    );
+}
+
+#[test]
+fn a_rebase_of_the_default_branch_in_a_users_linked_worktree_refuses_the_merge() {
+    let f = fixture();
+    let first = git(&f.repo, &["rev-parse", "main"]);
+    git(&f.repo, &["checkout", "-q", "-b", "dev"]);
+    let user_wt = f.repo.parent().unwrap().join("user-wt");
+    git(
+        &f.repo,
+        &["worktree", "add", "-q", user_wt.to_str().unwrap(), "main"],
+    );
+    fs::write(user_wt.join("lib.txt"), "one\nUSER\nthree\n").unwrap();
+    git(&user_wt, &["commit", "-q", "-am", "user"]);
+    git(&f.repo, &["branch", "other", &first]);
+    let other_wt = f.repo.parent().unwrap().join("other-wt");
+    git(
+        &f.repo,
+        &["worktree", "add", "-q", other_wt.to_str().unwrap(), "other"],
+    );
+    fs::write(other_wt.join("lib.txt"), "one\nOTHER\nthree\n").unwrap();
+    git(&other_wt, &["commit", "-q", "-am", "other"]);
+    // The user's rebase of main stops on a conflict: HEAD detached, main to move at its end.
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&user_wt)
+        .args([
+            "-c",
+            "user.name=U",
+            "-c",
+            "user.email=u@e",
+            "rebase",
+            "other",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the rebase stops");
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let (r, files) = (refs(&f.repo), snapshot(&user_wt));
+    let author = ada();
+    let err = squash_merge(&request(&f, "t", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("rebase")),
+        "{err}"
+    );
+    assert_eq!(refs(&f.repo), r);
+    assert_eq!(snapshot(&user_wt), files);
+}
+
+#[test]
+fn a_redo_after_the_checkout_was_fast_forwarded_but_not_the_branch_finishes_it() {
+    let f = fixture();
+    let old = git(&f.repo, &["rev-parse", "main"]);
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let author = ada();
+    let sha = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    // As if byre had died after the checkout's files and index, before main moved.
+    git(&f.repo, &["update-ref", "refs/heads/main", &old]);
+    assert!(git(&f.repo, &["status", "--porcelain"]).contains("feature.txt"));
+    let again = squash_merge(&request(&f, "Add feature", &author, &[]))
+        .unwrap()
+        .expect("a commit");
+    assert_eq!(again, sha);
+    assert_eq!(git(&f.repo, &["rev-parse", "main"]), sha);
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+    assert_eq!(git(&f.origin, &["rev-list", "--count", "main"]), "2");
+    // A user's own change on top of that is still refused.
+    git(&f.repo, &["update-ref", "refs/heads/main", &old]);
+    fs::write(f.repo.join("README.md"), "the user's edit\n").unwrap();
+    let err = squash_merge(&request(&f, "Add feature", &author, &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("uncommitted")),
+        "{err}"
     );
 }
