@@ -39,6 +39,19 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
 }
 
+/// A copy of the `basic` repository with a bare `origin` it was pushed to; (repo, origin).
+fn repo_with_origin() -> (TempDir, TempDir) {
+    let repo = make_repo("basic");
+    let origin = TempDir::new().unwrap();
+    git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
+    git(
+        repo.path(),
+        &["remote", "add", "origin", origin.path().to_str().unwrap()],
+    );
+    git(repo.path(), &["push", "-q", "origin", "main"]);
+    (repo, origin)
+}
+
 /// A team server (ada and bob, both with a git identity) whose agents talk to the fake model,
 /// a project whose repository has a bare origin, and an event stream.
 struct Bench {
@@ -79,14 +92,7 @@ impl Bench {
                 .await;
             assert_eq!(r.status, 200, "{:?}", r.body);
         }
-        let repo = make_repo("basic");
-        let origin = TempDir::new().unwrap();
-        git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
-        git(
-            repo.path(),
-            &["remote", "add", "origin", origin.path().to_str().unwrap()],
-        );
-        git(repo.path(), &["push", "-q", "origin", "main"]);
+        let (repo, origin) = repo_with_origin();
         let project_id = ada.create_project("basic", repo.path()).await["id"]
             .as_str()
             .unwrap()
@@ -323,8 +329,7 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
     assert_eq!(t["merge_commit"], sha.as_str());
     assert_eq!(t["merging"], false);
     assert!(t["closed_at"].is_string());
-    let sessions = b.ada.call("listSessions", &[id(&task)], &[], None).await;
-    assert_eq!(sessions.body[0]["state"], "completed");
+    assert_eq!(b.ada.first_session(id(&task)).await["state"], "completed");
     let late = b.ada.call("discardTask", &[id(&task)], &[], None).await;
     assert_eq!(late.status, 409, "a merged task is closed");
     b.server.stop().await;
@@ -409,25 +414,9 @@ async fn a_held_merge_whose_author_dropped_their_git_identity_fails_instead_of_i
         .task_with_prompt(&b.bob, "Second", "Please create second.txt")
         .await;
     b.until_task(&two, "turn.ended").await;
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&one)],
-            &[],
-            Some(json!({"merge_title": "First"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&one), "First").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
-    let r = b
-        .bob
-        .call(
-            "mergeTask",
-            &[id(&two)],
-            &[],
-            Some(json!({"merge_title": "Second"})),
-        )
-        .await;
+    let r = merge(&b.bob, id(&two), "Second").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     assert!(r.body["merge_queued_at"].is_string(), "held: {:?}", r.body);
     // bob drops his git identity while his merge is held.
@@ -472,15 +461,7 @@ async fn merging_a_task_that_changed_nothing_closes_it_with_an_empty_merge_commi
         git(b.repo.path(), &["rev-parse", "main"]),
         git(b.origin.path(), &["rev-parse", "main"]),
     );
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Nothing"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), "Nothing").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let events = b.until_task(&task, "task.merged").await;
     assert_eq!(payload(&events, "task.merged")["merge_commit"], "");
@@ -662,20 +643,7 @@ async fn a_push_that_origin_rejects_fails_the_merge_and_the_next_merge_lands_onc
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let main_before = git(b.repo.path(), &["rev-parse", "main"]);
-    let (api, task_id) = (b.ada.clone(), id(&task).to_owned());
-    let merge = |title: &'static str| {
-        let (api, task_id) = (api.clone(), task_id.clone());
-        async move {
-            api.call(
-                "mergeTask",
-                &[&task_id],
-                &[],
-                Some(json!({"merge_title": title})),
-            )
-            .await
-        }
-    };
-    assert_eq!(merge("Feature").await.status, 202);
+    assert_eq!(merge(&b.ada, id(&task), "Feature").await.status, 202);
     let events = b.until_task(&task, "task.merge_failed").await;
     let reason = payload(&events, "task.merge_failed")["reason"]
         .as_str()
@@ -697,7 +665,10 @@ async fn a_push_that_origin_rejects_fails_the_merge_and_the_next_merge_lands_onc
 
     // Origin accepts again: the next merge lands exactly one commit.
     std::fs::remove_file(&hook).unwrap();
-    assert_eq!(merge("Feature, second try").await.status, 202);
+    assert_eq!(
+        merge(&b.ada, id(&task), "Feature, second try").await.status,
+        202
+    );
     let events = b.until_task(&task, "task.merged").await;
     let sha = payload(&events, "task.merged")["merge_commit"]
         .as_str()
@@ -757,16 +728,7 @@ async fn a_merge_turn_cut_short_by_a_restart_fails_the_merge_and_merges_nothing(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_requests_are_checked() {
     let b = Bench::start().await;
-    let r = b
-        .ada
-        .call(
-            "createTask",
-            &[&b.project_id],
-            &[],
-            Some(json!({"title": "No agent"})),
-        )
-        .await;
-    let task = r.body;
+    let task = b.ada.create_task(&b.project_id, "No agent").await;
     let cases = [
         (json!({}), 400, "merge_title is required"),
         (json!({"merge_title": ""}), 400, "merge_title must be"),
@@ -909,29 +871,19 @@ async fn kill_9_right_after_the_push_then_restart_lands_the_same_commit_once() {
         )
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    let repo = make_repo("basic");
-    let origin = TempDir::new().unwrap();
-    git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
-    git(
-        repo.path(),
-        &["remote", "add", "origin", origin.path().to_str().unwrap()],
-    );
-    git(repo.path(), &["push", "-q", "origin", "main"]);
+    let (repo, origin) = repo_with_origin();
     let project = api.create_project("basic", repo.path()).await;
-    let r = api
-        .call(
-            "createTask",
-            &[project["id"].as_str().unwrap()],
-            &[],
-            Some(json!({"title": "Feature", "prompt": "Please create feature.txt"})),
+    let task = api
+        .create_task_with(
+            project["id"].as_str().unwrap(),
+            json!({"title": "Feature", "prompt": "Please create feature.txt"}),
         )
         .await;
-    assert_eq!(r.status, 201, "{:?}", r.body);
-    let task_id = r.body["id"].as_str().unwrap().to_owned();
-    let worktree = PathBuf::from(r.body["worktree_path"].as_str().unwrap());
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
     // The end-of-turn commit of the first turn: the branch is ahead of main.
     wait_task(&api, &task_id, "the first turn", |t| t["state"] == "idle").await;
-    let branch = r.body["branch"].as_str().unwrap().to_owned();
+    let branch = task["branch"].as_str().unwrap().to_owned();
     let deadline = std::time::Instant::now() + TURN_WAIT;
     while git(
         repo.path(),
@@ -949,14 +901,7 @@ async fn kill_9_right_after_the_push_then_restart_lands_the_same_commit_once() {
     std::fs::write(&hook, format!("#!/bin/sh\nkill -9 {}\n", server.child.id())).unwrap();
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let main_before = git(repo.path(), &["rev-parse", "main"]);
-    let r = api
-        .call(
-            "mergeTask",
-            &[&task_id],
-            &[],
-            Some(json!({"merge_title": "Feature"})),
-        )
-        .await;
+    let r = merge(&api, &task_id, "Feature").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let mut server = server;
     let deadline = std::time::Instant::now() + TURN_WAIT;
