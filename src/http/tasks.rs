@@ -200,12 +200,14 @@ pub async fn get_task(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    let task = app
-        .writer
-        .read(|s| s.tasks.get(&task_id).map(api::Task::from))
-        .ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
-    Ok(HttpResponse::Ok().json(task))
+    Ok(HttpResponse::Ok().json(task_json(&app, &task_id)?))
+}
+
+/// Task `id` as the contract's `Task`; 404 when there is none.
+pub(super) fn task_json(app: &App, id: &str) -> Result<api::Task, ApiError> {
+    app.writer
+        .read(|s| s.tasks.get(id).map(api::Task::from))
+        .ok_or_else(|| ApiError::NotFound(format!("no task `{id}`")))
 }
 
 /// Query of `listTaskEvents`.
