@@ -1,5 +1,6 @@
 //! The contract's JSON types (schema/byre.openapi.yaml `components/schemas`), converted from
-//! projection models. Projection models are never returned as they are.
+//! projection models. Projection models are never returned as they are; `Unmerged` is git's
+//! own count (`crate::git::merge::Unmerged`), which has exactly the contract's fields.
 
 use byre_projections as p;
 use serde::Serialize;
@@ -177,20 +178,9 @@ impl From<&p::users::User> for Participant {
     }
 }
 
-/// Spec `Unmerged`.
-#[derive(Debug, Serialize)]
-pub struct Unmerged {
-    /// Commits on the task branch not on the default branch.
-    pub commits: u64,
-    /// Files that differ from the merge-base, uncommitted changes included.
-    pub files: u64,
-    /// Lines added.
-    pub insertions: u64,
-    /// Lines deleted.
-    pub deletions: u64,
-    /// Paths with uncommitted changes.
-    pub uncommitted: u64,
-}
+/// Spec `Unmerged`: git's count of what a task's worktree holds that the default branch
+/// doesn't has exactly the contract's fields, so it is served as it is.
+pub use crate::git::merge::Unmerged;
 
 /// Spec `Blob`.
 #[derive(Debug, Serialize)]

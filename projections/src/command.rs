@@ -352,6 +352,17 @@ pub enum Command {
         /// The title.
         merge_title: String,
     },
+    /// A CodeBolt agent's `startAgent`: links the new task `task_id` (created by `CreateTask`
+    /// just before) to the calling session and its task. 404 unknown session or task; 409
+    /// the calling task is closed.
+    LinkSubtask {
+        /// The calling agent's session.
+        session_id: String,
+        /// The new task.
+        task_id: String,
+        /// The CodeBolt agent started on it (its directory name).
+        agent: String,
+    },
     /// A task agent's `expose_port` tool.
     ExposePort {
         /// The session.

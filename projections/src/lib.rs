@@ -31,6 +31,8 @@ pub mod users;
 pub mod workflows;
 
 mod state;
+#[cfg(test)]
+mod testkit;
 
 pub use command::{Command, DecideCtx, Rejection};
 pub use event::{Event, EventBody, NewEvent};

@@ -356,42 +356,15 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
 mod tests {
     //! Given / when / then for snapshot causes and outcomes.
     use super::*;
-    use crate::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
-    use crate::{decide, derived_events, Command, Event};
-
-    struct World {
-        state: State,
-        n: u128,
-    }
+    use crate::sessions::TurnOutcome;
+    use crate::testkit::World;
+    use crate::{Command, Event};
 
     impl World {
         /// A user, a project and a task whose worktree is made.
-        fn new() -> World {
-            let mut w = World {
-                state: State::default(),
-                n: 1,
-            };
-            w.ok(Command::EnsureUser {
-                login: "ada".into(),
-                display_name: "Ada".into(),
-                default_model: "sonnet".into(),
-            });
-            w.ok(Command::CreateProject {
-                actor: "ada".into(),
-                name: "p".into(),
-                repo_path: "/r".into(),
-                default_branch: "main".into(),
-                remote: String::new(),
-                worktrees_root: "/w".into(),
-            });
-            let pid = w.state.projects.keys().next().unwrap().clone();
-            w.ok(Command::CreateTask {
-                actor: "ada".into(),
-                project_id: pid,
-                title: "t".into(),
-                base_ref: "abc".into(),
-            });
-            let task_id = w.task();
+        fn with_worktree() -> World {
+            let mut w = World::with_task();
+            let task_id = w.task_id();
             w.ok(Command::RecordWorktree {
                 task_id,
                 outcome: Ok("abc".into()),
@@ -399,47 +372,10 @@ mod tests {
             w
         }
 
-        fn task(&self) -> String {
-            self.state.tasks.keys().next().unwrap().clone()
-        }
-
-        fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
-            self.n += 1;
-            let ctx = DecideCtx {
-                now_us: self.n as i64,
-                seed: self.n << 64,
-            };
-            let events = decide(&self.state, &cmd, &ctx)?;
-            let mut committed = Vec::new();
-            for ne in events {
-                let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-                self.state.apply(&e);
-                committed.push(e);
-            }
-            for ne in derived_events(&self.state, &committed) {
-                let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-                self.state.apply(&e);
-                committed.push(e);
-            }
-            Ok(committed)
-        }
-
-        fn ok(&mut self, cmd: Command) -> Vec<Event> {
-            self.when(cmd).expect("command passes")
-        }
-
         /// Starts a session and ends its first turn; the seq of `turn.ended`.
         fn turn(&mut self) -> u64 {
-            let task_id = self.task();
             if self.state.sessions.is_empty() {
-                self.ok(Command::CreateSession {
-                    actor: "ada".into(),
-                    task_id,
-                    model: None,
-                    prompt: "go".into(),
-                    images: vec![],
-                    head: "h".into(),
-                });
+                self.start("go");
             } else {
                 let sid = self.state.sessions.keys().next().unwrap().clone();
                 self.ok(Command::SendMessage {
@@ -452,24 +388,7 @@ mod tests {
                 });
             }
             let sid = self.state.sessions.keys().next().unwrap().clone();
-            let ended = TurnEnded {
-                turn: 0,
-                outcome: TurnOutcome::Completed,
-                summary: false,
-                result: "done".into(),
-                error: String::new(),
-                usage: Usage::default(),
-                cost_micro_usd: 0,
-                duration_ms: 1,
-                num_turns: 1,
-                api_error_status: None,
-                rate_limits: None,
-                raw: "{}".into(),
-            };
-            let events = self.ok(Command::RecordVendorOutput {
-                session_id: sid,
-                items: vec![VendorItem::TurnEnded(ended)],
-            });
+            let events = self.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
             events
                 .iter()
                 .find(|e| e.body.kind() == "turn.ended")
@@ -478,7 +397,7 @@ mod tests {
         }
 
         fn record(&mut self, cause_seq: u64, n: u32) -> Result<Vec<Event>, Rejection> {
-            let task_id = self.task();
+            let task_id = self.task_id();
             self.when(Command::RecordSnapshot {
                 task_id,
                 cause_seq,
@@ -493,7 +412,7 @@ mod tests {
         }
 
         fn pending(&self) -> Vec<u64> {
-            self.state.snapshots[&self.task()]
+            self.state.snapshots[&self.task_id()]
                 .pending
                 .keys()
                 .copied()
@@ -503,7 +422,7 @@ mod tests {
 
     #[test]
     fn a_turn_end_waits_for_its_snapshot_and_a_newer_one_replaces_it() {
-        let mut w = World::new();
+        let mut w = World::with_worktree();
         let first = w.turn();
         assert_eq!(w.pending(), [first]);
         let second = w.turn();
@@ -522,7 +441,7 @@ mod tests {
         );
         assert!(events[0].agent_session_id.is_some());
         assert!(w.pending().is_empty());
-        let snaps = w.state.task_snapshots(&w.task());
+        let snaps = w.state.task_snapshots(&w.task_id());
         assert_eq!(snaps.len(), 1);
         assert_eq!(snaps[0].seq, events[0].seq);
         assert_eq!(
@@ -534,7 +453,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_taken_for_a_turn_end_replaced_meanwhile_is_still_recorded_once() {
-        let mut w = World::new();
+        let mut w = World::with_worktree();
         let first = w.turn();
         // The reactor is taking the first turn's snapshot when the next turn ends.
         let second = w.turn();
@@ -552,7 +471,7 @@ mod tests {
         assert_eq!(w.record(first, 1).unwrap(), vec![], "recorded once");
         let failed = w
             .when(Command::RecordSnapshot {
-                task_id: w.task(),
+                task_id: w.task_id(),
                 cause_seq: first,
                 outcome: Err("late".into()),
             })
@@ -560,14 +479,14 @@ mod tests {
         assert_eq!(failed, vec![], "a replaced cause's failure is not recorded");
         w.record(second, 2).unwrap();
         assert!(w.pending().is_empty());
-        let snaps = w.state.task_snapshots(&w.task());
+        let snaps = w.state.task_snapshots(&w.task_id());
         assert_eq!(snaps.iter().map(|s| s.n).collect::<Vec<_>>(), [1, 2]);
     }
 
     #[test]
     fn requested_snapshots_need_an_open_task_and_take_the_next_position() {
-        let mut w = World::new();
-        let task_id = w.task();
+        let mut w = World::with_worktree();
+        let task_id = w.task_id();
         let ask = |trigger| Command::RequestSnapshot {
             task_id: task_id.clone(),
             trigger,

@@ -301,6 +301,11 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             name,
             port,
         } => crate::tools::expose_port(state, session_id, name, *port),
+        Command::LinkSubtask {
+            session_id,
+            task_id,
+            agent,
+        } => crate::tools::link_subtask(state, session_id, task_id, agent),
         Command::RequestSnapshot { task_id, trigger } => {
             crate::snapshots::request(state, task_id, *trigger)
         }
@@ -343,7 +348,7 @@ mod tests {
                 seed: 0x1000_0000_0000_0000_0000_0000_0000_0000 * (i as u128 + 1),
             };
             let events = decide(&state, cmd, &ctx).expect("given command passes");
-            apply_all(&mut state, events, ctx.now_us);
+            crate::testkit::fold(&mut state, events, ctx.now_us);
         }
         let ctx = DecideCtx {
             now_us: 99_000,
@@ -351,19 +356,6 @@ mod tests {
         };
         let result = decide(&state, when, &ctx);
         (state, result)
-    }
-
-    fn apply_all(state: &mut State, events: Vec<NewEvent>, now_us: i64) {
-        let mut committed = Vec::new();
-        for ev in events {
-            let e = ev.commit(state.last_seq + 1, now_us);
-            state.apply(&e);
-            committed.push(e);
-        }
-        for ev in derived_events(state, &committed) {
-            let e = ev.commit(state.last_seq + 1, now_us);
-            state.apply(&e);
-        }
     }
 
     fn user(login: &str) -> Command {
@@ -436,7 +428,7 @@ mod tests {
             outcome: Err("disk full".into()),
         };
         let events = decide(&state, &cmd, &DecideCtx { now_us: 5, seed: 1 }).unwrap();
-        apply_all(&mut state, events, 5);
+        crate::testkit::fold(&mut state, events, 5);
         assert_eq!(state.tasks[&tid].state, TaskState::Discarded);
         let again = decide(&state, &cmd, &DecideCtx { now_us: 6, seed: 2 }).unwrap();
         assert!(again.is_empty(), "recording twice changes nothing");

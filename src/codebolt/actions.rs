@@ -16,7 +16,9 @@
 //! - chat: `getChatHistory` from the session's messages;
 //! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
 //! - mcp: byre's agent tools as the toolbox `byre`;
-//! - the rest (sub-agents, browser and crawler without Chromium, code matchers) answer at once
+//! - agent: the CodeBolt agents byre can run, and `startAgent` as a new task
+//!   ([`super::agents`]);
+//! - the rest (browser and crawler without Chromium, code matchers) answer at once
 //!   with `success: false` and an `error` saying so: never a hang.
 
 use std::collections::BTreeMap;
@@ -52,6 +54,8 @@ pub struct Ctx {
     pub link: Arc<Link>,
     /// The writer (for reads of the fold).
     pub writer: Writer,
+    /// The server (`startAgent` creates tasks through `createTask`'s path).
+    pub app: actix_web::web::Data<crate::http::App>,
     /// Frames to the agent.
     pub out: mpsc::UnboundedSender<String>,
     /// Where `inference` goes.
@@ -72,7 +76,7 @@ const STREAM_MAX: usize = 16 * 1024 * 1024;
 /// Most output kept from a command, in bytes.
 const MAX_OUTPUT: usize = 1024 * 1024;
 
-fn err(msg: impl Into<String>) -> Value {
+pub(super) fn err(msg: impl Into<String>) -> Value {
     let m = msg.into();
     json!({"success": false, "error": m, "message": m})
 }
@@ -143,16 +147,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
                 .await
                 .unwrap_or_else(|e| err(e.to_string()))
         }
-        "agentEvent" => match action {
-            "listAgents" | "agentsDetail" => json!({"agents": [], "data": []}),
-            "findAgent" => json!({"agents": [], "data": []}),
-            "startAgent" => {
-                let mut v = err("starting CodeBolt sub-agents is not built in byre yet");
-                v["agentId"] = f["agentId"].clone();
-                v
-            }
-            _ => err(format!("unsupported agent action `{action}`")),
-        },
+        "agentEvent" => super::agents::serve(ctx, action, f).await,
         "browserEvent" | "crawlerEvent" => {
             err("browser and crawler actions need headless Chromium, which byre does not drive yet")
         }
@@ -260,7 +255,7 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
 }
 
 /// Resolves once the socket of `ctx` closed.
-async fn closed(ctx: &Ctx) {
+pub(super) async fn closed(ctx: &Ctx) {
     let mut rx = ctx.closed.subscribe();
     let _ = rx.wait_for(|c| *c).await;
 }

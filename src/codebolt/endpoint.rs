@@ -97,6 +97,7 @@ pub async fn socket(
     let ctx = Arc::new(super::actions::Ctx {
         link: link.clone(),
         writer: app.writer.clone(),
+        app: app.clone(),
         out: tx,
         llm: hub.llm(),
         closed: tokio::sync::watch::channel(false).0,
@@ -149,8 +150,11 @@ async fn read_loop(
         let permits = Arc::new(tokio::sync::Semaphore::new(V2_CONCURRENCY));
         while let Some(req) = req_rx.recv().await {
             let ctx = worker_ctx.clone();
-            if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest") {
-                // A question waits for a human: the agent's other requests go on meanwhile.
+            if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest")
+                || (req.ty == "agentEvent" && req.action == "startAgent")
+            {
+                // A question waits for a human, a started agent for its turn: the agent's
+                // other requests go on meanwhile.
                 actix_web::rt::spawn(async move { serve(&ctx, req).await });
             } else if req.generation == frames::Generation::V2 {
                 let Ok(permit) = permits.clone().acquire_owned().await else {

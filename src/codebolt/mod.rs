@@ -6,6 +6,7 @@
 //!   `/app-to-agent`), authenticated by the per-session secret byre gave the agent.
 //! - [`actions`]: the effects of requests (fs, git, terminal, llm, memory, …) on the agent's
 //!   task.
+//! - [`agents`]: the `agentEvent` family: the runnable CodeBolt agents and `startAgent`.
 //!
 //! A session of the `codebolt` vendor registers a [`Link`] in the [`Hub`] under a fresh secret
 //! token before its agent process starts; the agent receives the token as `threadToken` (v2
@@ -20,6 +21,7 @@ use dashmap::DashMap;
 use tokio::sync::mpsc;
 
 pub mod actions;
+pub mod agents;
 pub mod endpoint;
 pub mod frames;
 

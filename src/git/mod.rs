@@ -492,7 +492,9 @@ mod tests {
         (dir, repo, oid.to_string())
     }
 
-    fn statuses(repo: &Repository) -> Vec<(String, Status)> {
+    /// Every path `git status` lists in `repo` (untracked included), with its flags; shared by
+    /// the git modules' tests.
+    pub(crate) fn statuses(repo: &Repository) -> Vec<(String, Status)> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true);
         let st = repo.statuses(Some(&mut opts)).unwrap();

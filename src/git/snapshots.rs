@@ -255,10 +255,11 @@ fn set_index(
 mod tests {
     use std::fs;
 
-    use git2::{IndexAddOption, RepositoryInitOptions, Status, StatusOptions};
+    use git2::{IndexAddOption, RepositoryInitOptions};
     use tempfile::TempDir;
 
     use super::*;
+    use crate::git::tests::statuses;
 
     const TASK: &str = "t1";
     const BRANCH: &str = "byre/t1";
@@ -340,15 +341,6 @@ mod tests {
             .unwrap()
     }
 
-    fn status(repo: &Repository) -> Vec<(String, Status)> {
-        let mut opts = StatusOptions::new();
-        opts.include_untracked(true);
-        let st = repo.statuses(Some(&mut opts)).unwrap();
-        st.iter()
-            .map(|e| (e.path().unwrap().to_owned(), e.status()))
-            .collect()
-    }
-
     #[test]
     fn a_requested_snapshot_holds_the_worktree_and_touches_nothing_else() {
         let (_dir, _place, wt) = fixture();
@@ -396,7 +388,7 @@ mod tests {
             .unwrap()
             .starts_with("byre: turn 1: a task"));
         assert_eq!(
-            status(&repo),
+            statuses(&repo),
             [],
             "index and HEAD hold the worktree; only the ignored file is outside"
         );
@@ -439,7 +431,7 @@ mod tests {
             snap.commit
         );
         assert!(files(&repo, &snap.tree).contains(&("new/file.txt".into(), "new\n".into())));
-        assert_eq!(status(&repo), []);
+        assert_eq!(statuses(&repo), []);
     }
 
     #[test]

@@ -10,15 +10,22 @@ use byre_projections::Command;
 use serde::Deserialize;
 
 use super::sessions::worktree_head;
+use super::tasks::task_json;
 use super::{blocking, ApiError, App};
 use crate::api;
 use crate::git::GitError;
 use crate::identity::Caller;
+use crate::log::Ack;
 
-fn task_json(app: &App, id: &str) -> Result<api::Task, ApiError> {
-    app.writer
-        .read(|s| s.tasks.get(id).map(api::Task::from))
-        .ok_or_else(|| ApiError::NotFound(format!("no task `{id}`")))
+/// Submits the intent `make` builds from the HEAD of task `task_id`'s worktree (the head the
+/// intent records); the writer's ack, or the HEAD lookup's or the writer's error.
+async fn submit_at_head(
+    app: &App,
+    task_id: &str,
+    make: impl FnOnce(String) -> Command,
+) -> Result<Ack, ApiError> {
+    let head = worktree_head(app, task_id).await?;
+    app.submit(make(head)).await
 }
 
 /// `getUnmerged` — GET /api/tasks/{taskId}/unmerged → 200 `Unmerged`: commits on the task
@@ -57,13 +64,7 @@ pub async fn get_unmerged(
         })
     })
     .await?;
-    Ok(HttpResponse::Ok().json(api::Unmerged {
-        commits: u.commits,
-        files: u.files,
-        insertions: u.insertions,
-        deletions: u.deletions,
-        uncommitted: u.uncommitted,
-    }))
+    Ok(HttpResponse::Ok().json(u))
 }
 
 /// `getCoAuthors` — GET /api/tasks/{taskId}/co-authors → 200 `[Participant]`: the humans other
@@ -118,8 +119,7 @@ pub async fn merge_task(
             )))
         }
     };
-    let head = worktree_head(&app, &task_id).await?;
-    app.submit(Command::MergeTask {
+    submit_at_head(&app, &task_id, |head| Command::MergeTask {
         actor: caller.login,
         task_id: task_id.clone(),
         merge_title: b.merge_title,
@@ -140,14 +140,12 @@ pub async fn merge_in(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let task_id = task_id.into_inner();
-    let head = worktree_head(&app, &task_id).await?;
-    let ack = app
-        .submit(Command::MergeIn {
-            actor: caller.login,
-            task_id,
-            head,
-        })
-        .await?;
+    let ack = submit_at_head(&app, &task_id, |head| Command::MergeIn {
+        actor: caller.login,
+        task_id: task_id.clone(),
+        head,
+    })
+    .await?;
     let session_id = ack
         .events
         .iter()
@@ -168,8 +166,7 @@ pub async fn discard_task(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let task_id = task_id.into_inner();
-    let head = worktree_head(&app, &task_id).await?;
-    app.submit(Command::DiscardTask {
+    submit_at_head(&app, &task_id, |head| Command::DiscardTask {
         actor: caller.login,
         task_id: task_id.clone(),
         head,

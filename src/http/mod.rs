@@ -17,10 +17,10 @@ mod events;
 mod finish;
 mod me;
 mod projects;
-mod sessions;
+pub(crate) mod sessions;
 mod snapshots;
 mod status;
-mod tasks;
+pub(crate) mod tasks;
 mod views;
 mod workflows;
 

@@ -93,6 +93,40 @@ pub async fn create_task(
             "createTask with a workflow starts a workflow run, which is not built yet".into(),
         ));
     }
+    let task_id = create_at_default_branch(
+        &app,
+        &caller.login,
+        &project_id,
+        body.title,
+        repo_path,
+        default_branch,
+    )
+    .await?;
+    if let Some(prompt) = body.prompt {
+        super::sessions::start_session(&app, &caller, &task_id, body.model, prompt, body.images)
+            .await?;
+    }
+    let task = app
+        .writer
+        .read(|s| s.tasks.get(&task_id).map(api::Task::from))
+        .ok_or_else(|| ApiError::internal("task missing after commit"))?;
+    Ok(HttpResponse::Created().json(task))
+}
+
+/// `createTask`'s command path (also CodeBolt's `startAgent`): `CreateTask` from the head of
+/// the project's default branch, then waits until the task's worktree exists. Returns the
+/// task's id.
+/// # Errors
+/// 409 unreadable default branch; the rejection's status (400 bad title, 404 project); 500
+/// when the worktree could not be made.
+pub(crate) async fn create_at_default_branch(
+    app: &App,
+    actor: &str,
+    project_id: &str,
+    title: String,
+    repo_path: String,
+    default_branch: String,
+) -> Result<String, ApiError> {
     let base_ref = blocking(move || {
         crate::git::branch_tip(&PathBuf::from(&repo_path), &default_branch)
             .map_err(|e| ApiError::Conflict(format!("cannot read the default branch: {e}")))
@@ -100,9 +134,9 @@ pub async fn create_task(
     .await?;
     let ack = app
         .submit(Command::CreateTask {
-            actor: caller.login.clone(),
-            project_id,
-            title: body.title,
+            actor: actor.to_owned(),
+            project_id: project_id.to_owned(),
+            title,
             base_ref,
         })
         .await?;
@@ -114,16 +148,8 @@ pub async fn create_task(
         .task_id
         .clone()
         .ok_or_else(|| ApiError::internal("task.created without task_id"))?;
-    wait_for_worktree(&app, &task_id, created.seq).await?;
-    if let Some(prompt) = body.prompt {
-        super::sessions::start_session(&app, &caller, &task_id, body.model, prompt, body.images)
-            .await?;
-    }
-    let task = app
-        .writer
-        .read(|s| s.tasks.get(&task_id).map(api::Task::from))
-        .ok_or_else(|| ApiError::internal("task missing after commit"))?;
-    Ok(HttpResponse::Created().json(task))
+    wait_for_worktree(app, &task_id, created.seq).await?;
+    Ok(task_id)
 }
 
 async fn wait_for_worktree(app: &App, task_id: &str, after: u64) -> Result<(), ApiError> {
@@ -174,12 +200,14 @@ pub async fn get_task(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    let task = app
-        .writer
-        .read(|s| s.tasks.get(&task_id).map(api::Task::from))
-        .ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
-    Ok(HttpResponse::Ok().json(task))
+    Ok(HttpResponse::Ok().json(task_json(&app, &task_id)?))
+}
+
+/// Task `id` as the contract's `Task`; 404 when there is none.
+pub(super) fn task_json(app: &App, id: &str) -> Result<api::Task, ApiError> {
+    app.writer
+        .read(|s| s.tasks.get(id).map(api::Task::from))
+        .ok_or_else(|| ApiError::NotFound(format!("no task `{id}`")))
 }
 
 /// Query of `listTaskEvents`.

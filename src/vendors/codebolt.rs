@@ -33,6 +33,14 @@ pub fn home_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("agents/codebolt/home")
 }
 
+/// Where relative `codebolt:<agent>` names live: `$BYRE_CODEBOLT_AGENTS`, else
+/// `<data_dir>/codebolt-agents` (also what `listAgents` lists).
+pub fn agents_dir(data_dir: &Path) -> PathBuf {
+    std::env::var_os("BYRE_CODEBOLT_AGENTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| data_dir.join("codebolt-agents"))
+}
+
 /// Starts CodeBolt agents.
 pub struct CodeboltDriver {
     agents_dir: PathBuf,
@@ -47,9 +55,7 @@ impl CodeboltDriver {
     /// A driver whose relative agent names live under `$BYRE_CODEBOLT_AGENTS`, else
     /// `<data_dir>/codebolt-agents`; `node` is `$BYRE_NODE`, else `node` on `PATH`.
     pub fn new(data_dir: &Path, extra_env: Vec<(String, String)>) -> Self {
-        let agents_dir = std::env::var_os("BYRE_CODEBOLT_AGENTS")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| data_dir.join("codebolt-agents"));
+        let agents_dir = agents_dir(data_dir);
         let node = std::env::var_os("BYRE_NODE")
             .map(PathBuf::from)
             .unwrap_or_else(|| "node".into());

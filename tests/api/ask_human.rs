@@ -11,7 +11,7 @@ use byre_fake_models::{FakeAnthropic, FakeOpenAi, RecordedRequest};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, kinds, make_repo, until_kind, Api, SseEvent};
+use crate::helpers::{find, kinds, until_kind, Api, SseEvent};
 use crate::process::ServeProcess;
 
 const TURN_WAIT: Duration = Duration::from_secs(120);
@@ -77,23 +77,16 @@ async fn round_trip(vendor: &str, restart: bool) {
     let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
     let mut server = start(data.path(), &env);
     let mut api = Api::for_url(&server.url);
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let mut sse = api.events(&[], None).await;
-    let r = api
-        .call(
-            "createTask",
-            &[&pid],
-            &[],
-            Some(json!({"title": "colour", "prompt": "Please pick a colour for colour.txt", "model": model})),
+    let task = api
+        .create_task_with(
+            &pid,
+            json!({"title": "colour", "prompt": "Please pick a colour for colour.txt", "model": model}),
         )
         .await;
-    assert_eq!(r.status, 201, "{:?}", r.body);
-    let tid = r.body["id"].as_str().unwrap().to_owned();
-    let worktree = r.body["worktree_path"].as_str().unwrap().to_owned();
+    let tid = task["id"].as_str().unwrap().to_owned();
+    let worktree = task["worktree_path"].as_str().unwrap().to_owned();
 
     let first: Vec<SseEvent> = until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
     let item = find(&first, "inbox.item_created");

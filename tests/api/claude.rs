@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use byre::config::AuthMode;
 use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, kinds, make_repo, until_kind, Api, Sse, SseEvent, TestServer, WAIT};
+use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer, WAIT};
 
 /// How long a test waits for a turn of the real CLI to end.
 const TURN_WAIT: Duration = Duration::from_secs(120);
@@ -42,27 +41,17 @@ impl Bench {
             None => claude_bin().await,
         };
         let url = fake.url.clone();
-        let server = TestServer::spawn_configured(
-            TempDir::new().unwrap(),
-            AuthMode::Local {
-                login: "ada".into(),
-            },
-            move |c| {
-                c.claude_bin = Some(bin);
-                c.agent_env = vec![
-                    ("ANTHROPIC_BASE_URL".into(), url),
-                    ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-                    ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-                ];
-            },
-        )
+        let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
+            c.claude_bin = Some(bin);
+            c.agent_env = vec![
+                ("ANTHROPIC_BASE_URL".into(), url),
+                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+                ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+            ];
+        })
         .await;
         let api = server.api();
-        let repo = make_repo("basic");
-        let project_id = api.create_project("basic", repo.path()).await["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let (repo, project_id) = api.basic_project().await;
         let sse = api.events(&[], None).await;
         Bench {
             server,
@@ -75,25 +64,16 @@ impl Bench {
     }
 
     async fn task_with_prompt(&self, prompt: &str) -> Value {
-        let r = self
-            .api
-            .call(
-                "createTask",
-                &[&self.project_id],
-                &[],
-                Some(json!({"title": "agent task", "prompt": prompt})),
+        self.api
+            .create_task_with(
+                &self.project_id,
+                json!({"title": "agent task", "prompt": prompt}),
             )
-            .await;
-        assert_eq!(r.status, 201, "{:?}", r.body);
-        r.body
+            .await
     }
 
     async fn session_of(&self, task: &Value) -> Value {
-        let r = self
-            .api
-            .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
-            .await;
-        r.body[0].clone()
+        self.api.first_session(task["id"].as_str().unwrap()).await
     }
 
     /// Events up to the next `turn.ended`.
@@ -667,30 +647,17 @@ async fn after_kill_9_mid_turn_the_session_resumes_and_queued_messages_follow_in
     ];
     let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
     let api = Api::for_url(&server.url);
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let r = api
-        .call(
-            "createTask",
-            &[&pid],
-            &[],
-            Some(json!({"title": "restart", "prompt": "long work"})),
-        )
+    let (_repo, pid) = api.basic_project().await;
+    let task = api
+        .create_task_with(&pid, json!({"title": "restart", "prompt": "long work"}))
         .await;
-    assert_eq!(r.status, 201);
-    let tid = r.body["id"].as_str().unwrap().to_owned();
+    let tid = task["id"].as_str().unwrap().to_owned();
     fake.wait_until(|rs| {
         rs.iter()
             .any(|r| r.is_messages() && r.last_user_text().is_some_and(|t| t.contains("long work")))
     })
     .await;
-    let sid = api.call("listSessions", &[&tid], &[], None).await.body[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = api.first_session_id(&tid).await;
     assert_eq!(
         api.call(
             "sendMessage",
@@ -887,18 +854,12 @@ async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
     };
     let server = TestServer::spawn_configured(
         TempDir::new().unwrap(),
-        AuthMode::Local {
-            login: "ada".into(),
-        },
+        local_ada(),
         configure(bin.clone(), fake.url.clone()),
     )
     .await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let task = api
         .call(
             "createTask",
@@ -927,14 +888,8 @@ async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
         "a graceful stop leaves the turn running: {kinds:?}"
     );
     drop(log);
-    let server = TestServer::spawn_configured(
-        data,
-        AuthMode::Local {
-            login: "ada".into(),
-        },
-        configure(bin, fake.url.clone()),
-    )
-    .await;
+    let server =
+        TestServer::spawn_configured(data, local_ada(), configure(bin, fake.url.clone())).await;
     let mut sse = server.api().events(&[("task_id", &tid)], None).await;
     let (outcomes, texts) = turns(&mut sse, 2).await;
     assert_eq!(outcomes, ["interrupted", "completed"]);

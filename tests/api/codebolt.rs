@@ -6,11 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use byre::config::AuthMode;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{kinds, make_repo, until_kind, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer};
 
 const TURN_WAIT: Duration = Duration::from_secs(90);
 
@@ -44,9 +43,7 @@ impl Bench {
         let base_url = fake.base_url();
         let server = TestServer::spawn_configured(
             TempDir::new().expect("data dir"),
-            AuthMode::Local {
-                login: "ada".into(),
-            },
+            local_ada(),
             move |c| {
                 c.agent_env = vec![
                     ("NODE_PATH".into(), modules.display().to_string()),
@@ -57,11 +54,7 @@ impl Bench {
         )
         .await;
         let api = server.api();
-        let repo = make_repo("basic");
-        let project_id = api.create_project("basic", repo.path()).await["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let (repo, project_id) = api.basic_project().await;
         let sse = api.events(&[], None).await;
         Bench {
             server,
@@ -76,12 +69,7 @@ impl Bench {
     async fn task(&self, agent: &Path, prompt: &str) -> Value {
         let model = format!("codebolt:{}", agent.display());
         let body = json!({"title": "codebolt task", "prompt": prompt, "model": model});
-        let r = self
-            .api
-            .call("createTask", &[&self.project_id], &[], Some(body))
-            .await;
-        assert_eq!(r.status, 201, "{:?}", r.body);
-        r.body
+        self.api.create_task_with(&self.project_id, body).await
     }
 }
 
@@ -399,14 +387,7 @@ async fn interrupt(fixture_name: &str, said: &str) -> Vec<SseEvent> {
         .until("the agent's text", |e| e.data["kind"] == "agent.text")
         .await;
     assert_eq!(all(&events, "agent.text")[0]["payload"]["text"], said);
-    let session = b
-        .api
-        .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
-        .await
-        .body[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let session = b.api.first_session_id(task["id"].as_str().unwrap()).await;
     let r = b.api.call("interruptSession", &[&session], &[], None).await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
@@ -645,7 +626,7 @@ async fn a_terminal_command_outlives_no_kill_9_of_byre() {
     let env = [("NODE_PATH", modules.to_str().unwrap())];
     let server = ServeProcess::start_with_env(data.path(), &env);
     let api = Api::for_url(&server.url);
-    let repo = make_repo("basic");
+    let repo = crate::helpers::make_repo("basic");
     let project = api.create_project("basic", repo.path()).await;
     let model = format!("codebolt:{}", fixture("hold").display());
     let r = api

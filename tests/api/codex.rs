@@ -6,12 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use byre::config::AuthMode;
 use byre_fake_models::{FakeOpenAi, RecordedRequest};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, kinds, make_repo, until_kind, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer};
 
 /// How long a test waits for a turn of the real CLI to end.
 const TURN_WAIT: Duration = Duration::from_secs(90);
@@ -42,16 +41,10 @@ async fn server_on(data: TempDir, fake: &FakeOpenAi) -> TestServer {
 /// A server on `data` whose Codex agents use `fake` and the program `bin`.
 async fn server_with(data: TempDir, fake: &FakeOpenAi, bin: PathBuf) -> TestServer {
     let env = agent_env(fake);
-    TestServer::spawn_configured(
-        data,
-        AuthMode::Local {
-            login: "ada".into(),
-        },
-        move |c| {
-            c.codex_bin = Some(bin);
-            c.agent_env = env;
-        },
-    )
+    TestServer::spawn_configured(data, local_ada(), move |c| {
+        c.codex_bin = Some(bin);
+        c.agent_env = env;
+    })
     .await
 }
 
@@ -72,11 +65,7 @@ impl Bench {
         let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
         let server = server_on(data, &fake).await;
         let api = server.api();
-        let repo = make_repo("basic");
-        let project_id = api.create_project("basic", repo.path()).await["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let (repo, project_id) = api.basic_project().await;
         let sse = api.events(&[], None).await;
         Bench {
             server,
@@ -92,20 +81,11 @@ impl Bench {
     async fn task_with_prompt(&self, prompt: &str, images: Value) -> Value {
         let body =
             json!({"title": "codex task", "prompt": prompt, "model": "gpt-5.5", "images": images});
-        let r = self
-            .api
-            .call("createTask", &[&self.project_id], &[], Some(body))
-            .await;
-        assert_eq!(r.status, 201, "{:?}", r.body);
-        r.body
+        self.api.create_task_with(&self.project_id, body).await
     }
 
     async fn session_of(&self, task: &Value) -> Value {
-        let r = self
-            .api
-            .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
-            .await;
-        r.body[0].clone()
+        self.api.first_session(task["id"].as_str().unwrap()).await
     }
 
     async fn send(&self, session_id: &str, body: Value) -> u16 {
@@ -532,18 +512,14 @@ async fn after_a_restart_the_next_message_resumes_the_codex_thread() {
     let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let server = server_on(data, &fake).await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let mut sse = api.events(&[], None).await;
     let body = json!({"title": "restart", "prompt": "The first question.", "model": "gpt-5.5"});
     let task = api.call("createTask", &[&pid], &[], Some(body)).await.body;
     let first = until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
     assert_eq!(texts(&first), ["Answer one."]);
     let tid = task["id"].as_str().unwrap();
-    let session = api.call("listSessions", &[tid], &[], None).await.body[0].clone();
+    let session = api.first_session(tid).await;
     let thread = session["vendor_session_id"].as_str().unwrap().to_owned();
     assert!(!thread.is_empty());
 
@@ -699,11 +675,7 @@ async fn a_missing_codex_gives_a_clear_session_error() {
     let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let server = server_with(data, &fake, "/nonexistent/codex".into()).await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let mut sse = api.events(&[], None).await;
     let body = json!({"title": "no codex", "prompt": "Say hello", "model": "gpt-5.5"});
     assert_eq!(

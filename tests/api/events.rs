@@ -128,11 +128,7 @@ async fn a_subscriber_sees_every_seq_once_while_many_clients_write() {
 async fn the_task_filter_keeps_one_task_and_unknown_tasks_are_404() {
     let server = TestServer::spawn().await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let a = api.create_task(&pid, "a").await;
     let b = api.create_task(&pid, "b").await;
     let mut sse = api
@@ -185,11 +181,7 @@ async fn events_with_an_owner_reach_only_that_user() {
     let bob = server.api_as("bob");
     ada.get_me().await;
     bob.get_me().await;
-    let repo = make_repo("basic");
-    let pid = ada.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = ada.basic_project().await;
     let task = ada.create_task(&pid, "shared").await;
     let tid = task["id"].as_str().unwrap();
     let r = ada

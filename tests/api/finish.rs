@@ -13,7 +13,7 @@ use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{kinds, make_repo, Api, Sse, SseEvent, TestServer, TOKENS};
+use crate::helpers::{event_kinds, kinds, make_repo, Api, Resp, Sse, SseEvent, TestServer, TOKENS};
 
 /// How long a test waits for the real CLI's turns and byre's git work.
 const TURN_WAIT: Duration = Duration::from_secs(120);
@@ -37,6 +37,19 @@ fn git(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+}
+
+/// A copy of the `basic` repository with a bare `origin` it was pushed to; (repo, origin).
+fn repo_with_origin() -> (TempDir, TempDir) {
+    let repo = make_repo("basic");
+    let origin = TempDir::new().unwrap();
+    git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
+    git(
+        repo.path(),
+        &["remote", "add", "origin", origin.path().to_str().unwrap()],
+    );
+    git(repo.path(), &["push", "-q", "origin", "main"]);
+    (repo, origin)
 }
 
 /// A team server (ada and bob, both with a git identity) whose agents talk to the fake model,
@@ -79,14 +92,7 @@ impl Bench {
                 .await;
             assert_eq!(r.status, 200, "{:?}", r.body);
         }
-        let repo = make_repo("basic");
-        let origin = TempDir::new().unwrap();
-        git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
-        git(
-            repo.path(),
-            &["remote", "add", "origin", origin.path().to_str().unwrap()],
-        );
-        git(repo.path(), &["push", "-q", "origin", "main"]);
+        let (repo, origin) = repo_with_origin();
         let project_id = ada.create_project("basic", repo.path()).await["id"]
             .as_str()
             .unwrap()
@@ -118,16 +124,8 @@ impl Bench {
     }
 
     async fn task_with_prompt(&self, api: &Api, title: &str, prompt: &str) -> Value {
-        let r = api
-            .call(
-                "createTask",
-                &[&self.project_id],
-                &[],
-                Some(json!({"title": title, "prompt": prompt})),
-            )
-            .await;
-        assert_eq!(r.status, 201, "{:?}", r.body);
-        r.body
+        api.create_task_with(&self.project_id, json!({"title": title, "prompt": prompt}))
+            .await
     }
 
     /// Events up to the first that satisfies `pred`; panics after [`TURN_WAIT`].
@@ -182,6 +180,17 @@ async fn spawn(data: TempDir, url: &str, bin: &Path) -> TestServer {
     .await
 }
 
+/// `mergeTask` of `task_id` by `api`'s caller with merge title `title`.
+async fn merge(api: &Api, task_id: &str, title: &str) -> Resp {
+    api.call(
+        "mergeTask",
+        &[task_id],
+        &[],
+        Some(json!({"merge_title": title})),
+    )
+    .await
+}
+
 fn id(v: &Value) -> &str {
     v["id"].as_str().unwrap()
 }
@@ -231,28 +240,12 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
     assert_eq!(own.body, json!([]), "the caller is not their own co-author");
 
     let title = "Add `feature` with $(echo no) and \"quotes\" — café ✓";
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": title})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), title).await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     assert_eq!(r.body["merging"], true);
     assert_eq!(r.body["state"], "merging");
     assert_eq!(r.body["merge_title"], title);
-    let again = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": title})),
-        )
-        .await;
+    let again = merge(&b.ada, id(&task), title).await;
     assert_eq!(again.status, 409, "already merging");
 
     let events = b.until_task(&task, "task.merged").await;
@@ -336,8 +329,7 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
     assert_eq!(t["merge_commit"], sha.as_str());
     assert_eq!(t["merging"], false);
     assert!(t["closed_at"].is_string());
-    let sessions = b.ada.call("listSessions", &[id(&task)], &[], None).await;
-    assert_eq!(sessions.body[0]["state"], "completed");
+    assert_eq!(b.ada.first_session(id(&task)).await["state"], "completed");
     let late = b.ada.call("discardTask", &[id(&task)], &[], None).await;
     assert_eq!(late.status, 409, "a merged task is closed");
     b.server.stop().await;
@@ -355,16 +347,9 @@ async fn two_merges_requested_together_run_one_after_the_other() {
         .await;
     b.until_task(&two, "turn.ended").await;
 
-    let (p1, p2) = ([id(&one)], [id(&two)]);
     let (r1, r2) = tokio::join!(
-        b.ada
-            .call("mergeTask", &p1, &[], Some(json!({"merge_title": "First"}))),
-        b.ada.call(
-            "mergeTask",
-            &p2,
-            &[],
-            Some(json!({"merge_title": "Second"}))
-        ),
+        merge(&b.ada, id(&one), "First"),
+        merge(&b.ada, id(&two), "Second"),
     );
     assert_eq!(
         (r1.status, r2.status),
@@ -381,15 +366,7 @@ async fn two_merges_requested_together_run_one_after_the_other() {
     };
     assert_eq!(held["merging"], false);
     assert_eq!(held["state"], "idle");
-    let dup = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(second)],
-            &[],
-            Some(json!({"merge_title": "Again"})),
-        )
-        .await;
+    let dup = merge(&b.ada, id(second), "Again").await;
     assert_eq!(dup.status, 409, "the merge is already held");
 
     let (fid, sid) = (first["id"].clone(), second["id"].clone());
@@ -437,25 +414,9 @@ async fn a_held_merge_whose_author_dropped_their_git_identity_fails_instead_of_i
         .task_with_prompt(&b.bob, "Second", "Please create second.txt")
         .await;
     b.until_task(&two, "turn.ended").await;
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&one)],
-            &[],
-            Some(json!({"merge_title": "First"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&one), "First").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
-    let r = b
-        .bob
-        .call(
-            "mergeTask",
-            &[id(&two)],
-            &[],
-            Some(json!({"merge_title": "Second"})),
-        )
-        .await;
+    let r = merge(&b.bob, id(&two), "Second").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     assert!(r.body["merge_queued_at"].is_string(), "held: {:?}", r.body);
     // bob drops his git identity while his merge is held.
@@ -500,15 +461,7 @@ async fn merging_a_task_that_changed_nothing_closes_it_with_an_empty_merge_commi
         git(b.repo.path(), &["rev-parse", "main"]),
         git(b.origin.path(), &["rev-parse", "main"]),
     );
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Nothing"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), "Nothing").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let events = b.until_task(&task, "task.merged").await;
     assert_eq!(payload(&events, "task.merged")["merge_commit"], "");
@@ -531,15 +484,7 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
         .task_with_prompt(&b.ada, "Slow", "Do some slow work please")
         .await;
     assert_eq!(task["state"], "running");
-    let busy = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Slow"})),
-        )
-        .await;
+    let busy = merge(&b.ada, id(&task), "Slow").await;
     assert_eq!(busy.status, 409, "no merge while a turn runs");
     let busy = b.ada.call("mergeIn", &[id(&task)], &[], None).await;
     assert_eq!(busy.status, 409, "no merge-in while a turn runs");
@@ -551,12 +496,7 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
     assert_eq!(r.body["status"], "active");
     let twice = b.ada.call("discardTask", &[id(&task)], &[], None).await;
     assert_eq!(twice.status, 409, "already being discarded");
-    let session = b
-        .ada
-        .call("listSessions", &[id(&task)], &[], None)
-        .await
-        .body[0]
-        .clone();
+    let session = b.ada.first_session(id(&task)).await;
     let msg = b
         .ada
         .call(
@@ -613,13 +553,7 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
     );
     git(repo, &["fsck", "--strict", "--no-progress"]);
     let record = b.ada.call("listTaskEvents", &[id(&task)], &[], None).await;
-    let record_kinds: Vec<&str> = record
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap())
-        .collect();
+    let record_kinds = event_kinds(&record.body);
     for k in [
         "task.created",
         "turn.ended",
@@ -645,15 +579,7 @@ async fn a_merge_into_a_dirty_checkout_fails_and_leaves_it_and_the_task_as_they_
     let repo = b.repo.path().to_owned();
     std::fs::write(repo.join("README.md"), "the user's own edit\n").unwrap();
     let before = checkout_bytes(&repo);
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Feature"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), "Feature").await;
     assert_eq!(r.status, 202);
     let events = b.until_task(&task, "task.merge_failed").await;
     let reason = payload(&events, "task.merge_failed")["reason"]
@@ -717,20 +643,7 @@ async fn a_push_that_origin_rejects_fails_the_merge_and_the_next_merge_lands_onc
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let main_before = git(b.repo.path(), &["rev-parse", "main"]);
-    let (api, task_id) = (b.ada.clone(), id(&task).to_owned());
-    let merge = |title: &'static str| {
-        let (api, task_id) = (api.clone(), task_id.clone());
-        async move {
-            api.call(
-                "mergeTask",
-                &[&task_id],
-                &[],
-                Some(json!({"merge_title": title})),
-            )
-            .await
-        }
-    };
-    assert_eq!(merge("Feature").await.status, 202);
+    assert_eq!(merge(&b.ada, id(&task), "Feature").await.status, 202);
     let events = b.until_task(&task, "task.merge_failed").await;
     let reason = payload(&events, "task.merge_failed")["reason"]
         .as_str()
@@ -752,7 +665,10 @@ async fn a_push_that_origin_rejects_fails_the_merge_and_the_next_merge_lands_onc
 
     // Origin accepts again: the next merge lands exactly one commit.
     std::fs::remove_file(&hook).unwrap();
-    assert_eq!(merge("Feature, second try").await.status, 202);
+    assert_eq!(
+        merge(&b.ada, id(&task), "Feature, second try").await.status,
+        202
+    );
     let events = b.until_task(&task, "task.merged").await;
     let sha = payload(&events, "task.merged")["merge_commit"]
         .as_str()
@@ -784,15 +700,7 @@ async fn a_merge_turn_cut_short_by_a_restart_fails_the_merge_and_merges_nothing(
         .await;
     b.until_task(&task, "snapshot.taken").await;
     let main_before = git(b.repo.path(), &["rev-parse", "main"]);
-    let r = b
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Slow merge"})),
-        )
-        .await;
+    let r = merge(&b.ada, id(&task), "Slow merge").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let started = b.until_task(&task, "turn.started").await;
     let last = started.last().unwrap().id.unwrap();
@@ -820,16 +728,7 @@ async fn a_merge_turn_cut_short_by_a_restart_fails_the_merge_and_merges_nothing(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_requests_are_checked() {
     let b = Bench::start().await;
-    let r = b
-        .ada
-        .call(
-            "createTask",
-            &[&b.project_id],
-            &[],
-            Some(json!({"title": "No agent"})),
-        )
-        .await;
-    let task = r.body;
+    let task = b.ada.create_task(&b.project_id, "No agent").await;
     let cases = [
         (json!({}), 400, "merge_title is required"),
         (json!({"merge_title": ""}), 400, "merge_title must be"),
@@ -872,15 +771,7 @@ async fn merge_requests_are_checked() {
             r.body
         );
     }
-    let missing = b
-        .ada
-        .call(
-            "mergeTask",
-            &["no-such-task"],
-            &[],
-            Some(json!({"merge_title": "t"})),
-        )
-        .await;
+    let missing = merge(&b.ada, "no-such-task", "t").await;
     assert_eq!(missing.status, 404);
     for op in ["getUnmerged", "getCoAuthors", "mergeIn", "discardTask"] {
         let r = b.ada.call(op, &["no-such-task"], &[], None).await;
@@ -897,15 +788,7 @@ async fn merge_requests_are_checked() {
         )
         .await;
     assert_eq!(r.status, 200);
-    let r = b
-        .bob
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "t"})),
-        )
-        .await;
+    let r = merge(&b.bob, id(&task), "t").await;
     assert_eq!(r.status, 400);
     assert!(
         r.body["message"].as_str().unwrap().contains("git identity"),
@@ -988,29 +871,19 @@ async fn kill_9_right_after_the_push_then_restart_lands_the_same_commit_once() {
         )
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    let repo = make_repo("basic");
-    let origin = TempDir::new().unwrap();
-    git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
-    git(
-        repo.path(),
-        &["remote", "add", "origin", origin.path().to_str().unwrap()],
-    );
-    git(repo.path(), &["push", "-q", "origin", "main"]);
+    let (repo, origin) = repo_with_origin();
     let project = api.create_project("basic", repo.path()).await;
-    let r = api
-        .call(
-            "createTask",
-            &[project["id"].as_str().unwrap()],
-            &[],
-            Some(json!({"title": "Feature", "prompt": "Please create feature.txt"})),
+    let task = api
+        .create_task_with(
+            project["id"].as_str().unwrap(),
+            json!({"title": "Feature", "prompt": "Please create feature.txt"}),
         )
         .await;
-    assert_eq!(r.status, 201, "{:?}", r.body);
-    let task_id = r.body["id"].as_str().unwrap().to_owned();
-    let worktree = PathBuf::from(r.body["worktree_path"].as_str().unwrap());
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
     // The end-of-turn commit of the first turn: the branch is ahead of main.
     wait_task(&api, &task_id, "the first turn", |t| t["state"] == "idle").await;
-    let branch = r.body["branch"].as_str().unwrap().to_owned();
+    let branch = task["branch"].as_str().unwrap().to_owned();
     let deadline = std::time::Instant::now() + TURN_WAIT;
     while git(
         repo.path(),
@@ -1028,14 +901,7 @@ async fn kill_9_right_after_the_push_then_restart_lands_the_same_commit_once() {
     std::fs::write(&hook, format!("#!/bin/sh\nkill -9 {}\n", server.child.id())).unwrap();
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let main_before = git(repo.path(), &["rev-parse", "main"]);
-    let r = api
-        .call(
-            "mergeTask",
-            &[&task_id],
-            &[],
-            Some(json!({"merge_title": "Feature"})),
-        )
-        .await;
+    let r = merge(&api, &task_id, "Feature").await;
     assert_eq!(r.status, 202, "{:?}", r.body);
     let mut server = server;
     let deadline = std::time::Instant::now() + TURN_WAIT;

@@ -52,16 +52,17 @@ pub struct TestServer {
     running: Option<Running>,
 }
 
+/// Local mode (no tokens) with every request made as `ada`.
+pub fn local_ada() -> AuthMode {
+    AuthMode::Local {
+        login: "ada".into(),
+    }
+}
+
 impl TestServer {
     /// A server with one local user `ada`.
     pub async fn spawn() -> TestServer {
-        Self::spawn_on(
-            TempDir::new().expect("temp dir"),
-            AuthMode::Local {
-                login: "ada".into(),
-            },
-        )
-        .await
+        Self::spawn_on(TempDir::new().expect("temp dir"), local_ada()).await
     }
 
     /// A server with bearer tokens for `ada` and `bob` ([`TOKENS`]).
@@ -345,18 +346,46 @@ impl Api {
         r.body
     }
 
+    /// A project `basic` on a fresh copy of the `basic` fixture repository (see
+    /// [`make_repo`]); (the repository's directory, to keep alive; the project's id).
+    pub async fn basic_project(&self) -> (TempDir, String) {
+        let repo = make_repo("basic");
+        let id = self.create_project("basic", repo.path()).await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        (repo, id)
+    }
+
     /// `createTask` without prompt, expecting 201; returns the task.
     pub async fn create_task(&self, project_id: &str, title: &str) -> Value {
+        self.create_task_with(project_id, serde_json::json!({"title": title}))
+            .await
+    }
+
+    /// `createTask` with `body` (title, and prompt, model, images as the test needs),
+    /// expecting 201; returns the task.
+    pub async fn create_task_with(&self, project_id: &str, body: Value) -> Value {
         let r = self
-            .call(
-                "createTask",
-                &[project_id],
-                &[],
-                Some(serde_json::json!({"title": title})),
-            )
+            .call("createTask", &[project_id], &[], Some(body))
             .await;
         assert_eq!(r.status, 201, "createTask: {:?}", r.body);
         r.body
+    }
+
+    /// `listSessions` of task `task_id`, expecting 200; its first (oldest) session.
+    pub async fn first_session(&self, task_id: &str) -> Value {
+        let r = self.call("listSessions", &[task_id], &[], None).await;
+        assert_eq!(r.status, 200, "listSessions: {:?}", r.body);
+        r.body[0].clone()
+    }
+
+    /// The id of task `task_id`'s first session (see [`Api::first_session`]).
+    pub async fn first_session_id(&self, task_id: &str) -> String {
+        self.first_session(task_id).await["id"]
+            .as_str()
+            .expect("the task has a session")
+            .to_owned()
     }
 
     /// Opens `/api/events` with the query and optional `Last-Event-ID`.
@@ -577,6 +606,16 @@ pub async fn until_kind(sse: &mut Sse, kind: &str, timeout: Duration) -> Vec<Sse
             return seen;
         }
     }
+}
+
+/// The `kind` of each event in a JSON array of events (a `listTaskEvents` body), in order.
+pub fn event_kinds(events: &Value) -> Vec<&str> {
+    events
+        .as_array()
+        .expect("an array of events")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect()
 }
 
 /// The kinds of `events`, in order.

@@ -4,11 +4,10 @@
 //! calls go to byre's internal route with the session's token, as `byre mcp` sends them (the
 //! real CLIs drive that path in `ask_human.rs`).
 
-use byre::config::AuthMode;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, make_repo, until_kind, Api, Sse, TestServer, WAIT};
+use crate::helpers::{find, local_ada, until_kind, Api, Sse, TestServer, WAIT};
 
 struct Bench {
     server: TestServer,
@@ -28,42 +27,19 @@ impl Bench {
 
     /// As [`Bench::start`], with `tailscale` as the tailscale binary.
     async fn start_with(tailscale: Option<std::path::PathBuf>) -> Bench {
-        let server = TestServer::spawn_configured(
-            TempDir::new().unwrap(),
-            AuthMode::Local {
-                login: "ada".into(),
-            },
-            |c| {
-                c.claude_bin = Some("/nonexistent/claude".into());
-                c.tailscale_bin = tailscale;
-            },
-        )
+        let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), |c| {
+            c.claude_bin = Some("/nonexistent/claude".into());
+            c.tailscale_bin = tailscale;
+        })
         .await;
         let api = server.api();
-        let repo = make_repo("basic");
-        let pid = api.create_project("basic", repo.path()).await["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let (repo, pid) = api.basic_project().await;
         let mut sse = api.events(&[], None).await;
-        let r = api
-            .call(
-                "createTask",
-                &[&pid],
-                &[],
-                Some(json!({"title": "inbox", "prompt": "hello"})),
-            )
+        let task = api
+            .create_task_with(&pid, json!({"title": "inbox", "prompt": "hello"}))
             .await;
-        assert_eq!(r.status, 201);
-        let task = r.body;
         until_kind(&mut sse, "turn.ended", WAIT).await;
-        let session_id = api
-            .call("listSessions", &[task["id"].as_str().unwrap()], &[], None)
-            .await
-            .body[0]["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let session_id = api.first_session_id(task["id"].as_str().unwrap()).await;
         let host = byre::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
             .expect("the server's MCP secret");
         let token = host.token(&session_id);
@@ -567,13 +543,9 @@ async fn start_up_removes_token_files_of_sessions_that_are_not_live() {
     let stray = tokens.join("no-such-session.token");
     std::fs::write(&stray, "no-such-session.00").unwrap();
     let data = b.server.stop().await;
-    let server = TestServer::spawn_configured(
-        data,
-        AuthMode::Local {
-            login: "ada".into(),
-        },
-        |c| c.claude_bin = Some("/nonexistent/claude".into()),
-    )
+    let server = TestServer::spawn_configured(data, local_ada(), |c| {
+        c.claude_bin = Some("/nonexistent/claude".into())
+    })
     .await;
     // Pruned while the server starts, before it serves.
     assert!(live.exists(), "the live session keeps its token");

@@ -11,6 +11,7 @@ mod blobs;
 mod claude;
 mod cli;
 mod codebolt;
+mod codebolt_agents;
 mod codex;
 mod contract;
 mod crash;

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{make_repo, TestServer};
+use crate::helpers::TestServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_request_of_a_login_creates_its_user() {
@@ -118,11 +118,7 @@ async fn notification_prefs_and_default_model_are_stored() {
 async fn focus_and_summary_reads_are_checked_and_stored() {
     let server = TestServer::spawn().await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let task = api.create_task(&pid, "t").await;
     let tid = task["id"].as_str().unwrap();
     let r = api

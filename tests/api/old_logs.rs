@@ -1,8 +1,6 @@
 //! Logs written by older builds open in this one (DESIGN.md invariant 3).
 
-use byre::config::AuthMode;
-
-use crate::helpers::TestServer;
+use crate::helpers::{local_ada, TestServer};
 use crate::process::run_cli;
 
 fn fixtures() -> Vec<std::path::PathBuf> {
@@ -41,13 +39,7 @@ async fn every_old_log_folds_to_its_recorded_digest_and_serves() {
             log.display()
         );
 
-        let server = TestServer::spawn_on(
-            data,
-            AuthMode::Local {
-                login: "ada".into(),
-            },
-        )
-        .await;
+        let server = TestServer::spawn_on(data, local_ada()).await;
         let api = server.api();
         let projects = api.call("listProjects", &[], &[], None).await;
         assert_eq!(projects.status, 200);

@@ -4,14 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use byre::config::AuthMode;
 use byre_projections::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
 use byre_projections::snapshots::SnapshotTrigger;
 use byre_projections::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::helpers::{find, make_repo, until_kind, Api, TestServer, WAIT};
+use crate::helpers::{find, local_ada, until_kind, Api, TestServer, WAIT};
 
 /// A server with a task on a repository made from `fixtures/repos/basic` (`.gitignore`:
 /// `target/`, `*.log`).
@@ -28,11 +27,8 @@ impl Bench {
     async fn start() -> Bench {
         let server = TestServer::spawn().await;
         let api = server.api();
-        let repo = make_repo("basic");
-        let project = api.create_project("basic", repo.path()).await;
-        let task = api
-            .create_task(project["id"].as_str().unwrap(), "snap it")
-            .await;
+        let (repo, project_id) = api.basic_project().await;
+        let task = api.create_task(&project_id, "snap it").await;
         Bench {
             task_id: task["id"].as_str().unwrap().to_owned(),
             worktree: PathBuf::from(task["worktree_path"].as_str().unwrap()),
@@ -365,13 +361,7 @@ async fn causes_a_stop_left_unanswered_are_finished_at_start_up_and_a_written_re
     };
     assert!(made.branch_advanced);
 
-    let server = TestServer::spawn_on(
-        data,
-        AuthMode::Local {
-            login: "ada".into(),
-        },
-    )
-    .await;
+    let server = TestServer::spawn_on(data, local_ada()).await;
     let api = server.api();
     let mut sse = api.events(&[], Some(turn_seq)).await;
     let events = until_kind(&mut sse, "snapshot.taken", WAIT).await;

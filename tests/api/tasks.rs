@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{make_repo, TestServer};
+use crate::helpers::{event_kinds, local_ada, make_repo, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_task_makes_its_branch_and_worktree_and_leaves_the_checkout_alone() {
@@ -61,11 +61,7 @@ async fn create_task_makes_its_branch_and_worktree_and_leaves_the_checkout_alone
 async fn tasks_get_their_own_ports_and_colours_and_list_newest_first() {
     let server = TestServer::spawn().await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let mut tasks = Vec::new();
     for i in 0..3 {
         tasks.push(api.create_task(&pid, &format!("task {i}")).await);
@@ -93,11 +89,7 @@ async fn tasks_get_their_own_ports_and_colours_and_list_newest_first() {
 async fn create_task_refuses_bad_input() {
     let server = TestServer::spawn().await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let cases = [
         ("missing title", json!({}), 400),
         ("empty title", json!({"title": "  "}), 400),
@@ -169,22 +161,12 @@ async fn create_task_refuses_bad_input() {
 async fn a_worktree_removed_while_byre_was_down_is_made_again_at_start() {
     let server = TestServer::spawn().await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let task = api.create_task(&pid, "keep me").await;
     let worktree = std::path::PathBuf::from(task["worktree_path"].as_str().unwrap());
     let data = server.stop().await;
     std::fs::remove_dir_all(&worktree).unwrap();
-    let server = TestServer::spawn_on(
-        data,
-        byre::config::AuthMode::Local {
-            login: "ada".into(),
-        },
-    )
-    .await;
+    let server = TestServer::spawn_on(data, local_ada()).await;
     let mut waited = 0;
     while !worktree.join("README.md").exists() {
         assert!(waited < 300, "the worktree was not restored");
@@ -202,11 +184,7 @@ async fn a_worktree_removed_while_byre_was_down_is_made_again_at_start() {
 async fn list_task_events_pages_with_after_and_limit() {
     let server = TestServer::spawn().await;
     let api = server.api();
-    let repo = make_repo("basic");
-    let pid = api.create_project("basic", repo.path()).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_repo, pid) = api.basic_project().await;
     let task = api.create_task(&pid, "paged").await;
     let tid = task["id"].as_str().unwrap();
     for seq in 1..=3 {
@@ -222,13 +200,7 @@ async fn list_task_events_pages_with_after_and_limit() {
         assert_eq!(r.status, 200);
     }
     let all = api.call("listTaskEvents", &[tid], &[], None).await;
-    let kinds: Vec<&str> = all
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap())
-        .collect();
+    let kinds = event_kinds(&all.body);
     assert_eq!(
         kinds,
         vec![

@@ -1,68 +1,21 @@
 //! Given / when / then for finishing a task: held merges, the merge turn's end, discards.
 use super::*;
-use crate::sessions::{TurnEnded, Usage, VendorItem};
-use crate::{decide, derived_events, Command, Event};
-
-struct World {
-    state: State,
-    n: u128,
-    project: String,
-}
+use crate::testkit::{kinds, World};
+use crate::{Command, Event};
 
 impl World {
     fn new() -> World {
-        let mut w = World {
-            state: State::default(),
-            n: 1,
-            project: String::new(),
-        };
+        let mut w = World::empty();
         for login in ["ada", "bob"] {
-            w.ok(Command::EnsureUser {
-                login: login.into(),
-                display_name: login.into(),
-                default_model: "sonnet".into(),
-            });
+            w.ensure_user(login, login);
         }
         w.ok(Command::UpdateMe {
             login: "ada".into(),
             git_name: "Ada".into(),
             git_email: "ada@example.com".into(),
         });
-        w.ok(Command::CreateProject {
-            actor: "ada".into(),
-            name: "p".into(),
-            repo_path: "/r".into(),
-            default_branch: "main".into(),
-            remote: String::new(),
-            worktrees_root: "/w".into(),
-        });
-        w.project = w.state.projects.keys().next().unwrap().clone();
+        w.create_project();
         w
-    }
-
-    fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
-        self.n += 1;
-        let ctx = DecideCtx {
-            now_us: self.n as i64,
-            seed: self.n << 64,
-        };
-        let events = decide(&self.state, &cmd, &ctx)?;
-        let mut committed = Vec::new();
-        for ne in events {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        for ne in derived_events(&self.state, &committed) {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        Ok(committed)
-    }
-
-    fn ok(&mut self, cmd: Command) -> Vec<Event> {
-        self.when(cmd).expect("command passes")
     }
 
     /// A task whose agent (started by `who`) finished its first turn; (task, session).
@@ -88,24 +41,7 @@ impl World {
     }
 
     fn end_turn(&mut self, sid: &str, outcome: TurnOutcome) -> Vec<Event> {
-        let ended = TurnEnded {
-            turn: 0,
-            outcome,
-            summary: false,
-            result: "done".into(),
-            error: String::new(),
-            usage: Usage::default(),
-            cost_micro_usd: 0,
-            duration_ms: 1,
-            num_turns: 1,
-            api_error_status: None,
-            rate_limits: None,
-            raw: "{}".into(),
-        };
-        let mut events = self.ok(Command::RecordVendorOutput {
-            session_id: sid.into(),
-            items: vec![VendorItem::TurnEnded(ended)],
-        });
+        let mut events = self.record_turn_end(sid, outcome, "done", None);
         let task_id = self.state.sessions[sid].task_id.clone();
         assert!(
             !merge_due(&self.state, self.task(&task_id))
@@ -148,10 +84,6 @@ impl World {
     fn task(&self, id: &str) -> &Task {
         &self.state.tasks[id]
     }
-}
-
-fn kinds(events: &[Event]) -> Vec<&'static str> {
-    events.iter().map(|e| e.body.kind()).collect()
 }
 
 fn done() -> Result<MergeDone, String> {
@@ -420,38 +352,12 @@ fn co_authors_are_the_other_humans_in_order_of_their_first_message() {
 
 #[test]
 fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_merging() {
-    use crate::inbox::{Question, ResponseInput, ResponseType};
+    use crate::inbox::ResponseType;
+    use crate::testkit;
     let mut w = World::new();
     let (a, sid) = w.idle_task("a", "ada");
-    let ask = |w: &mut World| {
-        let events = w.ok(Command::AskHuman {
-            session_id: sid.clone(),
-            question: Question {
-                context: "- ( ) red\n- (*) blue".into(),
-                question: "Which?".into(),
-                why_blocked: "yours".into(),
-                options: vec!["red".into(), "blue".into()],
-                multiple: false,
-                recommended: vec!["blue".into()],
-                attachments: vec![],
-            },
-        });
-        events
-            .iter()
-            .find_map(|e| match &e.body {
-                EventBody::InboxItemCreated(p) => Some(p.id.clone()),
-                _ => None,
-            })
-            .expect("an item")
-    };
-    let answer = |item_id: &str| ResponseInput {
-        item_id: item_id.into(),
-        kind: ResponseType::Option,
-        options: vec!["blue".into()],
-        text: String::new(),
-        images: vec![],
-        attachments: vec![],
-    };
+    let ask = |w: &mut World| testkit::ask(w, &sid, "- ( ) red\n- (*) blue");
+    let answer = |item_id: &str| testkit::answer(item_id, ResponseType::Option, &["blue"], "");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
         session_id: sid.clone(),

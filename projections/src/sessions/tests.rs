@@ -1,131 +1,31 @@
 //! Given / when / then for the session commands.
 use super::*;
-use crate::{decide, derived_events, Command, Event};
-
-struct World {
-    state: State,
-    n: u128,
-}
+use crate::testkit::{answer, ask, kinds, World};
+use crate::Command;
 
 impl World {
-    fn new() -> World {
-        let mut w = World {
-            state: State::default(),
-            n: 1,
-        };
-        w.ok(Command::EnsureUser {
-            login: "ada".into(),
-            display_name: "Ada".into(),
-            default_model: "sonnet".into(),
-        });
-        w.ok(Command::CreateProject {
+    /// A first session that asked a red-or-blue question, ended its turn and was compacted;
+    /// (its id, the question's inbox item, the successor's id, whose first turn runs).
+    fn compacted_after_a_question(&mut self) -> (String, String, String) {
+        let old = self.start("go");
+        let q = ask(self, &old, "- ( ) red\n- (*) blue");
+        self.record_turn_end(&old, TurnOutcome::Completed, "Asked.", None);
+        self.ok(Command::CompactSession {
             actor: "ada".into(),
-            name: "p".into(),
-            repo_path: "/r".into(),
-            default_branch: "main".into(),
-            remote: String::new(),
-            worktrees_root: "/w".into(),
-        });
-        let pid = w.state.projects.keys().next().unwrap().clone();
-        w.ok(Command::CreateTask {
-            actor: "ada".into(),
-            project_id: pid,
-            title: "t".into(),
-            base_ref: "abc".into(),
-        });
-        w
-    }
-
-    fn task(&self) -> String {
-        self.state.tasks.keys().next().unwrap().clone()
-    }
-
-    fn session(&self) -> &Session {
-        self.state
-            .sessions
-            .values()
-            .max_by_key(|s| s.created_seq)
-            .unwrap()
-    }
-
-    fn when(&mut self, cmd: Command) -> Result<Vec<Event>, Rejection> {
-        self.n += 1;
-        let ctx = DecideCtx {
-            now_us: self.n as i64,
-            seed: self.n << 64,
-        };
-        let events = decide(&self.state, &cmd, &ctx)?;
-        let mut committed = Vec::new();
-        for ne in events {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        for ne in derived_events(&self.state, &committed) {
-            let e = ne.commit(self.state.last_seq + 1, ctx.now_us);
-            self.state.apply(&e);
-            committed.push(e);
-        }
-        Ok(committed)
-    }
-
-    fn ok(&mut self, cmd: Command) -> Vec<Event> {
-        self.when(cmd).expect("command passes")
-    }
-
-    fn kinds(events: &[Event]) -> Vec<&'static str> {
-        events.iter().map(|e| e.body.kind()).collect()
-    }
-
-    fn start(&mut self, prompt: &str) -> String {
-        let task_id = self.task();
-        self.ok(Command::CreateSession {
-            actor: "ada".into(),
-            task_id,
+            session_id: old.clone(),
             model: None,
-            prompt: prompt.into(),
-            images: vec![],
             head: "h".into(),
         });
-        self.session().id.clone()
-    }
-
-    fn end_turn(
-        &mut self,
-        sid: &str,
-        outcome: TurnOutcome,
-        result: &str,
-        status: Option<u16>,
-    ) -> Vec<Event> {
-        let ended = TurnEnded {
-            turn: 0,
-            outcome,
-            summary: false,
-            result: result.into(),
-            error: if outcome == TurnOutcome::Failed {
-                "boom".into()
-            } else {
-                String::new()
-            },
-            usage: Usage::default(),
-            cost_micro_usd: 0,
-            duration_ms: 1,
-            num_turns: 1,
-            api_error_status: status,
-            rate_limits: None,
-            raw: "{}".into(),
-        };
-        self.ok(Command::RecordVendorOutput {
-            session_id: sid.into(),
-            items: vec![VendorItem::TurnEnded(ended)],
-        })
+        self.record_turn_end(&old, TurnOutcome::Completed, "the handoff", None);
+        let successor = self.session().id.clone();
+        (old, q, successor)
     }
 }
 
 #[test]
 fn a_new_session_starts_its_first_turn_and_the_task_runs() {
-    let mut w = World::new();
-    let task_id = w.task();
+    let mut w = World::with_task();
+    let task_id = w.task_id();
     let events = w.ok(Command::CreateSession {
         actor: "ada".into(),
         task_id: task_id.clone(),
@@ -135,7 +35,7 @@ fn a_new_session_starts_its_first_turn_and_the_task_runs() {
         head: "h".into(),
     });
     assert_eq!(
-        World::kinds(&events),
+        kinds(&events),
         [
             "session.created",
             "user.message",
@@ -162,7 +62,7 @@ fn a_new_session_starts_its_first_turn_and_the_task_runs() {
 
 #[test]
 fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("one");
     let q1 = w.ok(Command::SendMessage {
         actor: "ada".into(),
@@ -172,7 +72,7 @@ fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
         model: None,
         head: "h".into(),
     });
-    assert_eq!(World::kinds(&q1), ["user.queued"]);
+    assert_eq!(kinds(&q1), ["user.queued"]);
     w.ok(Command::SendMessage {
         actor: "ada".into(),
         session_id: sid.clone(),
@@ -181,9 +81,9 @@ fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
         model: None,
         head: "h".into(),
     });
-    let ended = w.end_turn(&sid, TurnOutcome::Completed, "done", None);
+    let ended = w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
     assert_eq!(
-        World::kinds(&ended),
+        kinds(&ended),
         ["turn.ended", "user.message", "turn.started"]
     );
     let EventBody::UserMessage(m) = &ended[1].body else {
@@ -192,7 +92,7 @@ fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
     assert_eq!(m.text, "two");
     assert_eq!(w.session().queue.len(), 1);
     assert_eq!(
-        w.state.tasks[&w.task()].summary_seq,
+        w.state.tasks[&w.task_id()].summary_seq,
         ended[0].seq,
         "a completed turn with text is a summary"
     );
@@ -200,8 +100,8 @@ fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
 
 #[test]
 fn withdraw_works_only_while_queued() {
-    let mut w = World::new();
-    let task_id = w.task();
+    let mut w = World::with_task();
+    let task_id = w.task_id();
     let sid = w.start("one");
     let q = w.ok(Command::SendMessage {
         actor: "ada".into(),
@@ -219,7 +119,7 @@ fn withdraw_works_only_while_queued() {
         task_id: task_id.clone(),
         input_id: id,
     };
-    assert_eq!(World::kinds(&w.ok(withdraw(p.input_id))), ["user.unqueued"]);
+    assert_eq!(kinds(&w.ok(withdraw(p.input_id))), ["user.unqueued"]);
     assert!(matches!(
         w.when(withdraw(p.input_id)),
         Err(Rejection::Conflict(_))
@@ -229,9 +129,9 @@ fn withdraw_works_only_while_queued() {
         "the first message was handed over"
     );
     assert!(matches!(w.when(withdraw(99)), Err(Rejection::NotFound(_))));
-    let ended = w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    let ended = w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
     assert_eq!(
-        World::kinds(&ended),
+        kinds(&ended),
         ["turn.ended", "session.state", "task.state"],
         "nothing queued is left"
     );
@@ -239,10 +139,10 @@ fn withdraw_works_only_while_queued() {
 
 #[test]
 fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("one");
-    let failed = w.end_turn(&sid, TurnOutcome::Failed, "", Some(429));
-    assert!(World::kinds(&failed).contains(&"inbox.item_created"));
+    let failed = w.record_turn_end(&sid, TurnOutcome::Failed, "", Some(429));
+    assert!(kinds(&failed).contains(&"inbox.item_created"));
     let item = w.state.inbox.values().next().unwrap();
     assert_eq!(item.kind, InboxKind::RateLimited);
     w.ok(Command::SendMessage {
@@ -291,9 +191,9 @@ fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
 
 #[test]
 fn a_model_of_the_other_vendor_is_refused() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("one");
-    w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
     let r = w.when(Command::SendMessage {
         actor: "ada".into(),
         session_id: sid,
@@ -307,8 +207,8 @@ fn a_model_of_the_other_vendor_is_refused() {
 
 #[test]
 fn a_codex_session_records_its_thread_once_and_keeps_its_vendor() {
-    let mut w = World::new();
-    let task_id = w.task();
+    let mut w = World::with_task();
+    let task_id = w.task_id();
     w.ok(Command::CreateSession {
         actor: "ada".into(),
         task_id,
@@ -328,7 +228,7 @@ fn a_codex_session_records_its_thread_once_and_keeps_its_vendor() {
         vendor_session_id: id.into(),
     };
     let events = w.ok(record("thread-1"));
-    assert_eq!(World::kinds(&events), ["session.vendor_session_started"]);
+    assert_eq!(kinds(&events), ["session.vendor_session_started"]);
     assert_eq!(w.session().vendor_session_id, "thread-1");
     assert!(w.ok(record("thread-1")).is_empty(), "the same id again");
     assert!(w.ok(record("")).is_empty());
@@ -352,7 +252,7 @@ fn a_codex_session_records_its_thread_once_and_keeps_its_vendor() {
 
 #[test]
 fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("one");
     let ended = TurnEnded {
         turn: 0,
@@ -383,17 +283,17 @@ fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
 
 #[test]
 fn compaction_completes_the_session_and_starts_its_successor() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("one");
-    w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
     w.ok(Command::CompactSession {
         actor: "ada".into(),
         session_id: sid.clone(),
         model: Some("opus".into()),
         head: "h".into(),
     });
-    let events = w.end_turn(&sid, TurnOutcome::Completed, "the handoff", None);
-    assert!(World::kinds(&events).starts_with(&[
+    let events = w.record_turn_end(&sid, TurnOutcome::Completed, "the handoff", None);
+    assert!(kinds(&events).starts_with(&[
         "turn.ended",
         "session.completed",
         "session.created",
@@ -407,7 +307,7 @@ fn compaction_completes_the_session_and_starts_its_successor() {
 
 #[test]
 fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("one");
     w.ok(Command::RecordVendorOutput {
         session_id: sid.clone(),
@@ -422,14 +322,14 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
         head: "h".into(),
     });
     assert_eq!(
-        World::kinds(&events)[..3],
+        kinds(&events)[..3],
         ["turn.ended", "user.message", "turn.started"]
     );
     let EventBody::UserMessage(m) = &events[1].body else {
         panic!()
     };
     assert_eq!(m.text, RESTART_NOTE);
-    w.end_turn(&sid, TurnOutcome::Completed, "", None);
+    w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
     assert!(
         w.ok(Command::ResumeAfterRestart {
             session_id: sid,
@@ -442,9 +342,9 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
 
 #[test]
 fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sender() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("one");
-    w.end_turn(&sid, TurnOutcome::Completed, "done", None);
+    w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
     w.ok(Command::SendMessage {
         actor: "bob".into(),
         session_id: sid.clone(),
@@ -458,7 +358,7 @@ fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sen
         head: "h".into(),
     });
     assert_eq!(
-        World::kinds(&events)[..3],
+        kinds(&events)[..3],
         ["turn.ended", "user.message", "turn.started"]
     );
     let EventBody::UserMessage(m) = &events[1].body else {
@@ -479,62 +379,20 @@ fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sen
     assert_eq!(again[1].actor, "bob");
 }
 
-fn ask(w: &mut World, sid: &str, context: &str) -> String {
-    let events = w.ok(Command::AskHuman {
-        session_id: sid.into(),
-        question: crate::inbox::Question {
-            context: context.into(),
-            question: "Which?".into(),
-            why_blocked: "yours".into(),
-            options: vec!["red".into(), "blue".into()],
-            multiple: false,
-            recommended: vec!["blue".into()],
-            attachments: vec![],
-        },
-    });
-    events
-        .iter()
-        .find_map(|e| match &e.body {
-            EventBody::InboxItemCreated(p) => Some(p.id.clone()),
-            _ => None,
-        })
-        .expect("an item")
-}
-
-fn answer(
-    item_id: &str,
-    kind: crate::inbox::ResponseType,
-    options: &[&str],
-    text: &str,
-) -> crate::inbox::ResponseInput {
-    crate::inbox::ResponseInput {
-        item_id: item_id.into(),
-        kind,
-        options: options.iter().map(|o| o.to_string()).collect(),
-        text: text.into(),
-        images: vec![],
-        attachments: vec![],
-    }
-}
-
 #[test]
 fn an_answer_given_while_the_turn_runs_reaches_the_agent_when_the_turn_ends() {
     use crate::inbox::ResponseType;
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("go");
     let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
     let events = w.ok(Command::RespondInbox {
         actor: "ada".into(),
         responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
     });
+    assert_eq!(kinds(&events), ["inbox.responded"], "the turn still runs");
+    let events = w.record_turn_end(&sid, TurnOutcome::Completed, "Asked.", None);
     assert_eq!(
-        World::kinds(&events),
-        ["inbox.responded"],
-        "the turn still runs"
-    );
-    let events = w.end_turn(&sid, TurnOutcome::Completed, "Asked.", None);
-    assert_eq!(
-        World::kinds(&events),
+        kinds(&events),
         [
             "turn.ended",
             "inbox.delivered",
@@ -552,9 +410,9 @@ fn an_answer_given_while_the_turn_runs_reaches_the_agent_when_the_turn_ends() {
     };
     assert_eq!(m.text, "Answer to your question \"Which?\" from ada: blue");
     assert!(w.state.inbox[&q].responses[0].delivered_at_us.is_some());
-    let again = w.end_turn(&sid, TurnOutcome::Completed, "Done.", None);
+    let again = w.record_turn_end(&sid, TurnOutcome::Completed, "Done.", None);
     assert_eq!(
-        World::kinds(&again),
+        kinds(&again),
         ["turn.ended", "session.state", "task.state"],
         "delivered once"
     );
@@ -563,7 +421,7 @@ fn an_answer_given_while_the_turn_runs_reaches_the_agent_when_the_turn_ends() {
 #[test]
 fn an_answer_handed_over_on_a_socket_is_not_delivered_again_as_a_message() {
     use crate::inbox::ResponseType;
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("go");
     let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
     let responded = w.ok(Command::RespondInbox {
@@ -578,7 +436,7 @@ fn an_answer_handed_over_on_a_socket_is_not_delivered_again_as_a_message() {
         response_ids: vec![r.response.id.clone(), "unknown".into()],
     };
     let events = w.ok(record.clone());
-    assert_eq!(World::kinds(&events), ["inbox.delivered"]);
+    assert_eq!(kinds(&events), ["inbox.delivered"]);
     let EventBody::InboxDelivered(d) = &events[0].body else {
         unreachable!()
     };
@@ -587,9 +445,9 @@ fn an_answer_handed_over_on_a_socket_is_not_delivered_again_as_a_message() {
         (0, vec![r.response.id.clone()])
     );
     assert!(w.ok(record).is_empty(), "a repeat records nothing");
-    let end = w.end_turn(&sid, TurnOutcome::Completed, "Done.", None);
+    let end = w.record_turn_end(&sid, TurnOutcome::Completed, "Done.", None);
     assert_eq!(
-        World::kinds(&end),
+        kinds(&end),
         ["turn.ended", "session.state", "task.state"],
         "no message carries it again"
     );
@@ -598,9 +456,9 @@ fn an_answer_handed_over_on_a_socket_is_not_delivered_again_as_a_message() {
 #[test]
 fn answers_wait_for_the_open_question_then_each_human_gets_one_message_oldest_first() {
     use crate::inbox::ResponseType;
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("go");
-    w.end_turn(&sid, TurnOutcome::Failed, "", None);
+    w.record_turn_end(&sid, TurnOutcome::Failed, "", None);
     let error_item = w.state.inbox.keys().next().unwrap().clone();
     let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
     let events = w.ok(Command::RespondInbox {
@@ -608,7 +466,7 @@ fn answers_wait_for_the_open_question_then_each_human_gets_one_message_oldest_fi
         responses: vec![answer(&error_item, ResponseType::Other, &[], "try again")],
     });
     assert_eq!(
-        World::kinds(&events),
+        kinds(&events),
         ["inbox.responded"],
         "a question is still open"
     );
@@ -627,7 +485,7 @@ fn answers_wait_for_the_open_question_then_each_human_gets_one_message_oldest_fi
 
 #[test]
 fn a_newer_question_supersedes_the_open_one() {
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("go");
     let first = ask(&mut w, &sid, "");
     let second = ask(&mut w, &sid, "");
@@ -646,28 +504,18 @@ fn a_newer_question_supersedes_the_open_one() {
 #[test]
 fn answers_to_a_compacted_sessions_question_reach_its_successor() {
     use crate::inbox::ResponseType;
-    let mut w = World::new();
-    let old = w.start("go");
-    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
-    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
-    w.ok(Command::CompactSession {
-        actor: "ada".into(),
-        session_id: old.clone(),
-        model: None,
-        head: "h".into(),
-    });
-    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
-    let successor = w.session().id.clone();
+    let mut w = World::with_task();
+    let (old, q, successor) = w.compacted_after_a_question();
     assert_ne!(successor, old);
     // Answered while the successor's first turn runs: handed to it when that turn ends.
     let events = w.ok(Command::RespondInbox {
         actor: "bob".into(),
         responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
     });
-    assert_eq!(World::kinds(&events), ["inbox.responded"]);
-    let events = w.end_turn(&successor, TurnOutcome::Completed, "Took over.", None);
+    assert_eq!(kinds(&events), ["inbox.responded"]);
+    let events = w.record_turn_end(&successor, TurnOutcome::Completed, "Took over.", None);
     assert_eq!(
-        World::kinds(&events),
+        kinds(&events),
         [
             "turn.ended",
             "inbox.delivered",
@@ -687,25 +535,15 @@ fn answers_to_a_compacted_sessions_question_reach_its_successor() {
 #[test]
 fn an_answer_to_a_compacted_sessions_question_goes_at_once_to_an_idle_successor() {
     use crate::inbox::ResponseType;
-    let mut w = World::new();
-    let old = w.start("go");
-    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
-    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
-    w.ok(Command::CompactSession {
-        actor: "ada".into(),
-        session_id: old.clone(),
-        model: None,
-        head: "h".into(),
-    });
-    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
-    let successor = w.session().id.clone();
-    w.end_turn(&successor, TurnOutcome::Completed, "Took over.", None);
+    let mut w = World::with_task();
+    let (_, q, successor) = w.compacted_after_a_question();
+    w.record_turn_end(&successor, TurnOutcome::Completed, "Took over.", None);
     let events = w.ok(Command::RespondInbox {
         actor: "ada".into(),
         responses: vec![answer(&q, ResponseType::Option, &["red"], "")],
     });
     assert_eq!(
-        World::kinds(&events)[..4],
+        kinds(&events)[..4],
         [
             "inbox.responded",
             "inbox.delivered",
@@ -721,18 +559,8 @@ fn an_answer_to_a_compacted_sessions_question_goes_at_once_to_an_idle_successor(
 
 #[test]
 fn a_successors_question_supersedes_its_predecessors_open_one() {
-    let mut w = World::new();
-    let old = w.start("go");
-    let q = ask(&mut w, &old, "- ( ) red\n- (*) blue");
-    w.end_turn(&old, TurnOutcome::Completed, "Asked.", None);
-    w.ok(Command::CompactSession {
-        actor: "ada".into(),
-        session_id: old.clone(),
-        model: None,
-        head: "h".into(),
-    });
-    w.end_turn(&old, TurnOutcome::Completed, "the handoff", None);
-    let successor = w.session().id.clone();
+    let mut w = World::with_task();
+    let (_, q, successor) = w.compacted_after_a_question();
     let q2 = ask(&mut w, &successor, "- ( ) red\n- (*) blue");
     assert_eq!(
         w.state.inbox[&q].state,
@@ -744,7 +572,7 @@ fn a_successors_question_supersedes_its_predecessors_open_one() {
 #[test]
 fn an_answer_given_before_a_restart_cut_the_asking_turn_is_delivered_once_after_it() {
     use crate::inbox::ResponseType;
-    let mut w = World::new();
+    let mut w = World::with_task();
     let sid = w.start("go");
     let q = ask(&mut w, &sid, "- ( ) red\n- (*) blue");
     w.ok(Command::RespondInbox {
@@ -756,7 +584,7 @@ fn an_answer_given_before_a_restart_cut_the_asking_turn_is_delivered_once_after_
         session_id: sid.clone(),
         head: "h".into(),
     });
-    assert!(!World::kinds(&resumed).contains(&"inbox.delivered"));
+    assert!(!kinds(&resumed).contains(&"inbox.delivered"));
     let EventBody::UserMessage(m) = &resumed[1].body else {
         panic!()
     };
@@ -764,15 +592,12 @@ fn an_answer_given_before_a_restart_cut_the_asking_turn_is_delivered_once_after_
         m.text, RESTART_NOTE,
         "the agent had asked: it had the message"
     );
-    let events = w.end_turn(&sid, TurnOutcome::Completed, "Resumed.", None);
-    let delivered = World::kinds(&events)
+    let events = w.record_turn_end(&sid, TurnOutcome::Completed, "Resumed.", None);
+    let delivered = kinds(&events)
         .iter()
         .filter(|k| **k == "inbox.delivered")
         .count();
-    assert_eq!(delivered, 1, "{:?}", World::kinds(&events));
-    let again = w.end_turn(&sid, TurnOutcome::Completed, "Blue it is.", None);
-    assert!(
-        !World::kinds(&again).contains(&"inbox.delivered"),
-        "only once"
-    );
+    assert_eq!(delivered, 1, "{:?}", kinds(&events));
+    let again = w.record_turn_end(&sid, TurnOutcome::Completed, "Blue it is.", None);
+    assert!(!kinds(&again).contains(&"inbox.delivered"), "only once");
 }

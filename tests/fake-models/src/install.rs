@@ -96,11 +96,14 @@ pub fn codex_bin() -> PathBuf {
     .clone()
 }
 
-/// Installs `cli` (if needed) under the cache and returns its executable.
-fn install(cli: &PinnedCli, cache: &Path) -> Result<PathBuf, String> {
+/// Makes the cache directory `cache` and takes its install lock (`.install.lock`, an exclusive
+/// file lock, so concurrent test processes install one at a time); the canonical cache path and
+/// the lock's file, which holds the lock until dropped. Errors: the directory or the lock file
+/// cannot be made, or the lock cannot be taken.
+fn lock_cache(cache: &Path) -> Result<(PathBuf, File), String> {
     fs::create_dir_all(cache)
         .map_err(|error| format!("cannot create {}: {error}", cache.display()))?;
-    let cache = &cache.canonicalize().unwrap_or_else(|_| cache.to_owned());
+    let cache = cache.canonicalize().unwrap_or_else(|_| cache.to_owned());
     let lock_path = cache.join(".install.lock");
     let lock = File::options()
         .create(true)
@@ -108,9 +111,16 @@ fn install(cli: &PinnedCli, cache: &Path) -> Result<PathBuf, String> {
         .write(true)
         .open(&lock_path)
         .map_err(|error| format!("cannot open {}: {error}", lock_path.display()))?;
-    // Held until `lock` is dropped at return.
     lock.lock()
         .map_err(|error| format!("cannot lock {}: {error}", lock_path.display()))?;
+    Ok((cache, lock))
+}
+
+/// Installs `cli` (if needed) under the cache and returns its executable.
+fn install(cli: &PinnedCli, cache: &Path) -> Result<PathBuf, String> {
+    // Held until `_lock` is dropped at return.
+    let (cache, _lock) = lock_cache(cache)?;
+    let cache = &cache;
 
     let prefix = &cache.join(cli.prefix);
     let marker = cache.join(format!(".{}-{}.installed", cli.name, cli.version));
@@ -272,18 +282,8 @@ pub fn codeboltjs_node_modules() -> PathBuf {
 }
 
 fn install_codeboltjs(cache: &Path) -> Result<PathBuf, String> {
-    fs::create_dir_all(cache)
-        .map_err(|error| format!("cannot create {}: {error}", cache.display()))?;
-    let cache = &cache.canonicalize().unwrap_or_else(|_| cache.to_owned());
-    let lock_path = cache.join(".install.lock");
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|error| format!("cannot open {}: {error}", lock_path.display()))?;
-    lock.lock()
-        .map_err(|error| format!("cannot lock {}: {error}", lock_path.display()))?;
+    let (cache, _lock) = lock_cache(cache)?;
+    let cache = &cache;
     let prefix = cache.join("codebolt");
     let modules = prefix.join("node_modules");
     let manifest = modules.join(CODEBOLTJS_PACKAGE).join("package.json");

@@ -1,0 +1,479 @@
+//! CodeBolt's `agentEvent` family (PROTOCOL.md "Code utils, agents, browser, crawler"): the
+//! CodeBolt agents byre can run, and `startAgent` as a new task.
+//!
+//! - The agents are the directories holding an `index.js` under the agents directory
+//!   ([`crate::vendors::codebolt::agents_dir`]: `$BYRE_CODEBOLT_AGENTS`, else
+//!   `<data>/codebolt-agents`), the names `codebolt:<agent>` models resolve. An agent's id is
+//!   its directory name; its title, `unique_id` and descriptions come from its
+//!   `codeboltagent.yaml` when present and readable (else the id, and empty descriptions).
+//! - `listAgents` lists them all, by id (`agentType` is ignored: byre has only local agents);
+//!   `agentsDetail {agentList}` the named ones (id or `unique_id`), in the order asked, unknown
+//!   names left out; `findAgent {task, maxResult, agents}` ranks them by [`rank`].
+//! - Every listed agent is one JSON object ([`entry`]) that has both the fields of an agent
+//!   manifest (`id`, `unique_id`, `name`, `title`, `description`, `longDescription`) and the
+//!   OpenAI tool shape the client's agent library feeds its LLM (`type: "function"`,
+//!   `function {name: <id>, description, parameters {task}}`); replies carry the list as
+//!   `agents` (and `data`).
+//! - `startAgent {agentId, task}` creates a new task in the calling task's project through
+//!   `createTask`'s command path (title: the task text's first line, at most 80 characters;
+//!   actor: the calling task's creator), links it to the caller (`task.subtask_started`),
+//!   starts its session with model `codebolt:<id>` and the task text as its first message,
+//!   then waits (beside the agent's other requests) for that session's first `turn.ended`:
+//!   `{success: true, agentId, result, task_id, session_id}` when it completed (`result`: the
+//!   turn's result, else its last `agent.text`); `success: false` with an `error` when the
+//!   agent is unknown, the task could not be made, the turn failed or was interrupted, or the
+//!   calling agent's socket closed first. The new task stays open for review and merge like
+//!   any other.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::actions::{closed, err, Ctx};
+use super::frames::text;
+
+/// Longest title `startAgent` gives its task, in characters.
+pub const MAX_TITLE_CHARS: usize = 80;
+
+/// One CodeBolt agent byre can run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// The directory's name (`codebolt:<id>`).
+    pub id: String,
+    /// The manifest's `unique_id`, else the id.
+    pub unique_id: String,
+    /// The manifest's `title`, else the id.
+    pub title: String,
+    /// The manifest's `description`, else empty.
+    pub description: String,
+    /// The manifest's `longDescription` (or `long_description`), else the description.
+    pub long_description: String,
+}
+
+/// The agents under `dir`, by id: every directory with an `index.js` (hidden names and
+/// unreadable directories skipped; a missing `dir` lists none).
+pub fn list(dir: &Path) -> Vec<AgentInfo> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<AgentInfo> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let id = e.file_name().to_str()?.to_owned();
+            let path = e.path();
+            (!id.starts_with('.') && path.join("index.js").is_file()).then(|| info(&id, &path))
+        })
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+fn info(id: &str, dir: &Path) -> AgentInfo {
+    let manifest: serde_norway::Value = std::fs::read_to_string(dir.join("codeboltagent.yaml"))
+        .ok()
+        .and_then(|s| serde_norway::from_str(&s).ok())
+        .unwrap_or(serde_norway::Value::Null);
+    let field = |k: &str| {
+        manifest
+            .get(k)
+            .and_then(|v| v.as_str())
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let description = field("description").unwrap_or_default();
+    AgentInfo {
+        id: id.to_owned(),
+        unique_id: field("unique_id").unwrap_or_else(|| id.to_owned()),
+        title: field("title").unwrap_or_else(|| id.to_owned()),
+        long_description: field("longDescription")
+            .or_else(|| field("long_description"))
+            .unwrap_or_else(|| description.clone()),
+        description,
+    }
+}
+
+/// The agent called `name`: by id, else by `unique_id`.
+pub fn find<'a>(agents: &'a [AgentInfo], name: &str) -> Option<&'a AgentInfo> {
+    agents
+        .iter()
+        .find(|a| a.id == name)
+        .or_else(|| agents.iter().find(|a| a.unique_id == name))
+}
+
+/// Lower-case words of at least 2 letters or digits.
+fn words(s: &str) -> std::collections::BTreeSet<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 2)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// `findAgent`'s ranking: an agent's score is the number of distinct words of `task` (lower
+/// case, 2 or more letters or digits) found among the words of its id, `unique_id`, title
+/// and descriptions. Agents scoring 0 are left out; the rest come best first, ties by id, at
+/// most `max` (at least 1). When `only` is not empty, only the agents it names (id or
+/// `unique_id`) are ranked.
+pub fn rank<'a>(
+    agents: &'a [AgentInfo],
+    task: &str,
+    max: usize,
+    only: &[String],
+) -> Vec<&'a AgentInfo> {
+    let wanted = words(task);
+    let mut scored: Vec<(usize, &AgentInfo)> = agents
+        .iter()
+        .filter(|a| only.is_empty() || only.iter().any(|o| *o == a.id || *o == a.unique_id))
+        .map(|a| {
+            let have = words(&format!(
+                "{} {} {} {} {}",
+                a.id, a.unique_id, a.title, a.description, a.long_description
+            ));
+            (wanted.intersection(&have).count(), a)
+        })
+        .filter(|(score, _)| *score > 0)
+        .collect();
+    scored.sort_by(|(sa, a), (sb, b)| sb.cmp(sa).then_with(|| a.id.cmp(&b.id)));
+    scored
+        .into_iter()
+        .take(max.max(1))
+        .map(|(_, a)| a)
+        .collect()
+}
+
+/// An agent as replies list it (manifest fields plus the OpenAI tool shape).
+pub fn entry(a: &AgentInfo) -> Value {
+    json!({
+        "id": a.id,
+        "unique_id": a.unique_id,
+        "name": a.title,
+        "title": a.title,
+        "description": a.description,
+        "longDescription": a.long_description,
+        "type": "function",
+        "function": {
+            "name": a.id,
+            "description": if a.long_description.is_empty() { &a.description } else { &a.long_description },
+            "parameters": {
+                "type": "object",
+                "properties": {"task": {"type": "string", "description": "The task for the agent."}},
+                "required": ["task"]
+            }
+        }
+    })
+}
+
+fn listed<'a>(agents: impl IntoIterator<Item = &'a AgentInfo>) -> Value {
+    let list: Vec<Value> = agents.into_iter().map(entry).collect();
+    json!({"agents": list, "data": list})
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().map(text).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// The reply fields of an `agentEvent` request `f` with action `action`.
+pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
+    let dir = crate::vendors::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let agents = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || list(&dir))
+            .await
+            .unwrap_or_default()
+    };
+    match action {
+        "listAgents" => listed(&agents),
+        "agentsDetail" => listed(
+            strings(&f["agentList"])
+                .iter()
+                .filter_map(|n| find(&agents, n)),
+        ),
+        "findAgent" => {
+            let max = f["maxResult"]
+                .as_u64()
+                .and_then(|m| usize::try_from(m).ok())
+                .unwrap_or(1);
+            listed(rank(
+                &agents,
+                &text(&f["task"]),
+                max,
+                &strings(&f["agents"]),
+            ))
+        }
+        "startAgent" => {
+            let agent_id = text(&f["agentId"]);
+            let mut v = match find(&agents, &agent_id) {
+                None => err(format!(
+                    "no CodeBolt agent `{agent_id}`: byre runs the agent directories under {}",
+                    dir.display()
+                )),
+                Some(a) => start(ctx, a, &text(&f["task"])).await,
+            };
+            v["agentId"] = f["agentId"].clone();
+            v
+        }
+        _ => err(format!("unsupported agent action `{action}`")),
+    }
+}
+
+/// The title of a task started for `task`: its first non-blank line, at most
+/// [`MAX_TITLE_CHARS`] characters, control characters dropped.
+pub fn title_of(task: &str) -> String {
+    let line = task
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let clean: String = line.chars().filter(|c| !c.is_control()).collect();
+    let clean = clean.trim();
+    if clean.chars().count() <= MAX_TITLE_CHARS {
+        clean.to_owned()
+    } else {
+        let cut: String = clean.chars().take(MAX_TITLE_CHARS - 1).collect();
+        format!("{}…", cut.trim_end())
+    }
+}
+
+/// `startAgent`: see the module's doc.
+async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
+    if task.trim().is_empty() {
+        return err("startAgent needs a non-empty task");
+    }
+    let app = &ctx.app;
+    let parent = app.writer.read(|s| {
+        let t = s
+            .tasks
+            .get(&ctx.link.task_id)
+            .filter(|t| t.status == byre_projections::tasks::TaskStatus::Active)?;
+        let p = s.projects.get(&t.project_id)?;
+        Some((
+            t.project_id.clone(),
+            t.created_by.clone(),
+            p.repo_path.clone(),
+            p.default_branch.clone(),
+        ))
+    });
+    let Some((project_id, actor, repo_path, default_branch)) = parent else {
+        return err("the calling agent's task is closed or gone: it cannot start agents");
+    };
+    let task_id = match crate::http::tasks::create_at_default_branch(
+        app,
+        &actor,
+        &project_id,
+        title_of(task),
+        repo_path,
+        default_branch,
+    )
+    .await
+    {
+        Ok(t) => t,
+        Err(e) => return err(format!("the agent's task could not be created: {e}")),
+    };
+    let link = app
+        .writer
+        .submit(
+            byre_projections::Command::LinkSubtask {
+                session_id: ctx.link.session_id.clone(),
+                task_id: task_id.clone(),
+                agent: agent.id.clone(),
+            },
+            None,
+        )
+        .await;
+    let after = match link {
+        Ok(ack) => ack.events.first().map(|e| e.seq).unwrap_or_default(),
+        Err(e) => return err(format!("the agent's task could not be linked: {e}")),
+    };
+    // Everything after the link, so the new session's turn end cannot be missed.
+    let mut events = Box::pin(crate::log::subscription::subscribe(
+        app.writer.clone(),
+        after,
+    ));
+    let caller = crate::identity::Caller {
+        login: actor.clone(),
+    };
+    let session_id = match crate::http::sessions::start_session(
+        app,
+        &caller,
+        &task_id,
+        Some(format!("codebolt:{}", agent.id)),
+        task.to_owned(),
+        Vec::new(),
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            let mut v = err(format!("the agent's session could not start: {e}"));
+            v["task_id"] = task_id.into();
+            return v;
+        }
+    };
+    let fail = |why: String| {
+        let mut v = err(why);
+        v["task_id"] = task_id.clone().into();
+        v["session_id"] = session_id.clone().into();
+        v
+    };
+    let ended = async {
+        let mut last_text = String::new();
+        while let Some(r) = events.next().await {
+            let Ok(r) = r else { continue };
+            if r.agent_session_id.as_deref() != Some(session_id.as_str()) {
+                continue;
+            }
+            let payload = serde_json::from_str::<Value>(&r.json)
+                .map(|v| v["payload"].clone())
+                .unwrap_or_default();
+            match r.kind.as_str() {
+                "agent.text" => last_text = text(&payload["text"]),
+                "turn.ended" => return Some((payload, last_text)),
+                _ => {}
+            }
+        }
+        None
+    };
+    let (payload, last_text) = tokio::select! {
+        e = ended => match e {
+            Some(e) => e,
+            None => return fail("the server stopped before the agent's turn ended".into()),
+        },
+        () = closed(ctx) => {
+            return fail(format!(
+                "the calling agent disconnected; task {task_id} goes on without it"
+            ))
+        }
+    };
+    let outcome = text(&payload["outcome"]);
+    if outcome != "completed" {
+        let why = text(&payload["error"]);
+        return fail(format!(
+            "the agent `{}`'s turn ended {outcome}{}",
+            agent.id,
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {why}")
+            }
+        ));
+    }
+    let result = match text(&payload["result"]) {
+        r if r.trim().is_empty() => last_text,
+        r => r,
+    };
+    json!({
+        "success": true,
+        "result": result,
+        "message": result,
+        "task_id": task_id,
+        "session_id": session_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(dir: &Path, id: &str, yaml: Option<&str>) {
+        let d = dir.join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("index.js"), "").unwrap();
+        if let Some(y) = yaml {
+            std::fs::write(d.join("codeboltagent.yaml"), y).unwrap();
+        }
+    }
+
+    #[test]
+    fn lists_agent_directories_with_their_manifests() {
+        let dir = tempfile::tempdir().unwrap();
+        agent(
+            dir.path(),
+            "writer",
+            Some("title: Doc Writer\nunique_id: doc-writer\ndescription: Writes docs\nlongDescription: Writes documentation files\n"),
+        );
+        agent(dir.path(), "bare", None);
+        agent(dir.path(), "broken", Some(": : not yaml ["));
+        std::fs::create_dir_all(dir.path().join("no-entry")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".hidden")).unwrap();
+        std::fs::write(dir.path().join(".hidden/index.js"), "").unwrap();
+        std::fs::write(dir.path().join("loose.js"), "").unwrap();
+        let got = list(dir.path());
+        let ids: Vec<&str> = got.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(ids, ["bare", "broken", "writer"]);
+        assert_eq!(
+            got[2],
+            AgentInfo {
+                id: "writer".into(),
+                unique_id: "doc-writer".into(),
+                title: "Doc Writer".into(),
+                description: "Writes docs".into(),
+                long_description: "Writes documentation files".into(),
+            }
+        );
+        assert_eq!(got[0].title, "bare");
+        assert_eq!(got[0].unique_id, "bare");
+        assert_eq!(got[1].description, "");
+        assert!(list(&dir.path().join("missing")).is_empty());
+        assert_eq!(
+            find(&got, "doc-writer").map(|a| a.id.as_str()),
+            Some("writer")
+        );
+        assert_eq!(find(&got, "writer").map(|a| a.id.as_str()), Some("writer"));
+        assert!(find(&got, "nobody").is_none());
+        let e = entry(&got[2]);
+        assert_eq!(e["function"]["name"], "writer");
+        assert_eq!(e["function"]["description"], "Writes documentation files");
+        assert_eq!(e["unique_id"], "doc-writer");
+    }
+
+    fn info(id: &str, description: &str) -> AgentInfo {
+        AgentInfo {
+            id: id.into(),
+            unique_id: id.into(),
+            title: id.into(),
+            description: description.into(),
+            long_description: description.into(),
+        }
+    }
+
+    #[test]
+    fn ranking_counts_task_words_and_honours_max_and_the_filter() {
+        let agents = vec![
+            info("docs", "writes documentation and docs for the code"),
+            info("tester", "writes unit tests for the code"),
+            info("painter", "draws pictures"),
+        ];
+        let ids = |v: Vec<&AgentInfo>| v.iter().map(|a| a.id.clone()).collect::<Vec<_>>();
+        // docs 4 ("writes", "docs", "for", "code"), tester 3, painter 0.
+        assert_eq!(
+            ids(rank(&agents, "Writes DOCS for this code", 5, &[])),
+            ["docs", "tester"]
+        );
+        assert_eq!(
+            ids(rank(&agents, "Writes DOCS for this code", 1, &[])),
+            ["docs"]
+        );
+        // 0 means the client's default of 1.
+        assert_eq!(ids(rank(&agents, "writes docs", 0, &[])), ["docs"]);
+        // Ties by id.
+        assert_eq!(ids(rank(&agents, "writes", 5, &[])), ["docs", "tester"]);
+        assert!(rank(&agents, "sing a song", 5, &[]).is_empty());
+        assert_eq!(
+            ids(rank(&agents, "writes docs code", 5, &["tester".into()])),
+            ["tester"]
+        );
+    }
+
+    #[test]
+    fn titles_are_the_first_line_cut_short() {
+        assert_eq!(title_of("\n  write a file\nthen more"), "write a file");
+        let long = "x".repeat(200);
+        let t = title_of(&long);
+        assert_eq!(t.chars().count(), MAX_TITLE_CHARS);
+        assert!(t.ends_with('…'));
+        assert_eq!(title_of("a\tb"), "ab");
+    }
+}
