@@ -131,7 +131,13 @@ pub fn read_tokens(path: &Path) -> Result<HashMap<String, String>, String> {
         tokens: HashMap<String, String>,
     }
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot read {}: {e} (the token file is TOML with a [tokens] table of \"<token>\" = \"<login>\"; \
+                 --tokens FILE names another)",
+                path.display()
+            )
+        })?;
     let file: File = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     if file.tokens.is_empty() {
         return Err(format!("{} maps no tokens", path.display()));
