@@ -251,7 +251,19 @@ fn open_top(path: &Path) -> Result<(Repository, PathBuf), GitError> {
     };
     let repo = match open_exact(&canon, RepositoryOpenFlags::empty()) {
         Ok(r) => r,
-        Err(e) if e.code() == ErrorCode::NotFound => return Err(GitError::NotARepository(shown)),
+        Err(e) if e.code() == ErrorCode::NotFound => {
+            // A subdirectory of a repository: name the top the user should give instead.
+            let inside = Repository::discover(&canon)
+                .ok()
+                .and_then(|r| r.workdir().map(Path::to_path_buf));
+            return Err(GitError::NotARepository(match inside {
+                Some(top) => format!(
+                    "{shown} (it is inside the repository {}; give that top directory)",
+                    top.display()
+                ),
+                None => shown,
+            }));
+        }
         Err(e) => return Err(other(format!("cannot open {shown}"), &e)),
     };
     let top = if repo.is_bare() {

@@ -79,6 +79,13 @@ async fn create_project_returns_400_for_bad_input() {
         let r = api.call("createProject", &[], &[], Some(body)).await;
         assert_eq!(r.status, 400, "{what}: {:?}", r.body);
         assert!(!r.message().is_empty(), "{what}: a message");
+        if what == "a subdirectory of a repository" {
+            assert!(
+                r.message().contains("give that top directory"),
+                "the message names the enclosing repository: {}",
+                r.message()
+            );
+        }
     }
     let raw = api
         .call_raw(
