@@ -109,6 +109,14 @@ impl World {
     }
 
     /// Records the end of session `sid`'s turn as its driver would: `result`, the vendor's
+    /// byre restarted: `ResumeAfterRestart` for `session_id` (worktree head `h`); its events.
+    pub fn restart(&mut self, session_id: &str) -> Vec<Event> {
+        self.ok(Command::ResumeAfterRestart {
+            session_id: session_id.into(),
+            head: "h".into(),
+        })
+    }
+
     /// HTTP `status` if any, error "boom" when `outcome` is `Failed`; the events committed.
     pub fn record_turn_end(
         &mut self,

@@ -317,10 +317,7 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
             raw: "{}".into(),
         })],
     });
-    let events = w.ok(Command::ResumeAfterRestart {
-        session_id: sid.clone(),
-        head: "h".into(),
-    });
+    let events = w.restart(&sid);
     assert_eq!(
         kinds(&events)[..3],
         ["turn.ended", "user.message", "turn.started"]
@@ -330,14 +327,7 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
     };
     assert_eq!(m.text, RESTART_NOTE);
     w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
-    assert!(
-        w.ok(Command::ResumeAfterRestart {
-            session_id: sid,
-            head: "h".into()
-        })
-        .is_empty(),
-        "nothing to resume when idle"
-    );
+    assert!(w.restart(&sid).is_empty(), "nothing to resume when idle");
 }
 
 #[test]
@@ -353,10 +343,7 @@ fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sen
         model: None,
         head: "h".into(),
     });
-    let events = w.ok(Command::ResumeAfterRestart {
-        session_id: sid.clone(),
-        head: "h".into(),
-    });
+    let events = w.restart(&sid);
     assert_eq!(
         kinds(&events)[..3],
         ["turn.ended", "user.message", "turn.started"]
@@ -368,10 +355,7 @@ fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sen
     assert_eq!(m.text, resent);
     assert_eq!(events[1].actor, "bob", "from the message's sender");
     // Cut short again before any answer: the same message again, not a note about a note.
-    let again = w.ok(Command::ResumeAfterRestart {
-        session_id: sid,
-        head: "h".into(),
-    });
+    let again = w.restart(&sid);
     let EventBody::UserMessage(m) = &again[1].body else {
         panic!()
     };
@@ -580,10 +564,7 @@ fn an_answer_given_before_a_restart_cut_the_asking_turn_is_delivered_once_after_
         responses: vec![answer(&q, ResponseType::Option, &["blue"], "")],
     });
     // byre is killed mid-turn; the restart ends the turn and resumes the session first.
-    let resumed = w.ok(Command::ResumeAfterRestart {
-        session_id: sid.clone(),
-        head: "h".into(),
-    });
+    let resumed = w.restart(&sid);
     assert!(!kinds(&resumed).contains(&"inbox.delivered"));
     let EventBody::UserMessage(m) = &resumed[1].body else {
         panic!()
