@@ -28,7 +28,7 @@ pub struct Asset {
 }
 
 macro_rules! assets {
-    ($($path:literal => $ty:literal),* $(,)?) => {
+    ($($path:literal => $ty:expr),* $(,)?) => {
         &[$(Asset { path: concat!("/", $path), content_type: $ty, bytes: include_bytes!(concat!("../ui/", $path)) }),*]
     };
 }

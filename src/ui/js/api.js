@@ -37,7 +37,7 @@ export async function request(method, path, body, { raw = false, quiet = false }
     if (!quiet) listeners.forEach((fn) => fn(err));
     throw err;
   }
-  if (res.status === 401) {
+  if (res.status === 401 && !location.pathname.startsWith("/signin")) {
     const back = location.pathname + location.search;
     location.assign("/signin?next=" + encodeURIComponent(back));
     throw new ApiError(401, "signed out");
@@ -103,5 +103,6 @@ export const api = {
   mergeTask: (taskId, body) => request("POST", `/api/tasks/${enc(taskId)}/merge`, body, { quiet: true }),
   mergeIn: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/merge-in`, undefined, { quiet: true }),
   discardTask: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/discard`, undefined, { quiet: true }),
+  listPreviews: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/previews`, undefined, { quiet: true }),
   getStatus: () => request("GET", "/api/admin/status"),
 };

@@ -22,6 +22,12 @@ function App() {
   viewing.taskId = route.name === "task" ? route.taskId : null;
   useEffect(() => subscribe((v) => setVersion(v)), []);
   useEffect(() => onRoute(setRoute), []);
+  useEffect(() => {
+    const mq = window.matchMedia("(max-width: 760px)");
+    const again = () => setVersion((v) => v + 1);
+    mq.addEventListener("change", again);
+    return () => mq.removeEventListener("change", again);
+  }, []);
   useEffect(() => onApiError((e) => {
     setError(e.message);
     setTimeout(() => setError((cur) => (cur === e.message ? null : cur)), 6000);

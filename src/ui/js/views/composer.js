@@ -152,7 +152,7 @@ export function Composer({ state, task }) {
       placeholder=${placeholder} onInput=${(e) => setText(e.target.value)} onKeyDown=${onKey} onPaste=${onPaste}></textarea>
     ${error ? html`<div class="form-error" role="alert" data-testid="composer-error">${error}</div>` : null}
     <div class="composer-bar">
-      <label class="file-button" title="Attach images">＋ image<input type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple data-testid="composer-attach" onChange=${(e) => { upload(e.target.files); e.target.value = ""; }} /></label>
+      <label class="file-button" title="Attach images">+ Image<input type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple data-testid="composer-attach" onChange=${(e) => { upload(e.target.files); e.target.value = ""; }} /></label>
       <input class="model" data-testid="composer-model" list="composer-models" value=${model} placeholder=${session ? session.model || "model" : state.me.default_model} title="Model (this turn and later ones)" onInput=${(e) => setModel(e.target.value)} spellcheck="false" autocomplete="off" />
       <datalist id="composer-models">${MODELS.map((m) => html`<option value=${m} />`)}</datalist>
       <span class="grow"></span>

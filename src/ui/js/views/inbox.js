@@ -45,7 +45,7 @@ function ItemCard({ item, answer, setAnswer, state, showTask }) {
       <textarea rows="2" data-testid="inbox-other-text" placeholder=${item.kind === "question" ? ((p.options || []).length ? (p.multiple ? "Add a note, or answer in your own words" : "Or answer in your own words") : "Your answer") : "Tell the agent what to do next (optional)"}
         value=${a.text} onInput=${(e) => set({ text: e.target.value, dismiss: false, options: p.multiple ? a.options : e.target.value ? [] : a.options })}></textarea>
       <div class="row">
-        <label class="file-button small">＋ image<input type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple onChange=${(e) => { upload([...e.target.files]); e.target.value = ""; }} /></label>
+        <label class="file-button small">+ Image<input type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple onChange=${(e) => { upload([...e.target.files]); e.target.value = ""; }} /></label>
         ${(a.images || []).map((id) => html`<img class="mini" src=${api.blobUrl(id)} alt="attached" />`)}
         <span class="grow"></span>
         <label class="dismiss"><input type="checkbox" data-testid="inbox-dismiss" checked=${a.dismiss} onChange=${(e) => set({ dismiss: e.target.checked, options: [], text: "" })} /> dismiss</label>

@@ -130,7 +130,7 @@ export function Item({ item, taskId }) {
       </div>`;
     case "snapshot.taken":
       return html`<div class="item snap" data-testid="item-snapshot" data-seq=${ev.seq}>
-        snapshot ${p.n} <code>${short(p.commit)}</code> (${p.trigger === "turn_end" ? "end of turn" : "requested"}${p.branch_advanced ? ", committed to the branch" : ""})
+        snapshot ${p.n} <code>${short(p.commit)}</code> (${p.trigger === "turn_end" ? "end of turn" : "requested"}${p.branch_advanced ? ", committed to the branch" : ""})${" "}
         <a href=${`/tasks/${ev.task_id}/changes?snapshot=${p.n}&step=1`} data-nav="1">see its step</a>
       </div>`;
     case "snapshot.failed":
@@ -141,7 +141,7 @@ export function Item({ item, taskId }) {
       return html`<div class="item error rate" data-testid="item-rate-limit" data-seq=${ev.seq}><strong>Rate limited</strong> (${(p.payload && p.payload.vendor) || ""})<pre>${(p.payload && p.payload.error) || ""}</pre></div>`;
     case "question":
       return html`<div class="item question" data-testid="item-question" data-seq=${ev.seq}>
-        <strong>Question:</strong> ${(p.payload && p.payload.question) || ""}
+        <strong>Question:</strong> ${(p.payload && p.payload.question) || ""}${" "}
         <a href=${`/tasks/${ev.task_id}/inbox`} data-nav="1">answer in the inbox</a>
       </div>`;
     case "inbox.responded": {

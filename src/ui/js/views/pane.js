@@ -38,7 +38,7 @@ function ProjectTab({ task, state }) {
     api.listSnapshots(task.id).then(setSnaps).catch(() => {});
   }, [task.id, nSnap]);
   useEffect(() => {
-    fetch(`/api/tasks/${encodeURIComponent(task.id)}/previews`).then((r) => (r.ok ? r.json() : [])).then(setPreviews).catch(() => {});
+    api.listPreviews(task.id).then(setPreviews).catch(() => {});
   }, [task.id]);
   return html`<div class="pane-body project-tab" data-testid="project-info">
     ${project ? html`<h3>${project.name}</h3>

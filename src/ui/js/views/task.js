@@ -4,7 +4,7 @@
 // On a phone the pane is its own page (/tasks/{id}/{tab}).
 
 import { html, useState, useEffect } from "../html.js";
-import { state as store, openTask, setFocus, setPaneFocus, markRead } from "../store.js";
+import { openTask, setFocus, setPaneFocus, markRead } from "../store.js";
 import { navigate } from "../router.js";
 import { Transcript } from "./transcript.js";
 import { Composer } from "./composer.js";
@@ -55,10 +55,7 @@ export function TaskPage({ route, state, phone }) {
       <span class=${`badge st-${task.state}`} data-testid="task-header-state">${STATE_LABEL[task.state] || task.state}</span>
     </div>
     <div class="sub-row">
-      <code data-testid="task-header-branch">${task.branch}</code>
-      ${project ? html` · <a href=${`/projects/${project.id}`}>${project.name}</a>` : null}
-      · by ${task.created_by}
-      ${task.merge_commit ? html` · merged as <code>${short(task.merge_commit)}</code>` : null}
+      <code data-testid="task-header-branch">${task.branch}</code>${project ? html` · <a href=${`/projects/${project.id}`}>${project.name}</a>` : null}${` · by ${task.created_by}`}${task.merge_commit ? html` · merged as <code>${short(task.merge_commit)}</code>` : null}
     </div>
     ${paneOnly ? null : html`<${FinishBar} task=${task} state=${state} />`}
   </header>`;
