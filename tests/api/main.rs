@@ -23,5 +23,6 @@ mod old_logs;
 mod projects;
 mod snapshots;
 mod tasks;
+mod ui;
 mod views;
 mod workflows;
