@@ -31,6 +31,10 @@ export function subscribe(fn) {
   subscribers.add(fn);
   return () => subscribers.delete(fn);
 }
+/** Re-renders the page (for state outside the store, e.g. a permission the browser gave). */
+export function touch() {
+  changed();
+}
 function changed() {
   state.version++;
   if (scheduled) return;

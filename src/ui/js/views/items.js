@@ -4,6 +4,7 @@
 import { html } from "../html.js";
 import { renderMarkdown } from "../markdown.js";
 import { api } from "../api.js";
+import { state as store } from "../store.js";
 import { ago, when, short, tokens, duration, pretty } from "../util.js";
 
 const HIDDEN = new Set([
@@ -63,7 +64,7 @@ function ToolCall({ item, taskId }) {
   const p = item.ev.payload || {};
   const r = item.result && item.result.payload;
   const input = p.input || {};
-  const summary = toolSummary(p.name, input);
+  const summary = toolSummary(p.name, input, worktreeOf(taskId));
   const state = !item.result ? "pending" : r.is_error ? "error" : "ok";
   return html`<div class=${`item tool ${state}`} data-testid="item-tool-call" data-seq=${item.ev.seq}
       data-tool-use-id=${p.tool_use_id} data-result-seq=${item.result ? item.result.seq : undefined}>
@@ -80,9 +81,15 @@ function ToolCall({ item, taskId }) {
   </div>`;
 }
 
-function toolSummary(name, input) {
+function worktreeOf(taskId) {
+  const t = store.tasks.get(taskId);
+  return t ? `${t.worktree_path}/` : null;
+}
+
+function toolSummary(name, input, worktree) {
   if (!input || typeof input !== "object") return "";
-  const v = input.command || input.file_path || input.path || input.pattern || input.url || input.question || input.description;
+  let v = input.command || input.file_path || input.path || input.pattern || input.url || input.question || input.description;
+  if (typeof v === "string" && worktree) v = v.split(worktree).join("");
   if (typeof v === "string") return v.length > 120 ? `${v.slice(0, 120)}…` : v;
   if (Array.isArray(v)) return v.join(" ").slice(0, 120);
   if (Array.isArray(input.changes)) return input.changes.map((c) => c.path).join(", ").slice(0, 120);

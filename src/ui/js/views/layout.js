@@ -8,6 +8,7 @@ import { TaskPage } from "./task.js";
 import { InboxPage } from "./inbox.js";
 import { StatusPage } from "./status.js";
 import { isPhone } from "../util.js";
+import { touch } from "../store.js";
 
 function currentProjectId(route, state) {
   if (route.projectId) return route.projectId;
@@ -37,7 +38,7 @@ function Nav({ state, route }) {
 function NotifyButton({ state }) {
   if (typeof Notification === "undefined" || Notification.permission !== "default") return null;
   return html`<button type="button" class="link small" data-testid="notify-enable"
-    onClick=${() => Notification.requestPermission().then(() => document.body.click())}>Enable notifications</button>`;
+    onClick=${() => Notification.requestPermission().then(touch)}>Enable notifications</button>`;
 }
 
 function Sidebar({ state, route }) {
