@@ -62,36 +62,47 @@ export function setFocusHandler(fn) {
   onFocusFromElsewhere = fn;
 }
 
-/** Reads everything from REST, then opens the stream after the log's head. */
-export async function boot() {
+/**
+ * Reads everything from REST, then opens the stream after the log's head. `hint` names the
+ * project or task the page shows, read alongside (their reads hold their events meanwhile).
+ */
+export async function boot(hint = {}) {
   if (source) {
     source.close();
     source = null;
   }
+  const loadedProjects = [...state.projectTasks.keys()];
+  const openTranscripts = [...state.transcripts.keys()];
+  state.projectTasks = new Map();
+  state.tasks = new Map();
+  state.tasksVersion++;
+  state.transcripts = new Map();
+  state.sessions = new Map();
+  state.deltas = new Map();
+  pending.clear();
+  sessionPending.clear();
   const status = await api.getStatus();
   const head = status.last_event_seq;
+  state.lastSeq = head;
+  const early = [];
+  if (hint.projectId) early.push(ensureProject(hint.projectId));
+  if (hint.taskId) early.push(openTask(hint.taskId));
+  early.forEach((p) => p.catch(() => {}));
   const [me, projects, inbox, reads, focus] = await Promise.all([
     api.getMe(), api.listProjects(), api.listInbox(), api.getSummaryReads(), api.getFocus(),
   ]);
   state.me = me;
-  state.projects = new Map(projects.map((p) => [p.id, p]));
+  for (const p of projects) state.projects.set(p.id, p);
   state.inbox = new Map(inbox.map((i) => [i.id, i]));
   state.inboxVersion++;
   state.reads = reads || {};
   state.focus = focus;
-  const loadedProjects = [...state.projectTasks.keys()];
-  state.projectTasks = new Map();
-  state.tasks = new Map();
-  state.tasksVersion++;
-  const openTranscripts = [...state.transcripts.keys()];
-  state.transcripts = new Map();
-  state.sessions = new Map();
-  state.deltas = new Map();
-  state.lastSeq = head;
   changed();
   connect(head);
-  await Promise.all(loadedProjects.map((p) => ensureProject(p)));
-  await Promise.all(openTranscripts.map((t) => openTask(t)));
+  await Promise.all([
+    ...loadedProjects.map((p) => ensureProject(p)),
+    ...openTranscripts.map((t) => openTask(t)),
+  ]);
 }
 
 function connect(after) {

@@ -1,7 +1,7 @@
 // Transcript items: which events are drawn and how. `buildItems` turns a task's events
 // (oldest first) into items; a tool.result joins its tool.call. `Item` draws one.
 
-import { html } from "../html.js";
+import { html, memo } from "../html.js";
 import { renderMarkdown } from "../markdown.js";
 import { api } from "../api.js";
 import { state as store } from "../store.js";
@@ -48,8 +48,6 @@ export function buildItems(events) {
     }
     items.push({ key: String(ev.seq), type: ev.kind, ev });
   }
-  // A result arriving later re-renders its call: give the call a key that changes with it.
-  for (const it of items) if (it.type === "tool-call" && it.result) it.key = `${it.ev.seq}r`;
   return items;
 }
 
@@ -203,3 +201,8 @@ function MergeItem({ ev }) {
   const bad = ev.kind === "task.merge_failed" || ev.kind === "task.cleanup_failed";
   return html`<div class=${`item merge ${bad ? "error" : ""}`} data-testid="item-merge" data-kind=${ev.kind} data-seq=${ev.seq}>${text}</div>`;
 }
+
+/** `Item` re-rendered only when its event, its result or its kind changes. */
+export const ItemView = memo(function ItemView({ type, ev, result, taskId }) {
+  return Item({ item: { type, ev, result }, taskId });
+});

@@ -1,11 +1,11 @@
 // A task's transcript: its events as items in a windowed list, paging back through
 // listTaskEvents as the reader scrolls up, with the live text of running turns below.
 
-import { html, useMemo } from "../html.js";
+import { html } from "../html.js";
 import { loadEarlier } from "../store.js";
 import { VList } from "../vlist.js";
 import { renderMarkdown } from "../markdown.js";
-import { buildItems, Item } from "./items.js";
+import { buildItems, ItemView } from "./items.js";
 
 const built = new WeakMap(); // transcript -> { version, items }
 function itemsOf(tr) {
@@ -35,7 +35,7 @@ export function Transcript({ state, taskId }) {
     : html`<div class="earlier start">The beginning of the task.</div>`;
   return html`<div class="transcript-wrap">
     <${VList} testid="transcript" items=${items} itemKey=${(it) => it.key}
-      renderItem=${(it) => html`<${Item} item=${it} taskId=${taskId} />`}
+      renderItem=${(it) => html`<${ItemView} type=${it.type} ev=${it.ev} result=${it.result} taskId=${taskId} />`}
       onNearTop=${() => loadEarlier(taskId)}
       header=${header}
       footer=${html`<${Live} state=${state} taskId=${taskId} />`} />
