@@ -21,7 +21,7 @@ function Live({ state, taskId }) {
   for (const [sid, d] of state.deltas) if (d.task_id === taskId && d.text) live.push([sid, d.text]);
   if (!live.length) return null;
   return html`<div class="live">${live.map(([sid, text]) => html`<div class="item agent streaming" data-testid="live-delta" data-session-id=${sid}>
-    <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(text, taskId) }}></div><span class="caret"></span>
+    <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(text, taskId, false) }}></div><span class="caret"></span>
   </div>`)}</div>`;
 }
 
