@@ -391,6 +391,10 @@ function foldSession(ev) {
 
 const incoming = new Map();
 let deltaFrame = false;
+/** Takes one `agent.delta` frame (exported for the page-speed bench, which feeds it directly). */
+export function ingestDelta(d) {
+  delta(d);
+}
 function delta(d) {
   if (!d.agent_session_id) return;
   const prev = incoming.get(d.agent_session_id);

@@ -1,10 +1,10 @@
 // A task's transcript: its events as items in a windowed list, paging back through
-// listTaskEvents as the reader scrolls up, with the live text of running turns below.
+// listTaskEvents as the reader scrolls up, with the live text of running turns below (plain
+// text while it streams, one text node per frame; the finished agent.text is Markdown).
 
 import { html } from "../html.js";
 import { loadEarlier } from "../store.js";
 import { VList } from "../vlist.js";
-import { renderMarkdown } from "../markdown.js";
 import { buildItems, ItemView } from "./items.js";
 
 const built = new WeakMap(); // transcript -> { version, items }
@@ -21,7 +21,7 @@ function Live({ state, taskId }) {
   for (const [sid, d] of state.deltas) if (d.task_id === taskId && d.text) live.push([sid, d.text]);
   if (!live.length) return null;
   return html`<div class="live">${live.map(([sid, text]) => html`<div class="item agent streaming" data-testid="live-delta" data-session-id=${sid}>
-    <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(text, taskId, false) }}></div><span class="caret"></span>
+    <div class="live-text">${text}</div><span class="caret"></span>
   </div>`)}</div>`;
 }
 
