@@ -19,11 +19,27 @@ const MERGE_KINDS = new Set([
   "task.discard_requested", "task.discard_turn_started", "task.discarded", "task.cleanup_failed",
 ]);
 
-/** Items for the events; `tool.result`s fold into their calls. */
+/**
+ * Items for the events; `tool.result`s fold into their calls. A queued message is drawn
+ * where it was sent until it is handed over (then its `user.message` stands for it) or
+ * withdrawn (then it is marked so).
+ */
 export function buildItems(events) {
   const items = [];
   const calls = new Map();
+  const handed = new Set();
+  const withdrawn = new Set();
   for (const ev of events) {
+    if (ev.kind === "user.message") handed.add(ev.payload.input_id);
+    else if (ev.kind === "user.unqueued") withdrawn.add(ev.payload.input_id);
+  }
+  for (const ev of events) {
+    if (ev.kind === "user.queued") {
+      const id = ev.payload.input_id;
+      if (handed.has(id)) continue;
+      items.push({ key: String(ev.seq), type: withdrawn.has(id) ? "user.withdrawn" : "user.queued", ev });
+      continue;
+    }
     if (HIDDEN.has(ev.kind)) continue;
     const p = ev.payload || {};
     if (ev.kind === "tool.result") {
@@ -113,11 +129,15 @@ export function Item({ item, taskId }) {
   switch (item.type) {
     case "user.message":
     case "user.queued":
-      return html`<div class=${`item user ${item.type === "user.queued" ? "queued" : ""}`} data-testid=${item.type === "user.queued" ? "item-queued" : "item-user-message"} data-seq=${ev.seq} data-actor=${ev.actor}>
-        <div class="meta"><span class="sender" data-testid="item-sender">${ev.actor}</span>${item.type === "user.queued" ? html` <span class="tag">queued</span>` : null} <${Time} ev=${ev} />${p.model ? html` <span class="tag">→ ${p.model}</span>` : null}</div>
+    case "user.withdrawn": {
+      const queued = item.type !== "user.message";
+      const tag = item.type === "user.queued" ? "queued" : item.type === "user.withdrawn" ? "withdrawn" : "";
+      return html`<div class=${`item user ${queued ? "queued" : ""} ${item.type === "user.withdrawn" ? "withdrawn" : ""}`} data-testid=${queued ? "item-queued" : "item-user-message"} data-seq=${ev.seq} data-actor=${ev.actor}>
+        <div class="meta"><span class="sender" data-testid="item-sender">${ev.actor}</span>${tag ? html` <span class="tag">${tag}</span>` : null} <${Time} ev=${ev} />${p.model ? html` <span class="tag">→ ${p.model}</span>` : null}</div>
         <div class="text">${p.text}</div>
         <${Images} ids=${p.images} />
       </div>`;
+    }
     case "agent.text":
       return html`<div class="item agent" data-testid="item-agent-text" data-seq=${ev.seq}>
         <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(p.text, taskId) }}></div>
