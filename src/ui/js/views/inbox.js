@@ -1,11 +1,11 @@
 // The inbox: agents' questions as forms (pick-one, pick-any, other with text and images,
 // dismiss), session errors and rate limits; several answers go in one respondInbox.
 
-import { html, useState } from "../html.js";
+import { html, useState, useEffect } from "../html.js";
 import { api } from "../api.js";
 import { renderMarkdown } from "../markdown.js";
 import { ago, when } from "../util.js";
-import { state as store, touch } from "../store.js";
+import { state as store, touch, ensureProject } from "../store.js";
 
 const PREFS = [["questions", "questions"], ["reports", "reports (turns that end with a summary)"], ["errors", "session errors"], ["rate_limits", "rate limits"]];
 
@@ -136,5 +136,10 @@ export function InboxList({ state, taskId }) {
 
 /** `/inbox`: every open item across projects. */
 export function InboxPage({ state }) {
+  // The tasks' titles: read the projects that have open items.
+  const projects = [...new Set([...state.inbox.values()].filter((i) => i.state === "open").map((i) => i.project_id))].filter(Boolean);
+  useEffect(() => {
+    projects.forEach((p) => ensureProject(p).catch(() => {}));
+  }, [projects.join(",")]);
   return html`<div class="page inbox-page"><h1>Inbox</h1><${InboxList} state=${state} taskId=${null} /><${NotificationPrefs} me=${state.me} /></div>`;
 }
