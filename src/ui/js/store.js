@@ -203,10 +203,19 @@ export async function openTask(taskId) {
   }
 }
 
-/** Reads the page of events before the earliest one loaded. */
-export async function loadEarlier(taskId) {
+/** Pages read back on their own (to fill the view) before the reader has to scroll up. */
+const AUTO_PAGES = 3;
+
+/**
+ * Reads the page of events before the earliest one loaded. `auto` (filling the view rather
+ * than the reader scrolling up) reads at most AUTO_PAGES pages in a row, so a task whose
+ * newest thousands of events draw nothing is not read whole on opening.
+ */
+export async function loadEarlier(taskId, auto = false) {
   const tr = state.transcripts.get(taskId);
   if (!tr || tr.loading || !tr.more || tr.events.length === 0) return;
+  if (auto && (tr.autoPages || 0) >= AUTO_PAGES) return;
+  tr.autoPages = auto ? (tr.autoPages || 0) + 1 : 0;
   tr.loading = true;
   changed();
   try {

@@ -31,12 +31,13 @@ export function Transcript({ state, taskId }) {
   if (!tr) return html`<div class="transcript-wrap"><div class="hint pad">Loading…</div></div>`;
   const items = itemsOf(tr);
   const header = tr.loading || tr.more
-    ? html`<div class="earlier" data-testid="transcript-earlier">${tr.loading ? "Loading earlier events…" : "Scroll up for earlier events"}</div>`
+    ? html`<div class="earlier" data-testid="transcript-earlier">${tr.loading ? "Loading earlier events…"
+      : html`<button type="button" class="link" onClick=${() => loadEarlier(taskId, false)}>Load earlier events</button>`}</div>`
     : html`<div class="earlier start">The beginning of the task.</div>`;
   return html`<div class="transcript-wrap">
     <${VList} testid="transcript" items=${items} itemKey=${(it) => it.key}
       renderItem=${(it) => html`<${ItemView} type=${it.type} ev=${it.ev} result=${it.result} taskId=${taskId} />`}
-      onNearTop=${() => loadEarlier(taskId)}
+      onNearTop=${(auto) => loadEarlier(taskId, auto)}
       header=${header}
       footer=${html`<${Live} state=${state} taskId=${taskId} />`} />
   </div>`;
