@@ -50,6 +50,20 @@ fn status_field(pid: u32, key: &str) -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// CPU seconds the child has used (utime + stime).
+fn cpu_s(pid: u32) -> f64 {
+    // SAFETY: sysconf is always safe to call.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(close) = stat.rfind(')') else {
+        return 0.0;
+    };
+    let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let ticks: u64 = rest.get(11).and_then(|x| x.parse().ok()).unwrap_or(0)
+        + rest.get(12).and_then(|x| x.parse().ok()).unwrap_or(0);
+    ticks as f64 / hz
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / 1048576.0
 }
@@ -283,6 +297,7 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
     let next = Arc::new(AtomicU64::new(0));
     let filler: Arc<str> = "x".repeat(p.event_bytes).into();
     let machine = Machine::start();
+    let byre_cpu_before = cpu_s(pid);
     let started = Instant::now();
     let mut producers = Vec::new();
     for _ in 0..8 {
@@ -346,7 +361,12 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
     let catch_up_s = caught_up_started.elapsed().as_secs_f64();
     let _ = phase_tx.send(2);
     let max = sampler.await?;
-    let others = machine.report("stream-memory");
+    let others_with_byre = machine.report("stream-memory");
+    let byre_pct = (cpu_s(pid) - byre_cpu_before) / started.elapsed().as_secs_f64() * 100.0;
+    let others = (others_with_byre - byre_pct).max(0.0);
+    println!(
+        "  of which byre (the child) {byre_pct:.0}% of a core: the rest of the machine used {others:.0}%"
+    );
     let rss_end = rss(pid);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_end_2s = rss(pid);
@@ -392,6 +412,7 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
         "rss_end_2s": rss_end_2s,
         "complete_readers": complete,
         "out_of_order": out_of_order,
+        "byre_cpu_pct": byre_pct,
         "others_pct": others,
     }));
     // SAFETY: a signal to our own child.
