@@ -56,6 +56,9 @@ pub struct Config {
     /// The `tailscale` binary that publishes previews; `None`: `tailscale` on PATH, if any
     /// (resolved at start-up; still `None` then: previews are recorded, not published).
     pub tailscale_bin: Option<PathBuf>,
+    /// Bytes of committed events held for event streams (`serve --stream-buffer`): a reader
+    /// further behind reads from the log (`log::bus`).
+    pub stream_buffer_bytes: usize,
 }
 
 impl Config {
@@ -72,6 +75,7 @@ impl Config {
             agent_env: Vec::new(),
             byre_bin: None,
             tailscale_bin: None,
+            stream_buffer_bytes: crate::log::bus::DEFAULT_LIMIT_BYTES,
         }
     }
 

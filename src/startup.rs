@@ -121,7 +121,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         n_events = state.n_events,
         "log folded"
     );
-    let (writer, writer_thread) = Writer::start(store, state);
+    let (writer, writer_thread) = Writer::start_with(store, state, config.stream_buffer_bytes);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let leftovers = crate::vendors::runtime::clear_leftovers(&config.data_dir).await;
     // Agents' MCP servers run on this host: they reach the server at its own address
@@ -201,6 +201,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
+            .wrap(middleware::from_fn(http::json_errors))
             .wrap(middleware::from_fn(http::trace_request))
             .configure(http::routes)
             .default_service(web::to(http::no_route))

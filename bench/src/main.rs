@@ -8,12 +8,15 @@
 //! - `fanout`: the real server, C raw SSE clients, R events/s; commit-to-client latency.
 //! - `vendor-latency`: the real server running a fake `claude` (this binary, see
 //!   `vendor::fake_claude`); vendor stdout line to SSE client latency.
+//! - `stream-memory`: `byre serve` as a child, slow SSE readers behind a large write burst;
+//!   the child's RSS, and every reader gets every seq in order.
 
 mod append;
 mod batches;
 mod fanout;
 mod gen;
 mod http;
+mod memory;
 mod plain;
 mod proto;
 mod rebuild;
@@ -105,6 +108,27 @@ enum Cmd {
         #[arg(long)]
         quickack: bool,
     },
+    /// byre's RSS (a `byre serve` child) while slow SSE readers fall behind a write burst.
+    StreamMemory {
+        /// Slow SSE readers.
+        #[arg(long, default_value_t = 100)]
+        readers: usize,
+        /// MiB of events written in the burst.
+        #[arg(long, default_value_t = 1024)]
+        burst_mib: u64,
+        /// KiB of each event's payload.
+        #[arg(long, default_value_t = 64)]
+        event_kib: usize,
+        /// `serve --stream-buffer`.
+        #[arg(long, default_value = "64MiB")]
+        stream_buffer: String,
+        /// Bytes per second each reader reads during the burst.
+        #[arg(long, default_value_t = 1024)]
+        read_rate: usize,
+        /// The `byre` binary (default: `byre` beside this one).
+        #[arg(long)]
+        byre: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -151,6 +175,24 @@ fn main() -> anyhow::Result<()> {
             anyhow::ensure!(rate > 0.0, "--rate must be positive");
             batches::install();
             runtime()?.block_on(vendor::run(lines, rate, quickack, &cli.dir))?;
+        }
+        Cmd::StreamMemory {
+            readers,
+            burst_mib,
+            event_kib,
+            stream_buffer,
+            read_rate,
+            byre,
+        } => {
+            let params = memory::Params {
+                readers,
+                burst_bytes: burst_mib * 1024 * 1024,
+                event_bytes: event_kib.max(1) * 1024,
+                stream_buffer,
+                read_rate,
+                byre,
+            };
+            runtime()?.block_on(memory::run(params, &cli.dir))?;
         }
     }
     Ok(())

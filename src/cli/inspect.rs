@@ -22,7 +22,7 @@ fn open(data: &Path) -> anyhow::Result<ReadOnlyStore> {
 
 /// `byre log`: events from `from` to `to`, optionally one task's or one kind's.
 /// # Errors
-/// The log cannot be opened or read.
+/// The log cannot be opened or read; `task` names no task of the log.
 pub fn log(
     data: &Path,
     task: Option<String>,
@@ -32,6 +32,13 @@ pub fn log(
     json: bool,
 ) -> anyhow::Result<i32> {
     let store = open(data)?;
+    if let Some(t) = &task {
+        if !store.has_task(t)? {
+            anyhow::bail!(
+                "no task {t} in this log (`byre log --kind task.created` lists the tasks)"
+            );
+        }
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut write_err = None;
@@ -110,6 +117,13 @@ pub fn rebuild(data: &Path, verify: bool) -> anyhow::Result<i32> {
     };
     if at == expected {
         println!("verify      ok: the fold up to seq {seq} matches the server's checkpoint");
+        if seq < state.last_seq {
+            println!(
+                "            (seq {seq} is the server's newest checkpoint; seqs {}..={} came after it: folded above, but not compared, since the server writes checkpoints at most once a second and at a graceful stop)",
+                seq + 1,
+                state.last_seq
+            );
+        }
         Ok(0)
     } else {
         println!("verify      MISMATCH at seq {seq}: server had {expected}, the fold gives {at}");

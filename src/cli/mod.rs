@@ -35,6 +35,7 @@ pub enum Auth {
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     /// Start the server.
+    #[command(after_help = SERVE_ENV)]
     Serve {
         /// Address to listen on; only loopback without --auth tailscale or token.
         #[arg(long, default_value = "127.0.0.1:7777")]
@@ -55,6 +56,11 @@ pub enum Cmd {
         /// The model new users start with.
         #[arg(long, default_value = "sonnet")]
         default_model: String,
+        /// Bytes of recent events held in memory for all event streams together (e.g. 64MiB,
+        /// 512KiB). A reader further behind reads from the log instead, so this bounds the
+        /// memory of slow readers, not what they receive.
+        #[arg(long, env = "BYRE_STREAM_BUFFER", default_value = "64MiB", value_parser = crate::log::bus::parse_size)]
+        stream_buffer: usize,
     },
     /// Print events of the log.
     Log {
@@ -70,9 +76,9 @@ pub enum Cmd {
         /// First seq.
         #[arg(long, default_value_t = 1)]
         from: u64,
-        /// Last seq.
-        #[arg(long, default_value_t = u64::MAX)]
-        to: u64,
+        /// Last seq [default: the last seq of the log].
+        #[arg(long)]
+        to: Option<u64>,
         /// One spec `Event` JSON object per line instead of a table.
         #[arg(long)]
         json: bool,
@@ -111,6 +117,25 @@ pub enum Cmd {
     },
 }
 
+/// The environment `serve` reads, for `serve --help`.
+const SERVE_ENV: &str = "\
+Environment:
+  BYRE_CLAUDE_BIN      the `claude` (Claude Code) executable; default: `claude` on PATH
+  BYRE_CODEX_BIN       the `codex` executable for gpt-* models; default: `codex` on PATH
+  ANTHROPIC_*          passed to Claude Code, e.g. ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL
+                       (also CLAUDE_CODE_MAX_RETRIES, API_TIMEOUT_MS)
+  OPENAI_API_KEY       the key Codex (and CodeBolt inference) uses
+  OPENAI_BASE_URL      the Responses API Codex calls; default: https://api.openai.com/v1
+  BYRE_CODEX_REQUEST_MAX_RETRIES, BYRE_CODEX_STREAM_MAX_RETRIES
+                       Codex's retry budgets
+  BYRE_CODEBOLT_AGENTS where `codebolt:<agent>` models are looked up; default: DATA/codebolt-agents
+  BYRE_NODE            the `node` that runs CodeBolt agents; default: `node` on PATH
+  BYRE_CODEBOLT_MODEL  the model of CodeBolt inference calls that name none; default: gpt-5
+  BYRE_STREAM_BUFFER   as --stream-buffer
+  BYRE_LOG             the log filter (tracing syntax), default `info`; e.g. BYRE_LOG=byre=debug
+Agents get a cleared environment: PATH, LANG, TZ, proxy variables, SSL_CERT_FILE and the
+variables above that concern them (README.md, \"Agents\").";
+
 /// Runs the command line; returns the process exit code.
 /// # Errors
 /// Anything that stops the command, with context for the user.
@@ -123,6 +148,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             tokens,
             login,
             default_model,
+            stream_buffer,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -148,6 +174,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
             let mut config = Config::new(data_dir.clone(), auth);
             config.default_model = default_model;
+            config.stream_buffer_bytes = stream_buffer;
             let running = crate::startup::run(listener, config).await?;
             println!(
                 "byre listening on {} (data: {})",
@@ -170,7 +197,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             task,
             kind,
             from,
-            to,
+            to.unwrap_or(u64::MAX),
             json,
         ),
         Cmd::Rebuild { data, verify } => {

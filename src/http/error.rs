@@ -22,6 +22,9 @@ pub enum ApiError {
     /// 404: no such entity or route.
     #[error("{0}")]
     NotFound(String),
+    /// 405: the path exists, the method does not (the caller adds `Allow`).
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// 409: conflicts with current state.
     #[error("{0}")]
     Conflict(String),
@@ -73,6 +76,7 @@ impl ResponseError for ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,

@@ -2,9 +2,10 @@
 //!
 //! Each event is `id: {seq}` and `data: {Event JSON}`. Events after `Last-Event-ID` (or the
 //! `after` query parameter; the header wins) are replayed from the log, then live events
-//! follow, each seq exactly once and in order (see `log::subscription`). `task_id` keeps one
-//! task's events (404 for an unknown task); `lead=true` keeps the caller's lead agent's
-//! events. Events with an owner reach only that user. An idle stream gets a `: heartbeat`
+//! follow, each seq exactly once and in order (see `log::subscription`); a cursor beyond the
+//! log's last seq is a 400. Each frame is the record's own, serialized once by the writer.
+//! `task_id` keeps one task's events (404 for an unknown task); `lead=true` keeps the
+//! caller's lead agent's events. Events with an owner reach only that user. An idle stream gets a `: heartbeat`
 //! comment every `Config::heartbeat`.
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -24,8 +25,8 @@ pub struct StreamQuery {
     lead: Option<bool>,
 }
 
-/// `streamEvents` — 200 `text/event-stream`; 400 for a malformed `Last-Event-ID`; 404 for an
-/// unknown `task_id`.
+/// `streamEvents` — 200 `text/event-stream`; 400 for a malformed `Last-Event-ID`, or a
+/// `Last-Event-ID`/`after` beyond the log's last seq; 404 for an unknown `task_id`.
 pub async fn stream_events(
     caller: Caller,
     req: HttpRequest,
@@ -43,6 +44,19 @@ pub async fn stream_events(
         }
     };
     let after = last_event_id.or(query.after).unwrap_or(0);
+    // A cursor ahead of the log (a log replaced under the client, or a made-up seq) would
+    // otherwise skip every event up to it without a word.
+    let head = app.writer.head();
+    if after > head {
+        let source = if last_event_id.is_some() {
+            "Last-Event-ID"
+        } else {
+            "after"
+        };
+        return Err(ApiError::BadRequest(format!(
+            "{source} {after} is beyond the log's last seq {head}: reload, then resume from a seq of at most {head}"
+        )));
+    }
     if let Some(task_id) = &query.task_id {
         if !app.writer.read(|s| s.tasks.contains_key(task_id)) {
             return Err(ApiError::NotFound(format!("no task `{task_id}`")));
@@ -86,13 +100,8 @@ pub async fn stream_events(
                         if lead && (r.owner.as_deref() != Some(login.as_str()) || r.agent_session_id.is_none()) {
                             continue;
                         }
-                        let mut frame = String::with_capacity(r.json.len() + 32);
-                        frame.push_str("id: ");
-                        frame.push_str(&r.seq.to_string());
-                        frame.push_str("\ndata: ");
-                        frame.push_str(&r.json);
-                        frame.push_str("\n\n");
-                        yield Ok(Bytes::from(frame));
+                        // Serialized once by the writer, shared by every stream.
+                        yield Ok(r.frame());
                     }
                     Some(Err(e)) => {
                         tracing::error!(error = %e, "event stream failed; closing it");

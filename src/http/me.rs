@@ -29,6 +29,7 @@ pub async fn get_me(caller: Caller, app: web::Data<App>) -> Result<HttpResponse,
 
 /// Body of `updateMe` (spec `UserUpdate`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UserUpdate {
     git_name: String,
     git_email: String,
@@ -50,15 +51,32 @@ pub async fn update_me(
     Ok(HttpResponse::Ok().json(me(&app, &caller)?))
 }
 
+/// Body of `updateNotificationPrefs` (spec `NotificationPrefs`; the stored payload type
+/// stays lenient, the request is not).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationPrefsBody {
+    questions: bool,
+    reports: bool,
+    errors: bool,
+    rate_limits: bool,
+}
+
 /// `updateNotificationPrefs` — PUT /api/me/notifications → 200 `User`; 400 for a malformed body.
 pub async fn update_notification_prefs(
     caller: Caller,
-    body: web::Json<NotificationPrefs>,
+    body: web::Json<NotificationPrefsBody>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
+    let b = body.into_inner();
     app.submit(Command::UpdateNotificationPrefs {
         login: caller.login.clone(),
-        prefs: body.into_inner(),
+        prefs: NotificationPrefs {
+            questions: b.questions,
+            reports: b.reports,
+            errors: b.errors,
+            rate_limits: b.rate_limits,
+        },
     })
     .await?;
     Ok(HttpResponse::Ok().json(me(&app, &caller)?))
@@ -66,6 +84,7 @@ pub async fn update_notification_prefs(
 
 /// Body of `updateDefaultModel` (spec `DefaultModel`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DefaultModel {
     model: String,
 }
@@ -97,6 +116,7 @@ pub async fn get_focus(caller: Caller, app: web::Data<App>) -> Result<HttpRespon
 
 /// Body of `setFocus` (spec `Focus`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FocusBody {
     project_id: Option<String>,
     task_id: Option<String>,
@@ -139,6 +159,7 @@ pub async fn get_summary_reads(
 
 /// Body of `setPaneFocus` (spec `PaneFocus`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PaneFocus {
     focused: bool,
     drafting: bool,
@@ -162,6 +183,7 @@ pub async fn set_pane_focus(
 
 /// Body of `markSummaryRead` (spec `SummaryRead`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SummaryRead {
     seq: u64,
 }

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use actix_web::http::Method;
 use actix_web::{web, HttpResponse};
 
 use crate::config::Config;
@@ -20,6 +21,7 @@ mod projects;
 pub(crate) mod sessions;
 mod snapshots;
 mod status;
+mod table;
 pub(crate) mod tasks;
 pub mod ui;
 mod views;
@@ -28,6 +30,8 @@ mod workflows;
 pub use agent_tools::MAX_TOOL_ARGS_BYTES;
 pub use error::ApiError;
 pub use status::Clients;
+pub use table::json_errors;
+use table::RouteTable;
 
 /// Largest JSON request body, in bytes.
 pub const MAX_JSON_BYTES: usize = 1024 * 1024;
@@ -73,6 +77,30 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(ApiError::internal)?
 }
 
+/// Reads a whole request body of at most `limit` bytes.
+/// # Errors
+/// 413 naming `what` and the limit; 400 when the body cannot be read.
+pub async fn read_limited(
+    mut payload: web::Payload,
+    limit: usize,
+    what: &str,
+) -> Result<bytes::Bytes, ApiError> {
+    use futures_util::StreamExt;
+    let mut bytes = bytes::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::BadRequest(format!("could not read the body: {e}")))?;
+        if bytes.len() + chunk.len() > limit {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "{what} are limited to {} KiB",
+                limit / 1024
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes.freeze())
+}
+
 fn not_implemented(operation_id: &'static str, issue: &'static str) -> actix_web::Route {
     web::to(move || async move {
         Err::<HttpResponse, _>(ApiError::NotImplemented(format!(
@@ -91,15 +119,14 @@ fn not_implemented_handler(
     }
 }
 
-/// The route table: every operationId of the contract.
+/// The route table: every operationId of the contract, each on its method; another method on a
+/// known path answers 405 with `Allow`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     const LATER: &str = "not yet scheduled";
     cfg.app_data(
         web::JsonConfig::default()
             .limit(MAX_JSON_BYTES)
-            .error_handler(|err, _| {
-                ApiError::BadRequest(format!("invalid JSON body: {err}")).into()
-            }),
+            .error_handler(|err, req| table::json_error(err, req).into()),
     )
     .app_data(
         web::QueryConfig::default()
@@ -108,245 +135,322 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .app_data(
         web::PathConfig::default()
             .error_handler(|err, _| ApiError::BadRequest(format!("invalid path: {err}")).into()),
-    )
-    // Me
-    .route("/api/me", web::get().to(me::get_me))
-    .route("/api/me", web::put().to(me::update_me))
-    .route(
-        "/api/me/notifications",
-        web::put().to(me::update_notification_prefs),
-    )
-    .route(
-        "/api/me/default-model",
-        web::put().to(me::update_default_model),
-    )
-    .route(
-        "/api/me/lead/sessions",
-        not_implemented("listLeadSessions", LATER),
-    )
-    .route(
-        "/api/me/lead/events",
-        not_implemented("listLeadEvents", LATER),
-    )
-    .route(
-        "/api/me/lead/messages",
-        not_implemented("messageLead", LATER),
-    )
-    .route(
-        "/api/me/lead/notes",
-        not_implemented("listLeadNotes", LATER),
-    )
-    .route(
-        "/api/me/lead/notes/{noteId}",
-        not_implemented("deleteLeadNote", LATER),
-    )
-    .route("/api/me/focus", web::get().to(me::get_focus))
-    .route("/api/me/focus", web::put().to(me::set_focus))
-    .route(
-        "/api/me/summary-reads",
-        web::get().to(me::get_summary_reads),
-    )
-    .route("/api/me/pane-focus", web::put().to(me::set_pane_focus))
-    // Projects
-    .route("/api/projects", web::get().to(projects::list_projects))
-    .route("/api/projects", web::post().to(projects::create_project))
-    .route(
-        "/api/projects/{projectId}",
-        web::get().to(projects::get_project),
-    )
-    .route(
-        "/api/projects/{projectId}/tasks",
-        web::get().to(tasks::list_tasks),
-    )
-    .route(
-        "/api/projects/{projectId}/tasks",
-        web::post().to(tasks::create_task),
-    )
-    .route(
-        "/api/projects/{projectId}/todo",
-        not_implemented("getTodo", LATER),
-    )
-    .route(
-        "/api/projects/{projectId}/todo/tasks",
-        not_implemented("startTodoItem", LATER),
-    )
-    // Tasks
-    .route("/api/tasks/{taskId}", web::get().to(tasks::get_task))
-    .route(
-        "/api/tasks/{taskId}/workflow",
-        not_implemented("getTaskWorkflow", LATER),
-    )
-    .route(
-        "/api/tasks/{taskId}/summary-read",
-        web::put().to(me::mark_summary_read),
-    )
-    .route(
-        "/api/tasks/{taskId}/workflow/run",
-        not_implemented("getWorkflowRun", LATER),
-    )
-    .route(
-        "/api/tasks/{taskId}/unmerged",
-        web::get().to(finish::get_unmerged),
-    )
-    .route(
-        "/api/tasks/{taskId}/co-authors",
-        web::get().to(finish::get_co_authors),
-    )
-    .route(
-        "/api/tasks/{taskId}/merge",
-        web::post().to(finish::merge_task),
-    )
-    .route(
-        "/api/tasks/{taskId}/merge-after-review",
-        not_implemented("cancelMergeAfterReview", LATER),
-    )
-    .route(
-        "/api/tasks/{taskId}/merge-in",
-        web::post().to(finish::merge_in),
-    )
-    .route(
-        "/api/tasks/{taskId}/discard",
-        web::post().to(finish::discard_task),
-    )
-    .route(
-        "/api/tasks/{taskId}/events",
-        web::get().to(tasks::list_task_events),
-    )
-    .route(
-        "/api/tasks/{taskId}/changes",
-        web::get().to(views::get_task_changes),
-    )
-    .route(
-        "/api/tasks/{taskId}/image",
-        web::get().to(views::get_task_image),
-    )
-    .route(
-        "/api/tasks/{taskId}/diff",
-        web::get().to(views::get_task_diff),
-    )
-    .route(
-        "/api/tasks/{taskId}/dir",
-        web::get().to(views::get_task_dir),
-    )
-    .route(
-        "/api/tasks/{taskId}/file",
-        web::get().to(views::get_task_file),
-    )
-    .route(
-        "/api/tasks/{taskId}/terminal",
-        not_implemented("getTaskTerminal", LATER),
-    )
-    .route(
-        "/api/tasks/{taskId}/previews",
-        web::get().to(tasks::list_previews),
-    )
-    .route(
-        "/api/tasks/{taskId}/snapshots",
-        web::get().to(snapshots::list_snapshots),
-    )
-    .route(
-        "/api/tasks/{taskId}/reviews",
-        not_implemented("listReviews", LATER),
-    )
-    .route(
-        "/api/reviews/{reviewId}/findings/{index}",
-        not_implemented("setFindingState", LATER),
-    )
-    .route(
-        "/api/reviews/{reviewId}/stop",
-        not_implemented("stopReview", LATER),
-    )
-    .route(
-        "/api/tasks/{taskId}/snapshots/{n}/fork",
-        not_implemented("forkSnapshot", LATER),
-    )
-    .route(
-        "/api/tasks/{taskId}/sessions",
-        web::get().to(sessions::list_sessions),
-    )
-    .route(
-        "/api/tasks/{taskId}/sessions",
-        web::post().to(sessions::create_session),
-    )
-    .route(
-        "/api/tasks/{taskId}/queue/{inputId}",
-        web::delete().to(sessions::withdraw_message),
-    )
-    .route(
-        "/api/sessions/{sessionId}",
-        web::get().to(sessions::get_session),
-    )
-    .route(
-        "/api/sessions/{sessionId}/messages",
-        web::post().to(sessions::send_message),
-    )
-    .route(
-        "/api/sessions/{sessionId}/compact",
-        web::post().to(sessions::compact_session),
-    )
-    .route(
-        "/api/sessions/{sessionId}/interrupt",
-        web::post().to(sessions::interrupt_session),
-    )
-    // Blobs
-    .route("/api/blobs", web::post().to(blobs::upload_blob))
-    .route("/api/blobs/{blobId}", web::get().to(blobs::get_blob))
-    // Inbox and clients
-    .route("/api/inbox", web::get().to(sessions::list_inbox))
-    .route(
-        "/api/inbox/responses",
-        web::post().to(sessions::respond_inbox),
-    )
-    .route(
-        "/api/inbox/{itemId}",
-        web::get().to(sessions::get_inbox_item),
-    )
-    .route(
-        "/api/clients/connect",
-        not_implemented("connectClient", LATER),
-    )
-    .route(
-        "/api/clients/transfers/{transferId}",
-        web::get().to(not_implemented_handler("getClientTransfer")),
-    )
-    .route(
-        "/api/clients/transfers/{transferId}",
-        web::put().to(not_implemented_handler("putClientTransfer")),
-    )
-    // Events, status, workflows
-    .route("/api/events", web::get().to(events::stream_events))
-    // CodeBolt agents (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md)
-    .route(
-        "/codebolt",
-        web::get().to(crate::codebolt::endpoint::socket),
-    )
-    .route(
-        "/agent-to-app",
-        web::get().to(crate::codebolt::endpoint::socket),
-    )
-    .route(
-        "/app-to-agent",
-        web::get().to(crate::codebolt::endpoint::socket),
-    )
-    .route("/api/admin/status", web::get().to(status::get_status))
-    .route("/api/workflows", web::get().to(workflows::list_workflows))
-    .route(
-        "/api/workflows/{name}",
-        web::get().to(workflows::get_workflow),
-    )
-    .route(
-        "/api/workflows/{name}",
-        web::put().to(workflows::put_workflow),
-    )
-    .route(
-        "/api/workflows/{name}",
-        web::delete().to(workflows::delete_workflow),
-    )
-    // Internal, not in the contract: agents' tool calls from `byre mcp`.
-    .route(
-        "/internal/mcp/tools/{tool}",
-        web::post().to(agent_tools::call_tool),
     );
+    let mut routes = RouteTable::new(cfg);
+    routes
+        // Me
+        .route("/api/me", Method::GET, web::to(me::get_me))
+        .route("/api/me", Method::PUT, web::to(me::update_me))
+        .route(
+            "/api/me/notifications",
+            Method::PUT,
+            web::to(me::update_notification_prefs),
+        )
+        .route(
+            "/api/me/default-model",
+            Method::PUT,
+            web::to(me::update_default_model),
+        )
+        .route(
+            "/api/me/lead/sessions",
+            Method::GET,
+            not_implemented("listLeadSessions", LATER),
+        )
+        .route(
+            "/api/me/lead/events",
+            Method::GET,
+            not_implemented("listLeadEvents", LATER),
+        )
+        .route(
+            "/api/me/lead/messages",
+            Method::POST,
+            not_implemented("messageLead", LATER),
+        )
+        .route(
+            "/api/me/lead/notes",
+            Method::GET,
+            not_implemented("listLeadNotes", LATER),
+        )
+        .route(
+            "/api/me/lead/notes/{noteId}",
+            Method::DELETE,
+            not_implemented("deleteLeadNote", LATER),
+        )
+        .route("/api/me/focus", Method::GET, web::to(me::get_focus))
+        .route("/api/me/focus", Method::PUT, web::to(me::set_focus))
+        .route(
+            "/api/me/summary-reads",
+            Method::GET,
+            web::to(me::get_summary_reads),
+        )
+        .route(
+            "/api/me/pane-focus",
+            Method::PUT,
+            web::to(me::set_pane_focus),
+        )
+        // Projects
+        .route(
+            "/api/projects",
+            Method::GET,
+            web::to(projects::list_projects),
+        )
+        .route(
+            "/api/projects",
+            Method::POST,
+            web::to(projects::create_project),
+        )
+        .route(
+            "/api/projects/{projectId}",
+            Method::GET,
+            web::to(projects::get_project),
+        )
+        .route(
+            "/api/projects/{projectId}/tasks",
+            Method::GET,
+            web::to(tasks::list_tasks),
+        )
+        .route(
+            "/api/projects/{projectId}/tasks",
+            Method::POST,
+            web::to(tasks::create_task),
+        )
+        .route(
+            "/api/projects/{projectId}/todo",
+            Method::GET,
+            not_implemented("getTodo", LATER),
+        )
+        .route(
+            "/api/projects/{projectId}/todo/tasks",
+            Method::POST,
+            not_implemented("startTodoItem", LATER),
+        )
+        // Tasks
+        .route("/api/tasks/{taskId}", Method::GET, web::to(tasks::get_task))
+        .route(
+            "/api/tasks/{taskId}/workflow",
+            Method::GET,
+            not_implemented("getTaskWorkflow", LATER),
+        )
+        .route(
+            "/api/tasks/{taskId}/summary-read",
+            Method::PUT,
+            web::to(me::mark_summary_read),
+        )
+        .route(
+            "/api/tasks/{taskId}/workflow/run",
+            Method::GET,
+            not_implemented("getWorkflowRun", LATER),
+        )
+        .route(
+            "/api/tasks/{taskId}/unmerged",
+            Method::GET,
+            web::to(finish::get_unmerged),
+        )
+        .route(
+            "/api/tasks/{taskId}/co-authors",
+            Method::GET,
+            web::to(finish::get_co_authors),
+        )
+        .route(
+            "/api/tasks/{taskId}/merge",
+            Method::POST,
+            web::to(finish::merge_task),
+        )
+        .route(
+            "/api/tasks/{taskId}/merge-after-review",
+            Method::DELETE,
+            not_implemented("cancelMergeAfterReview", LATER),
+        )
+        .route(
+            "/api/tasks/{taskId}/merge-in",
+            Method::POST,
+            web::to(finish::merge_in),
+        )
+        .route(
+            "/api/tasks/{taskId}/discard",
+            Method::POST,
+            web::to(finish::discard_task),
+        )
+        .route(
+            "/api/tasks/{taskId}/events",
+            Method::GET,
+            web::to(tasks::list_task_events),
+        )
+        .route(
+            "/api/tasks/{taskId}/changes",
+            Method::GET,
+            web::to(views::get_task_changes),
+        )
+        .route(
+            "/api/tasks/{taskId}/image",
+            Method::GET,
+            web::to(views::get_task_image),
+        )
+        .route(
+            "/api/tasks/{taskId}/diff",
+            Method::GET,
+            web::to(views::get_task_diff),
+        )
+        .route(
+            "/api/tasks/{taskId}/dir",
+            Method::GET,
+            web::to(views::get_task_dir),
+        )
+        .route(
+            "/api/tasks/{taskId}/file",
+            Method::GET,
+            web::to(views::get_task_file),
+        )
+        .route(
+            "/api/tasks/{taskId}/terminal",
+            Method::GET,
+            not_implemented("getTaskTerminal", LATER),
+        )
+        .route(
+            "/api/tasks/{taskId}/previews",
+            Method::GET,
+            web::to(tasks::list_previews),
+        )
+        .route(
+            "/api/tasks/{taskId}/snapshots",
+            Method::GET,
+            web::to(snapshots::list_snapshots),
+        )
+        .route(
+            "/api/tasks/{taskId}/reviews",
+            Method::GET,
+            not_implemented("listReviews", LATER),
+        )
+        .route(
+            "/api/reviews/{reviewId}/findings/{index}",
+            Method::PUT,
+            not_implemented("setFindingState", LATER),
+        )
+        .route(
+            "/api/reviews/{reviewId}/stop",
+            Method::POST,
+            not_implemented("stopReview", LATER),
+        )
+        .route(
+            "/api/tasks/{taskId}/snapshots/{n}/fork",
+            Method::POST,
+            not_implemented("forkSnapshot", LATER),
+        )
+        .route(
+            "/api/tasks/{taskId}/sessions",
+            Method::GET,
+            web::to(sessions::list_sessions),
+        )
+        .route(
+            "/api/tasks/{taskId}/sessions",
+            Method::POST,
+            web::to(sessions::create_session),
+        )
+        .route(
+            "/api/tasks/{taskId}/queue/{inputId}",
+            Method::DELETE,
+            web::to(sessions::withdraw_message),
+        )
+        .route(
+            "/api/sessions/{sessionId}",
+            Method::GET,
+            web::to(sessions::get_session),
+        )
+        .route(
+            "/api/sessions/{sessionId}/messages",
+            Method::POST,
+            web::to(sessions::send_message),
+        )
+        .route(
+            "/api/sessions/{sessionId}/compact",
+            Method::POST,
+            web::to(sessions::compact_session),
+        )
+        .route(
+            "/api/sessions/{sessionId}/interrupt",
+            Method::POST,
+            web::to(sessions::interrupt_session),
+        )
+        // Blobs
+        .route("/api/blobs", Method::POST, web::to(blobs::upload_blob))
+        .route("/api/blobs/{blobId}", Method::GET, web::to(blobs::get_blob))
+        // Inbox and clients
+        .route("/api/inbox", Method::GET, web::to(sessions::list_inbox))
+        .route(
+            "/api/inbox/responses",
+            Method::POST,
+            web::to(sessions::respond_inbox),
+        )
+        .route(
+            "/api/inbox/{itemId}",
+            Method::GET,
+            web::to(sessions::get_inbox_item),
+        )
+        .route(
+            "/api/clients/connect",
+            Method::GET,
+            not_implemented("connectClient", LATER),
+        )
+        .route(
+            "/api/clients/transfers/{transferId}",
+            Method::GET,
+            web::to(not_implemented_handler("getClientTransfer")),
+        )
+        .route(
+            "/api/clients/transfers/{transferId}",
+            Method::PUT,
+            web::to(not_implemented_handler("putClientTransfer")),
+        )
+        // Events, status, workflows
+        .route("/api/events", Method::GET, web::to(events::stream_events))
+        // CodeBolt agents (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md)
+        .route(
+            "/codebolt",
+            Method::GET,
+            web::to(crate::codebolt::endpoint::socket),
+        )
+        .route(
+            "/agent-to-app",
+            Method::GET,
+            web::to(crate::codebolt::endpoint::socket),
+        )
+        .route(
+            "/app-to-agent",
+            Method::GET,
+            web::to(crate::codebolt::endpoint::socket),
+        )
+        .route(
+            "/api/admin/status",
+            Method::GET,
+            web::to(status::get_status),
+        )
+        .route(
+            "/api/workflows",
+            Method::GET,
+            web::to(workflows::list_workflows),
+        )
+        .route(
+            "/api/workflows/{name}",
+            Method::GET,
+            web::to(workflows::get_workflow),
+        )
+        .route(
+            "/api/workflows/{name}",
+            Method::PUT,
+            web::to(workflows::put_workflow),
+        )
+        .route(
+            "/api/workflows/{name}",
+            Method::DELETE,
+            web::to(workflows::delete_workflow),
+        )
+        // Internal, not in the contract: agents' tool calls from `byre mcp`.
+        .route(
+            "/internal/mcp/tools/{tool}",
+            Method::POST,
+            web::to(agent_tools::call_tool),
+        );
+    routes.finish();
 }
 
 /// Middleware: a span per request (`request_id`, `method`, `path`, `status`), logged at warn

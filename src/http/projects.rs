@@ -24,6 +24,7 @@ pub async fn list_projects(_caller: Caller, app: web::Data<App>) -> Result<HttpR
 
 /// Body of `createProject` (spec `ProjectCreate`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProjectCreate {
     name: String,
     repo_path: String,

@@ -56,6 +56,7 @@ pub(crate) async fn start_session(
 
 /// Body of `createSession` (spec `SessionCreate`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionCreate {
     prompt: String,
     model: Option<String>,
@@ -109,6 +110,7 @@ pub async fn get_session(
 
 /// Body of `sendMessage` (spec `MessageCreate`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MessageCreate {
     text: String,
     #[serde(default)]
@@ -223,6 +225,7 @@ pub async fn get_inbox_item(
 
 /// One response of `respondInbox` (spec `InboxResponseCreate`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InboxResponseCreate {
     item_id: String,
     #[serde(rename = "type")]
@@ -239,6 +242,7 @@ pub struct InboxResponseCreate {
 
 /// Body of `respondInbox` (spec `InboxRespond`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InboxRespond {
     responses: Vec<InboxResponseCreate>,
 }
@@ -289,6 +293,7 @@ pub async fn respond_inbox(
 
 /// Body of `compactSession` (spec `CompactCreate`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CompactCreate {
     model: Option<String>,
 }
@@ -300,12 +305,32 @@ pub struct CompactCreate {
 /// model until Codex sessions are built.
 pub async fn compact_session(
     caller: Caller,
+    req: actix_web::HttpRequest,
     id: web::Path<String>,
-    body: Option<web::Json<CompactCreate>>,
+    body: web::Payload,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let model = body.and_then(|b| b.into_inner().model);
+    // The body is optional: none, or a `CompactCreate` held to the same rules as `Json`.
+    let body = super::read_limited(body, super::MAX_JSON_BYTES, "JSON bodies").await?;
+    let model = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let json = req
+            .headers()
+            .get("Content-Type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+        if !json {
+            return Err(super::table::json_error(
+                actix_web::error::JsonPayloadError::ContentType,
+                &req,
+            ));
+        }
+        serde_json::from_slice::<CompactCreate>(&body)
+            .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?
+            .model
+    };
     let task_id = app
         .writer
         .read(|s| s.sessions.get(&id).map(|x| x.task_id.clone()))

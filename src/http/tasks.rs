@@ -38,6 +38,7 @@ pub async fn list_tasks(
 
 /// Body of `createTask` (spec `TaskCreate`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TaskCreate {
     title: String,
     prompt: Option<String>,

@@ -5,7 +5,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use byre_projections::workflows::WorkflowDefinition;
 use byre_projections::Command;
 
-use super::{ApiError, App};
+use super::{read_limited, ApiError, App};
 use crate::api;
 use crate::identity::Caller;
 
@@ -55,13 +55,42 @@ pub async fn get_workflow(
         .body(yaml))
 }
 
-/// Parses a workflow file: JSON when the Content-Type says so, YAML otherwise.
+/// Largest workflow file accepted, in bytes.
+pub const MAX_WORKFLOW_BYTES: usize = 256 * 1024;
+
+/// Content-Types of a workflow file: YAML (the contract's), or JSON.
+const WORKFLOW_TYPES: [&str; 5] = [
+    "application/yaml",
+    "application/x-yaml",
+    "text/yaml",
+    "text/x-yaml",
+    "application/json",
+];
+
+/// Parses a workflow file: JSON when the Content-Type says so, YAML for the YAML types.
 /// # Errors
-/// 400 with the parser's message.
+/// 400 naming the expected Content-Type when it is missing or another; 400 with the parser's
+/// message.
 pub fn parse_definition(content_type: &str, body: &[u8]) -> Result<WorkflowDefinition, ApiError> {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if !WORKFLOW_TYPES.contains(&mime.as_str()) {
+        let got = if mime.is_empty() {
+            "no Content-Type".to_owned()
+        } else {
+            format!("Content-Type `{mime}`")
+        };
+        return Err(ApiError::BadRequest(format!(
+            "a workflow file is YAML: send it with `Content-Type: application/yaml` (or JSON with `application/json`), not {got}"
+        )));
+    }
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::BadRequest("the workflow file is not UTF-8 text".into()))?;
-    if content_type.starts_with("application/json") {
+    if mime == "application/json" {
         serde_json::from_str(text)
             .map_err(|e| ApiError::BadRequest(format!("invalid workflow JSON: {e}")))
     } else {
@@ -71,16 +100,17 @@ pub fn parse_definition(content_type: &str, body: &[u8]) -> Result<WorkflowDefin
 }
 
 /// `putWorkflow` — PUT /api/workflows/{name} (YAML or JSON body) → 200 `WorkflowSummary`; 400
-/// with the reason (parse error, bad name, unknown `after`, a cycle, `base` on a stage with
-/// several after stages).
+/// with the reason (Content-Type, parse error, bad name, unknown `after`, a cycle, `base` on a
+/// stage with several after stages); 413 over [`MAX_WORKFLOW_BYTES`].
 pub async fn put_workflow(
     caller: Caller,
     req: HttpRequest,
     name: web::Path<String>,
-    body: web::Bytes,
+    body: web::Payload,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let name = name.into_inner();
+    let body = read_limited(body, MAX_WORKFLOW_BYTES, "workflow files").await?;
     let content_type = req
         .headers()
         .get("Content-Type")

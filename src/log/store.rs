@@ -117,8 +117,40 @@ pub struct Record {
     pub agent_session_id: Option<String>,
     /// Owner: only this login may receive the event.
     pub owner: Option<String>,
-    /// The spec's `Event` as compact JSON.
-    pub json: Arc<str>,
+    /// The spec's `Event` as compact JSON, inside the record's SSE frame.
+    pub json: EventJson,
+}
+
+/// A record's `Event` JSON, held inside its SSE frame `id: {seq}\ndata: {json}\n\n`, which
+/// is serialized once when the record is made and shared by every stream that sends it
+/// ([`Record::frame`]). Reads as the JSON `str`.
+#[derive(Debug, Clone)]
+pub struct EventJson {
+    frame: Arc<str>,
+    start: usize,
+}
+
+impl std::ops::Deref for EventJson {
+    type Target = str;
+    fn deref(&self) -> &str {
+        // The frame ends with the two newlines after the JSON.
+        &self.frame[self.start..self.frame.len() - 2]
+    }
+}
+
+impl std::fmt::Display for EventJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+/// An SSE frame's bytes, for [`bytes::Bytes::from_owner`].
+struct FrameBytes(Arc<str>);
+
+impl AsRef<[u8]> for FrameBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 #[derive(Serialize)]
@@ -163,16 +195,40 @@ impl Record {
             payload,
             created_at: crate::api::rfc3339(e.created_at_us),
         };
+        let seq = e.seq.to_string();
+        let mut frame = String::with_capacity(e.payload.len() + 256);
+        frame.push_str("id: ");
+        frame.push_str(&seq);
+        frame.push_str("\ndata: ");
+        let start = frame.len();
+        frame.push_str(&serde_json::to_string(&api).expect("event serializes"));
+        frame.push_str("\n\n");
         Record {
             seq: e.seq,
             kind: e.kind.clone(),
             task_id: e.task_id.clone(),
             agent_session_id: e.agent_session_id.clone(),
             owner: e.owner.clone(),
-            json: serde_json::to_string(&api)
-                .expect("event serializes")
-                .into(),
+            json: EventJson {
+                frame: frame.into(),
+                start,
+            },
         }
+    }
+
+    /// The SSE frame `id: {seq}\ndata: {Event JSON}\n\n`, shared (not copied).
+    pub fn frame(&self) -> bytes::Bytes {
+        bytes::Bytes::from_owner(FrameBytes(self.json.frame.clone()))
+    }
+
+    /// Bytes this record holds (its frame and routing fields), for the fan-out's byte bound.
+    pub fn size(&self) -> usize {
+        std::mem::size_of::<Record>()
+            + self.json.frame.len()
+            + self.kind.len()
+            + self.task_id.as_ref().map_or(0, String::len)
+            + self.agent_session_id.as_ref().map_or(0, String::len)
+            + self.owner.as_ref().map_or(0, String::len)
     }
 
     /// Whether `login` may receive this event (DESIGN.md invariant 4).
@@ -308,6 +364,39 @@ impl Store {
         )
     }
 
+    /// Records with `from <= seq <= to`, in order: at most `limit` of them and, past the first,
+    /// at most `max_bytes` of them ([`Record::size`]).
+    /// # Errors
+    /// A storage error, or an envelope that does not decode.
+    pub fn records_bounded(
+        &self,
+        from: u64,
+        to: u64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Arc<Record>>, OpenError> {
+        let txn = self.db.begin_read().map_err(StoreError::from)?;
+        let events = open_events(&txn)?;
+        let mut out = Vec::new();
+        if from > to {
+            return Ok(out);
+        }
+        let mut bytes = 0;
+        for entry in events.range(from..=to).map_err(StoreError::from)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = entry.map_err(StoreError::from)?;
+            let r = Record::from_stored(&StoredEvent::decode(k.value(), v.value())?);
+            bytes += r.size();
+            out.push(Arc::new(r));
+            if bytes >= max_bytes {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// The task's records with seq > `after`, at most `limit`, in order.
     /// # Errors
     /// A storage error, or an envelope that does not decode.
@@ -440,6 +529,20 @@ impl ReadOnlyStore {
             }
         }
         Ok(())
+    }
+
+    /// Whether any event of the log belongs to the task.
+    /// # Errors
+    /// A storage error.
+    pub fn has_task(&self, task_id: &str) -> Result<bool, StoreError> {
+        let txn = self.db.begin_read()?;
+        let index = match txn.open_table(TASK_EVENTS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let mut range = index.range((task_id, 0)..=(task_id, u64::MAX))?;
+        Ok(range.next().transpose()?.is_some())
     }
 
     /// The latest checkpoint: (seq, digest).

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use byre_projections::{decide, derived_events, Command, DecideCtx, Event, Rejection, State};
 use bytes::Bytes;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
+use super::bus::Bus;
 use super::store::{
     Record, Store, StoreError, StoredEvent, BLOBS, CHECKPOINTS, EVENTS, TASK_EVENTS,
 };
@@ -30,8 +31,6 @@ use super::store::{
 pub const MAX_GROUP: usize = 512;
 /// Submissions waiting for the writer before `submit` waits for room (bounded queue).
 pub const QUEUE_CAPACITY: usize = 16_384;
-/// Live records buffered per subscriber before it is caught up from the log instead.
-pub const BUS_CAPACITY: usize = 8_192;
 /// How often the writer records a checkpoint (digest of its state) while events arrive.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 /// When the queue is empty after a batch, a checkpoint is written if the last is this old.
@@ -74,7 +73,7 @@ struct Submission {
 pub struct Writer {
     tx: mpsc::Sender<Msg>,
     state: Arc<RwLock<State>>,
-    bus: broadcast::Sender<Arc<Record>>,
+    bus: Bus,
     head: Arc<AtomicU64>,
     failed: Arc<AtomicBool>,
     store: Store,
@@ -93,10 +92,17 @@ impl WriterThread {
 }
 
 impl Writer {
-    /// Starts the writer over `store`, whose log folds to `state`.
+    /// Starts the writer over `store`, whose log folds to `state`, with the default bound of
+    /// the live fan-out ([`super::bus::DEFAULT_LIMIT_BYTES`]).
     pub fn start(store: Store, state: State) -> (Writer, WriterThread) {
+        Writer::start_with(store, state, super::bus::DEFAULT_LIMIT_BYTES)
+    }
+
+    /// Starts the writer over `store`, whose log folds to `state`; the live fan-out to
+    /// subscribers holds at most `stream_bytes` of records (see [`super::bus`]).
+    pub fn start_with(store: Store, state: State, stream_bytes: usize) -> (Writer, WriterThread) {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        let (bus, _) = broadcast::channel(BUS_CAPACITY);
+        let bus = Bus::new(stream_bytes, state.last_seq);
         let head = Arc::new(AtomicU64::new(state.last_seq));
         let shared = Arc::new(RwLock::new(state.clone()));
         let failed = Arc::new(AtomicBool::new(false));
@@ -156,9 +162,9 @@ impl Writer {
         self.head.load(Ordering::Acquire)
     }
 
-    /// A receiver of every record committed from now on.
-    pub fn bus(&self) -> broadcast::Receiver<Arc<Record>> {
-        self.bus.subscribe()
+    /// The live fan-out of committed records (read by `log::subscription`).
+    pub fn bus(&self) -> &Bus {
+        &self.bus
     }
 
     /// Asks the writer thread to stop after what is already queued; later submissions get
@@ -175,13 +181,26 @@ impl Writer {
 
 #[allow(clippy::too_many_arguments)]
 fn run(
-    mut rx: mpsc::Receiver<Msg>,
+    rx: mpsc::Receiver<Msg>,
     store: Store,
-    mut state: State,
+    state: State,
     shared: Arc<RwLock<State>>,
-    bus: broadcast::Sender<Arc<Record>>,
+    bus: Bus,
     head: Arc<AtomicU64>,
     failed: Arc<AtomicBool>,
+) {
+    run_loop(rx, &store, state, &shared, &bus, &head, &failed);
+    bus.close();
+}
+
+fn run_loop(
+    mut rx: mpsc::Receiver<Msg>,
+    store: &Store,
+    mut state: State,
+    shared: &RwLock<State>,
+    bus: &Bus,
+    head: &AtomicU64,
+    failed: &Arc<AtomicBool>,
 ) {
     let mut last_checkpoint = (state.last_seq, Instant::now());
     let mut stopping = false;
@@ -223,7 +242,7 @@ fn run(
         );
         let _enter = span.enter();
         let first_seq = state.last_seq + 1;
-        match write_group(&store, &mut state, &group) {
+        match write_group(store, &mut state, &group) {
             Ok(outcomes) => {
                 let committed: Vec<&Event> = outcomes
                     .iter()
@@ -245,9 +264,7 @@ fn run(
                         }
                     }
                     head.store(state.last_seq, Ordering::Release);
-                    for r in records {
-                        let _ = bus.send(r);
-                    }
+                    bus.publish(records);
                 }
                 for (s, outcome) in group.into_iter().zip(outcomes) {
                     let _ = s.reply.send(
@@ -290,7 +307,7 @@ fn run(
         let _ = previous.join();
     }
     if state.last_seq > last_checkpoint.0 && !failed.load(Ordering::Acquire) {
-        checkpoint(&store, &state, &failed);
+        checkpoint(store, &state, failed);
     }
     // Refuse whatever is still queued; once closed, later submissions fail to send and are
     // told the writer has stopped (not that a commit failed: none did).

@@ -113,3 +113,37 @@ fn serve_refuses_to_listen_beyond_loopback_without_authentication() {
     assert_eq!(code, 2);
     assert!(err.contains("refusing to listen"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_of_an_unknown_task_says_so_and_exits_2() {
+    let data = tempfile::TempDir::new().unwrap();
+    let server = ServeProcess::start(data.path());
+    reqwest::get(format!("{}/api/me", server.url))
+        .await
+        .unwrap();
+    let d = data.path().to_str().unwrap();
+    let (code, out, err) = run_cli(&["log", "--data", d, "--task", "no-such-task"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("no task no-such-task in this log"), "{err}");
+    // Without --to, the log runs to its last seq; --help says so rather than a number.
+    let (code, out, _) = run_cli(&["log", "--data", d, "--from", "1", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 1, "user.created: {out}");
+    let (_, help, _) = run_cli(&["log", "--help"]);
+    assert!(help.contains("the last seq of the log"), "{help}");
+    assert!(!help.contains("18446744073709551615"), "{help}");
+    let (_, help, _) = run_cli(&["serve", "--help"]);
+    for var in [
+        "BYRE_CLAUDE_BIN",
+        "BYRE_CODEX_BIN",
+        "ANTHROPIC_",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "BYRE_LOG",
+        "BYRE_STREAM_BUFFER",
+    ] {
+        assert!(help.contains(var), "serve --help names {var}: {help}");
+    }
+    assert_eq!(server.terminate(), Some(0));
+}

@@ -260,3 +260,59 @@ async fn a_team_server_refuses_callers_without_a_known_token() {
     let ada = server.api_as("ada").get_me().await;
     assert_eq!(ada.body["login"], "ada");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_with_a_small_stream_buffer_still_gets_every_seq_in_order() {
+    // A 32 KiB buffer holds about four of these 8 KiB events: a reader further behind than
+    // that goes on from the log.
+    let server = TestServer::spawn_configured(
+        tempfile::TempDir::new().unwrap(),
+        crate::helpers::local_ada(),
+        |c| c.stream_buffer_bytes = 32 * 1024,
+    )
+    .await;
+    let api = server.api();
+    api.get_me().await;
+    let mut sse = api.events(&[], None).await;
+    let first = sse.next(WAIT).await.expect("user.created");
+    assert_eq!(first.id, Some(1));
+    // The reader reads nothing while 400 events (about 3.3 MB, far more than the buffer and
+    // the sockets hold) are written.
+    let filler = "x".repeat(8 * 1024);
+    for i in 0..400 {
+        let yaml = format!(
+            "description: {filler}\nstages:\n  - name: only\n    model: sonnet\n    prompt: p{i}\n"
+        );
+        let r = api
+            .call_raw(
+                "putWorkflow",
+                &[&format!("big{i}")],
+                "application/yaml",
+                yaml.into_bytes(),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+    for expected in 2..=401u64 {
+        let e = sse
+            .next(WAIT)
+            .await
+            .unwrap_or_else(|| panic!("missing seq {expected}"));
+        assert_eq!(e.id, Some(expected));
+        assert_eq!(
+            e.data["payload"]["name"],
+            format!("big{}", expected - 2),
+            "seq {expected} carries its own event"
+        );
+        if expected % 50 == 0 {
+            // Slowly: others write meanwhile, and the reader stays behind the buffer.
+            make_events(&api, 1).await;
+        }
+    }
+    // Then the events written while it read, and nothing else.
+    for k in 0..8u64 {
+        let e = sse.next(WAIT).await.expect("a later event");
+        assert_eq!(e.id, Some(402 + k));
+        assert_eq!(e.data["kind"], "workflow.saved");
+    }
+}

@@ -189,6 +189,15 @@ impl Contract {
             .map(|op| (op.method.clone(), op.path.clone()))
     }
 
+    /// The content types of an operation's request body; empty when it takes none.
+    pub fn request_types(&self, operation_id: &str) -> Vec<String> {
+        self.operation(operation_id)
+            .and_then(|op| op.spec.pointer("/requestBody/content"))
+            .and_then(Value::as_object)
+            .map(|c| c.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Every operationId in the spec, in file order.
     pub fn operation_ids(&self) -> Vec<String> {
         self.operations.iter().map(|op| op.id.clone()).collect()
