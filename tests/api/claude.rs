@@ -11,41 +11,52 @@ use tempfile::TempDir;
 use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer, WAIT};
 
 /// How long a test waits for a turn of the real CLI to end.
-const TURN_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const TURN_WAIT: Duration = Duration::from_secs(120);
 
-async fn claude_bin() -> std::path::PathBuf {
+pub(crate) async fn claude_bin() -> std::path::PathBuf {
     tokio::task::spawn_blocking(byre_fake_models::claude_bin)
         .await
         .expect("install the CLI")
 }
 
 /// A server whose agents talk to a fake API running `script`, a project, and an event stream.
-struct Bench {
-    server: TestServer,
-    fake: FakeAnthropic,
-    api: Api,
-    project_id: String,
-    sse: Sse,
+pub(crate) struct Bench {
+    pub(crate) server: TestServer,
+    pub(crate) fake: FakeAnthropic,
+    pub(crate) api: Api,
+    pub(crate) project_id: String,
+    pub(crate) sse: Sse,
     _repo: TempDir,
 }
 
 impl Bench {
-    async fn start(script: &str) -> Bench {
+    pub(crate) async fn start(script: &str) -> Bench {
         Self::start_with(script, None).await
     }
 
     async fn start_with(script: &str, claude: Option<std::path::PathBuf>) -> Bench {
+        Self::start_with_credentials(script, claude, ("ANTHROPIC_API_KEY", "sk-ant-fake-key")).await
+    }
+
+    /// As [`Bench::start`], the CLI authenticated by `credential` (a variable and its value):
+    /// `ANTHROPIC_API_KEY`, or `CLAUDE_CODE_OAUTH_TOKEN` for a claude.ai login.
+    pub(crate) async fn start_with_credentials(
+        script: &str,
+        claude: Option<std::path::PathBuf>,
+        credential: (&str, &str),
+    ) -> Bench {
         let fake = FakeAnthropic::fixture(script).await.expect("fake API");
         let bin = match claude {
             Some(b) => b,
             None => claude_bin().await,
         };
         let url = fake.url.clone();
+        let credential = (credential.0.to_owned(), credential.1.to_owned());
         let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
             c.claude_bin = Some(bin);
             c.agent_env = vec![
                 ("ANTHROPIC_BASE_URL".into(), url),
-                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+                credential,
                 ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
             ];
         })
@@ -63,7 +74,7 @@ impl Bench {
         }
     }
 
-    async fn task_with_prompt(&self, prompt: &str) -> Value {
+    pub(crate) async fn task_with_prompt(&self, prompt: &str) -> Value {
         self.api
             .create_task_with(
                 &self.project_id,
@@ -72,16 +83,16 @@ impl Bench {
             .await
     }
 
-    async fn session_of(&self, task: &Value) -> Value {
+    pub(crate) async fn session_of(&self, task: &Value) -> Value {
         self.api.first_session(task["id"].as_str().unwrap()).await
     }
 
     /// Events up to the next `turn.ended`.
-    async fn turn(&mut self) -> Vec<SseEvent> {
+    pub(crate) async fn turn(&mut self) -> Vec<SseEvent> {
         until_kind(&mut self.sse, "turn.ended", TURN_WAIT).await
     }
 
-    async fn until(&mut self, kind: &str) -> Vec<SseEvent> {
+    pub(crate) async fn until(&mut self, kind: &str) -> Vec<SseEvent> {
         until_kind(&mut self.sse, kind, TURN_WAIT).await
     }
 }
@@ -725,7 +736,7 @@ async fn sid_vendor(api: &Api, sid: &str) -> String {
 }
 
 /// Whether a process exists and is not a zombie.
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|stat| {
@@ -898,7 +909,7 @@ async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
 }
 
 /// The outcomes of the next `n` turns on `sse`, and the agent texts seen meanwhile.
-async fn turns(sse: &mut Sse, n: usize) -> (Vec<String>, Vec<String>) {
+pub(crate) async fn turns(sse: &mut Sse, n: usize) -> (Vec<String>, Vec<String>) {
     let (mut outcomes, mut texts) = (Vec::new(), Vec::new());
     while outcomes.len() < n {
         let e = sse
