@@ -557,6 +557,34 @@ async fn a_rate_limit_that_outlives_the_retries_becomes_a_rate_limited_inbox_ite
         status.body["rate_limits"]["claude"]["api_error_status"],
         429
     );
+    // Dismissing the item closes it and sends the agent nothing: no turn starts.
+    let r = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": items[0]["id"], "type": "dismiss"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body[0]["state"], "dismissed");
+    let responded = b.until("inbox.responded").await;
+    let responded_seq = responded.last().unwrap().id.unwrap();
+    let task_events = b
+        .api
+        .call("listTaskEvents", &[task["id"].as_str().unwrap()], &[], None)
+        .await
+        .body;
+    assert!(
+        task_events
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["seq"].as_u64().unwrap() <= responded_seq),
+        "nothing follows the dismissal: {task_events}"
+    );
+    assert_eq!(b.session_of(&task).await["state"], "idle");
     // The process survives the error: the next message is answered.
     let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
     b.api
