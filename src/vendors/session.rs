@@ -492,14 +492,11 @@ fn exit_reason(
     let what = match (code, signal) {
         (Some(0), _) => format!("{who} exited on its own (exit code 0)"),
         (Some(c), _) if c > 128 && c < 160 => format!(
-            "{who} was stopped by {}, which byre did not send (exit code {c})",
+            "{who} was stopped by {} from outside byre (exit code {c})",
             signal_name(c - 128)
         ),
         (Some(c), _) => format!("{who} exited with code {c}"),
-        (None, Some(s)) => format!(
-            "{who} was killed by {}, which byre did not send",
-            signal_name(s)
-        ),
+        (None, Some(s)) => format!("{who} was killed by {} from outside byre", signal_name(s)),
         _ => format!("{who} ended"),
     };
     let turn = if turn_running {
