@@ -612,3 +612,50 @@ fn an_exit_that_hands_the_turns_message_to_a_fresh_process_keeps_the_turn_runnin
     assert!(!w.session().turn_running);
     assert_eq!(w.state.inbox.len(), 1, "a session_error item");
 }
+
+#[test]
+fn dismissing_a_session_error_sends_nothing_but_answering_it_hands_the_text_over() {
+    use crate::inbox::ResponseType;
+    let mut w = World::with_task();
+    let sid = w.start("go");
+    w.record_turn_end(&sid, TurnOutcome::Failed, "", None);
+    let item = w.state.inbox.values().next().unwrap().id.clone();
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&item, ResponseType::Dismiss, &[], "")],
+    });
+    assert_eq!(kinds(&events), ["inbox.responded"], "no turn starts");
+    assert!(!w.session().turn_running);
+    assert!(!crate::inbox::deliverable(&w.state, w.session()));
+    // A later failure's item answered with text: the text reaches the agent.
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "again".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    w.record_turn_end(&sid, TurnOutcome::Failed, "", None);
+    let second = w
+        .state
+        .inbox
+        .values()
+        .find(|i| i.id != item)
+        .unwrap()
+        .id
+        .clone();
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&second, ResponseType::Other, &[], "try again")],
+    });
+    let text = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::UserMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .expect("the answer is handed over");
+    assert!(text.contains("try again"), "{text}");
+    assert!(!text.contains("dismissed"), "the dismissal is not: {text}");
+}
