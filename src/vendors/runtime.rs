@@ -52,13 +52,6 @@ pub struct Live {
     handle: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-impl Live {
-    /// The model its process runs (switched by a message's `model`).
-    pub(crate) fn model(&self) -> String {
-        self.model.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
 /// A live-only record for event streams: streamed text deltas, never logged, sent with no
 /// `id:`.
 #[derive(Debug)]
@@ -584,16 +577,17 @@ impl Runtime {
     }
 
     /// Hands `inputs` to a fresh process loop of the session in place of `stale`, whose
-    /// process exited before answering them (or to the loop that already replaced it).
+    /// process exited before answering them (or to the loop that already replaced it). The
+    /// fresh process runs the session's model as the fold has it (the last message's switch
+    /// included).
     pub(crate) async fn replace(
         &self,
         session_id: &str,
         stale: &Arc<Live>,
-        model: &str,
         carry: session::Carry,
         inputs: Vec<Input>,
     ) {
-        let Ok(Some(live)) = self.live_or_start(session_id, Some(stale), Some(model), carry) else {
+        let Ok(Some(live)) = self.live_or_start(session_id, Some(stale), None, carry) else {
             return;
         };
         for input in inputs {

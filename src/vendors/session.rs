@@ -415,7 +415,6 @@ async fn run_process(
         if all_gone {
             rt.clear_pid_file(&spec.session_id);
         }
-        let model = me.model();
         let mut inputs = vec![Input::Message {
             text: message.text.clone(),
             images: rt.images(message.images.clone()).await,
@@ -427,8 +426,7 @@ async fn run_process(
                 .into_iter()
                 .filter(|i| i.input_id() != Some(message.input_id)),
         );
-        rt.replace(&spec.session_id, me, &model, carry, inputs)
-            .await;
+        rt.replace(&spec.session_id, me, carry, inputs).await;
         return;
     }
     rt.forget(&spec.session_id, me);
