@@ -588,6 +588,9 @@ impl Runtime {
         inputs: Vec<Input>,
     ) {
         let Ok(Some(live)) = self.live_or_start(session_id, Some(stale), None, carry) else {
+            // No process starts now (byre stops): the ended loop goes, and the next start
+            // resumes the turn, still running in the log.
+            self.forget(session_id, stale);
             return;
         };
         for input in inputs {
