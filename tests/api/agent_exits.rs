@@ -1,17 +1,20 @@
 //! However the real Claude Code CLI ends — SIGTERM or SIGINT from outside byre, byre's
 //! graceful stop, a kill -9 of byre and the next start — no process of its session is left
-//! (found by the `BYRE_AGENT_SESSION` marker in `/proc/*/environ`, as byre itself finds them),
-//! and a message handed to a CLI on its way out reaches the model exactly once. The fake model
-//! runs `fixtures/fake-model/s_signals.json`: "sleep in a tool" makes the CLI run Bash
-//! `sleep 600`.
+//! (found by the `BYRE_AGENT_SESSION` marker in `/proc/*/environ`, as byre itself finds
+//! them), a message handed to a CLI on its way out reaches the model exactly once, and a turn
+//! byre's stop cut short is resumed, queued messages after it in order. The fake model runs
+//! `fixtures/fake-model/s_signals.json` ("sleep in a tool" makes the CLI run Bash
+//! `sleep 600`) or `r_restart.json`.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::claude::{alive, claude_bin, turns, Bench, TURN_WAIT};
-use crate::helpers::{find, Api};
+use byre_fake_models::FakeAnthropic;
+
+use crate::claude::{claude_bin, Bench, TURN_WAIT};
+use crate::helpers::{find, local_ada, Api, Sse, TestServer, WAIT};
 
 /// The pids of live (not zombie) processes whose environment marks them as session
 /// `session_id`'s (`BYRE_AGENT_SESSION=<id>`), with their command lines.
@@ -242,4 +245,185 @@ async fn a_message_queued_when_claude_code_gets_sigint_reaches_the_model_once_an
     );
     b.server.stop().await;
     assert_eq!(marked(&sid), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_mid_turn_the_session_resumes_and_queued_messages_follow_in_order() {
+    let fake = FakeAnthropic::fixture("r_restart").await.unwrap();
+    let bin = claude_bin().await;
+    let data = TempDir::new().unwrap();
+    let env = [
+        ("BYRE_CLAUDE_BIN", bin.to_str().unwrap()),
+        ("ANTHROPIC_BASE_URL", fake.url.as_str()),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
+        ("CLAUDE_CODE_MAX_RETRIES", "2"),
+    ];
+    let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let (_repo, pid) = api.basic_project().await;
+    let task = api
+        .create_task_with(&pid, json!({"title": "restart", "prompt": "long work"}))
+        .await;
+    let tid = task["id"].as_str().unwrap().to_owned();
+    fake.wait_until(|rs| {
+        rs.iter()
+            .any(|r| r.is_messages() && r.last_user_text().is_some_and(|t| t.contains("long work")))
+    })
+    .await;
+    let sid = api.first_session_id(&tid).await;
+    assert_eq!(
+        api.call(
+            "sendMessage",
+            &[&sid],
+            &[],
+            Some(json!({"text": "queued before the kill"}))
+        )
+        .await
+        .status,
+        202
+    );
+    let status = api.call("getStatus", &[], &[], None).await;
+    let old_pid = status.body["agent_processes"][0]["pid"].as_i64().unwrap() as i32;
+    server.kill_9();
+
+    let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    assert!(
+        !alive(old_pid),
+        "the old server's agent process is gone (or a zombie awaiting init)"
+    );
+    let mut sse = api.events(&[("task_id", &tid)], None).await;
+    let (ends, texts) = turns(&mut sse, 3).await;
+    assert_eq!(
+        ends,
+        ["interrupted", "completed", "completed"],
+        "the cut turn, the resumed one, the queued one"
+    );
+    assert_eq!(
+        texts,
+        ["Resumed after the restart.", "Handled the queued message."]
+    );
+    let status = api.call("getStatus", &[], &[], None).await;
+    assert_eq!(status.body["zombies"], json!([]));
+    let requests = fake.messages_requests();
+    let resumed = requests
+        .iter()
+        .find(|r| {
+            r.last_user_text()
+                .is_some_and(|t| t.contains("byre restarted"))
+        })
+        .unwrap();
+    let resumed_text = resumed.last_user_text().unwrap();
+    assert!(
+        resumed_text.contains(&format!(
+            "{}\n\nlong work",
+            byre_projections::sessions::RESENT_NOTE
+        )),
+        "the cut turn's message, unanswered, is handed over again: {resumed_text}"
+    );
+    assert_eq!(
+        resumed.session_id(),
+        Some(sid_vendor(&api, &sid).await.as_str()),
+        "resumed under the same vendor session"
+    );
+    assert_eq!(server.terminate(), Some(0));
+    let _ = WAIT;
+}
+
+async fn sid_vendor(api: &Api, sid: &str) -> String {
+    api.call("getSession", &[sid], &[], None).await.body["vendor_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Whether a process exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+        })
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
+    let fake = FakeAnthropic::fixture("r_restart").await.unwrap();
+    let bin = claude_bin().await;
+    let configure = |bin: std::path::PathBuf, url: String| {
+        move |c: &mut byre::config::Config| {
+            c.claude_bin = Some(bin);
+            c.agent_env = vec![
+                ("ANTHROPIC_BASE_URL".into(), url),
+                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+            ];
+        }
+    };
+    let server = TestServer::spawn_configured(
+        TempDir::new().unwrap(),
+        local_ada(),
+        configure(bin.clone(), fake.url.clone()),
+    )
+    .await;
+    let api = server.api();
+    let (_repo, pid) = api.basic_project().await;
+    let task = api
+        .call(
+            "createTask",
+            &[&pid],
+            &[],
+            Some(json!({"title": "stop", "prompt": "long work"})),
+        )
+        .await
+        .body;
+    let tid = task["id"].as_str().unwrap().to_owned();
+    fake.wait_until(|rs| {
+        rs.iter()
+            .any(|r| r.is_messages() && r.last_user_text().is_some_and(|t| t.contains("long work")))
+    })
+    .await;
+    let data = server.stop().await;
+    let log = byre::log::store::ReadOnlyStore::open(&data.path().join("byre.redb")).unwrap();
+    let mut kinds = Vec::new();
+    log.for_each(1, u64::MAX, |e| {
+        kinds.push(e.kind);
+        true
+    })
+    .unwrap();
+    assert!(
+        !kinds.iter().any(|k| k == "turn.ended"),
+        "a graceful stop leaves the turn running: {kinds:?}"
+    );
+    drop(log);
+    let server =
+        TestServer::spawn_configured(data, local_ada(), configure(bin, fake.url.clone())).await;
+    let mut sse = server.api().events(&[("task_id", &tid)], None).await;
+    let (outcomes, texts) = turns(&mut sse, 2).await;
+    assert_eq!(outcomes, ["interrupted", "completed"]);
+    assert_eq!(texts, ["Resumed after the restart."]);
+    server.stop().await;
+}
+
+/// The outcomes of the next `n` turns on `sse`, and the agent texts seen meanwhile.
+async fn turns(sse: &mut Sse, n: usize) -> (Vec<String>, Vec<String>) {
+    let (mut outcomes, mut texts) = (Vec::new(), Vec::new());
+    while outcomes.len() < n {
+        let e = sse
+            .next(TURN_WAIT)
+            .await
+            .unwrap_or_else(|| panic!("turns so far: {outcomes:?} {texts:?}"));
+        match e.data["kind"].as_str().unwrap_or("") {
+            "turn.ended" => outcomes.push(
+                e.data["payload"]["outcome"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
+            "agent.text" => texts.push(e.data["payload"]["text"].as_str().unwrap_or("").to_owned()),
+            _ => {}
+        }
+    }
+    (outcomes, texts)
 }
