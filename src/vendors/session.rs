@@ -625,3 +625,37 @@ async fn react(
         .await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_reasons_say_what_ended_the_process_in_words() {
+        let cases = [
+            (
+                (Vendor::Claude, Some(143), None, true, ""),
+                "Claude Code was stopped by SIGTERM from outside byre (exit code 143) before finishing the turn",
+            ),
+            (
+                (Vendor::Claude, Some(0), None, true, ""),
+                "Claude Code exited on its own (exit code 0) before finishing the turn",
+            ),
+            (
+                (Vendor::Codex, None, Some(9), false, ""),
+                "Codex was killed by SIGKILL from outside byre",
+            ),
+            (
+                (Vendor::Claude, Some(1), None, true, "Error: bad flag"),
+                "Claude Code exited with code 1 before finishing the turn. Its last output on stderr: Error: bad flag",
+            ),
+            (
+                (Vendor::Codex, Some(130), None, false, ""),
+                "Codex was stopped by SIGINT from outside byre (exit code 130)",
+            ),
+        ];
+        for ((vendor, code, signal, turn, tail), expected) in cases {
+            assert_eq!(exit_reason(vendor, code, signal, turn, tail), expected);
+        }
+    }
+}
