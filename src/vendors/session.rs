@@ -364,12 +364,20 @@ async fn run_process(
     };
     tracing::info!(n_lines, ?code, ?signal, all_gone, "agent process ended");
     let vendor = driver.vendor();
-    let turn = rt.writer().read(|s| {
-        let x = s.sessions.get(&spec.session_id)?;
-        (x.turn_running && !x.completed)
-            .then(|| x.turn_input.clone())
-            .flatten()
-    });
+    // The running turn's message, and whether a human asked to interrupt that turn (then it
+    // ends, as interrupted, rather than going on in a fresh process).
+    let (turn, interrupted) = rt
+        .writer()
+        .read(|s| {
+            let x = s.sessions.get(&spec.session_id)?;
+            Some((
+                (x.turn_running && !x.completed)
+                    .then(|| x.turn_input.clone())
+                    .flatten(),
+                x.interrupt_requested,
+            ))
+        })
+        .unwrap_or((None, false));
     let mut carry = carry;
     if !handed.printed {
         carry.n_silent_exits += 1;
@@ -380,7 +388,7 @@ async fn run_process(
     // after it (`unanswered`), held or sent but not written (`pending`), or still on its way
     // from the runtime (in neither).
     let redeliver = match &turn {
-        Some(m) if !asked && link.is_none() => {
+        Some(m) if !asked && !interrupted && link.is_none() => {
             let id = m.input_id;
             let written = handed.unanswered.iter().any(|i| i.input_id() == Some(id));
             let answered = handed.ids.contains(&id)
