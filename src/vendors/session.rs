@@ -69,6 +69,9 @@ pub(crate) struct Carry {
 /// start at all must not be restarted for ever).
 const MAX_SILENT_EXITS: u32 = 2;
 
+/// How long byre still reads an exited process's stdout when something else holds it open.
+const EXITED_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How long a CodeBolt agent has to end its turn after `stopProcessClicked`.
 const CODEBOLT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -248,8 +251,19 @@ async fn run_process(
     // never race the agent's next turn in the worktree; with when the first was held.
     let mut held: Vec<Input> = Vec::new();
     let mut held_since = tokio::time::Instant::now();
+    // When the process has exited: its last lines are read until its stdout ends, or for
+    // [`EXITED_DRAIN`] if something it left holds the pipe open (the sweep then ends that).
+    let mut exited_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
+            _ = child.wait(), if exited_at.is_none() => {
+                exited_at = Some(tokio::time::Instant::now());
+            }
+            _ = async {
+                if let Some(at) = exited_at {
+                    tokio::time::sleep_until(at + EXITED_DRAIN).await;
+                }
+            }, if exited_at.is_some() => break,
             input = rx.recv(), if stdin_open => match input {
                 Some(Input::Message { input_id, .. }) if handed.ids.contains(&input_id) => {
                     // Given to this process already, when it replaced one that exited.
