@@ -123,7 +123,10 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     );
     let (writer, writer_thread) = Writer::start_with(store, state, config.stream_buffer_bytes);
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let leftovers = crate::vendors::runtime::clear_leftovers(&config.data_dir).await;
+    let sessions: std::collections::HashSet<String> =
+        writer.read(|s| s.sessions.keys().cloned().collect());
+    let leftovers = crate::vendors::runtime::clear_leftovers(&config.data_dir, sessions).await;
+    let worktrees = crate::reactors::worktrees::Worktrees::new(writer.clone());
     // Agents' MCP servers run on this host: they reach the server at its own address
     // (loopback when it listens on every address).
     let mcp_addr = if addr.ip().is_unspecified() {
@@ -145,21 +148,33 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         &config,
         leftovers,
         mcp.clone(),
+        worktrees.clone(),
         shutdown_rx.clone(),
     );
+    for cli in agents.agent_clis() {
+        if !cli.found {
+            tracing::warn!(
+                vendor = cli.vendor,
+                program = %cli.program,
+                "{} was not found: its agents cannot start. Install it, or set {} to its path",
+                cli.name,
+                cli.env_var
+            );
+        }
+    }
     agents.codebolt().set_port(addr.port());
     if config.tailscale_bin.is_none() {
         config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
     }
     let reactors = vec![
-        crate::reactors::worktrees::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
         crate::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
         crate::reactors::previews::start(
             writer.clone(),
             config.tailscale_bin.clone(),
             shutdown_rx.clone(),
         ),
-        crate::reactors::snapshots::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::snapshots::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
         agents_task,
     ];
 
@@ -170,6 +185,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         clients: Clients::default(),
         agents,
         mcp,
+        worktrees,
         shutdown: shutdown_rx,
     });
     // CodeBolt agents connect to `localhost` (v1 clients cannot be told another host): when

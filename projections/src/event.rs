@@ -236,6 +236,8 @@ event_kinds! {
     InboxDelivered = "inbox.delivered" (crate::inbox::InboxDelivered),
     /// A newer question of the same session replaced an open one.
     InboxSuperseded = "inbox.superseded" (crate::inbox::InboxSuperseded),
+    /// An open inbox item was closed because its task closed (merged or discarded).
+    InboxClosed = "inbox.closed" (crate::inbox::InboxClosed),
     /// The task's agent set the task's merge title (`set_merge_title`).
     MergeTitleSet = "task.merge_title_set" (crate::tools::MergeTitleSet),
     /// The task's agent exposed a port of its block as a preview (`expose_port`).

@@ -418,6 +418,7 @@ pub(crate) fn record_merge(
                 }),
             )];
             events.extend(complete_sessions(state, t));
+            events.extend(crate::inbox::close_task_items(state, &t.id));
             events
         }
         Err(reason) => vec![task_event(
@@ -526,6 +527,7 @@ pub(crate) fn record_discard(
                 }),
             )];
             events.extend(complete_sessions(state, t));
+            events.extend(crate::inbox::close_task_items(state, &t.id));
             events
         }
         Err(reason) => vec![task_event(

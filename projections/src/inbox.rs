@@ -1,5 +1,7 @@
 //! The inbox: questions, session errors and rate limits waiting for a human. Operations:
 //! `listInbox`, `getInboxItem`, `respondInbox`, and the agent's `ask_human` tool.
+//! Dismissing a session error or a rate limit only closes it (the agent gets nothing);
+//! closing a task closes its open items (`inbox.closed`).
 //!
 //! Answers reach the agent as one message per answering human (actor: that human), handed
 //! over when its session is idle and none of its questions are open: in the same
@@ -119,6 +121,15 @@ pub struct InboxSuperseded {
     pub superseded_by: String,
 }
 
+/// `inbox.closed` payload: an open item closed without an answer because its task closed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxClosed {
+    /// The item closed.
+    pub id: String,
+    /// Why: `task_closed`.
+    pub reason: String,
+}
+
 /// A response as folded: the payload plus when it was given and delivered.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResponseRecord {
@@ -231,6 +242,53 @@ fn recipient<'a>(state: &'a State, item: &InboxItem) -> Option<&'a Session> {
         .sessions
         .values()
         .find(|x| !x.completed && routed_to(state, item, x))
+}
+
+/// Whether response `r` to `item` carries anything for the agent: every answer does, and the
+/// dismissal of a question (the agent waits for it); the dismissal of an item the agent did
+/// not ask (a session error, a rate limit) only closes it, so the agent gets nothing.
+fn for_agent(item: &InboxItem, r: &InboxResponse) -> bool {
+    r.kind != ResponseType::Dismiss || item.kind == InboxKind::Question
+}
+
+/// The responses routed to `s` ([`routed_to`]) that carry something for its agent
+/// ([`for_agent`]) and were not delivered yet.
+fn undelivered_for<'a>(
+    state: &'a State,
+    s: &'a Session,
+) -> impl Iterator<Item = &'a ResponseRecord> {
+    state
+        .inbox
+        .values()
+        .filter(move |i| routed_to(state, i, s))
+        .flat_map(|i| {
+            i.responses
+                .iter()
+                .filter(move |r| r.delivered_at_us.is_none() && for_agent(i, &r.response))
+        })
+}
+
+/// The events closing the open items of task `task_id` (`inbox.closed`, reason
+/// `task_closed`), written with the event that closes the task.
+pub(crate) fn close_task_items(state: &State, task_id: &str) -> Vec<NewEvent> {
+    state
+        .inbox
+        .values()
+        .filter(|i| i.task_id == task_id && i.state == InboxState::Open)
+        .map(|i| {
+            let mut e = NewEvent::new(
+                "byre",
+                EventBody::InboxClosed(InboxClosed {
+                    id: i.id.clone(),
+                    reason: "task_closed".into(),
+                }),
+            );
+            e.project_id = Some(i.project_id.clone()).filter(|p| !p.is_empty());
+            e.task_id = Some(i.task_id.clone()).filter(|t| !t.is_empty());
+            e.agent_session_id = Some(i.agent_session_id.clone()).filter(|s| !s.is_empty());
+            e
+        })
+        .collect()
 }
 
 /// The open questions whose answers go to session `s` ([`routed_to`]).
@@ -452,7 +510,7 @@ pub(crate) fn respond(
                 state
                     .inbox
                     .get(&r.item_id)
-                    .is_some_and(|i| routed_to(state, i, s))
+                    .is_some_and(|i| routed_to(state, i, s) && for_agent(i, r))
             })
             .cloned()
             .collect();
@@ -509,12 +567,7 @@ pub(crate) fn deliver(
     last_input_id: u64,
     head: &str,
 ) -> (Vec<NewEvent>, u64) {
-    let mut pending: Vec<(u64, InboxResponse)> = state
-        .inbox
-        .values()
-        .filter(|i| routed_to(state, i, s))
-        .flat_map(|i| i.responses.iter())
-        .filter(|r| r.delivered_at_us.is_none())
+    let mut pending: Vec<(u64, InboxResponse)> = undelivered_for(state, s)
         .map(|r| (r.seq, r.response.clone()))
         .collect();
     pending.sort_by_key(|(seq, _)| *seq);
@@ -606,13 +659,7 @@ fn kind_name(k: InboxKind) -> &'static str {
 /// Whether a session's answers may be handed over now: idle, nothing queued, no open question,
 /// and something undelivered.
 pub(crate) fn deliverable(state: &State, s: &Session) -> bool {
-    open_questions_for(state, s).next().is_none()
-        && state
-            .inbox
-            .values()
-            .filter(|i| routed_to(state, i, s))
-            .flat_map(|i| i.responses.iter())
-            .any(|r| r.delivered_at_us.is_none())
+    open_questions_for(state, s).next().is_none() && undelivered_for(state, s).next().is_some()
 }
 
 /// Folds the inbox events.
@@ -649,6 +696,14 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
         EventBody::InboxSuperseded(p) => {
             if let Some(i) = state.inbox.get_mut(&p.id) {
                 i.state = InboxState::Superseded;
+                i.resolved_by = Some("byre".into());
+                i.resolved_at_us = Some(e.created_at_us);
+            }
+            return;
+        }
+        EventBody::InboxClosed(p) => {
+            if let Some(i) = state.inbox.get_mut(&p.id) {
+                i.state = InboxState::Dismissed;
                 i.resolved_by = Some("byre".into());
                 i.resolved_at_us = Some(e.created_at_us);
             }

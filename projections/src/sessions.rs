@@ -664,7 +664,9 @@ pub(crate) fn record_vendor_session(
     )])
 }
 
-/// Decides `RecordProcessExit`: recorded; a running turn fails with a session error.
+/// Decides `RecordProcessExit`: recorded; a running turn fails with a session error, unless
+/// the exit names the turn's message among those handed again to a fresh process
+/// (`redelivered_input_ids`): that turn goes on in the new process.
 pub(crate) fn record_exit(
     state: &State,
     ctx: &DecideCtx,
@@ -678,7 +680,11 @@ pub(crate) fn record_exit(
         "byre",
         EventBody::ProcessExited(exit.clone()),
     )];
-    if s.turn_running {
+    let redelivered = s
+        .turn_input
+        .as_ref()
+        .is_some_and(|m| exit.redelivered_input_ids.contains(&m.input_id));
+    if s.turn_running && !redelivered {
         let ended = TurnEnded {
             turn: s.turns,
             outcome: TurnOutcome::Failed,

@@ -289,9 +289,15 @@ pub(crate) fn record_worktree(
             reason: reason.clone(),
         }),
     };
-    Ok(vec![NewEvent::new("byre", body)
+    let failed = matches!(body, EventBody::TaskWorktreeFailed(_));
+    let mut events = vec![NewEvent::new("byre", body)
         .project(&task.project_id)
-        .task(task_id)])
+        .task(task_id)];
+    if failed {
+        // The task closes: so do its open inbox items.
+        events.extend(crate::inbox::close_task_items(state, task_id));
+    }
+    Ok(events)
 }
 
 /// Derived events: a `task.state` for each task in `task_ids` whose computed state differs

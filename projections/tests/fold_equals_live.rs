@@ -172,6 +172,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 code: Some(1),
                 signal: None,
                 reason: "x".into(),
+                // Sometimes the exit hands a message to a fresh process (the turn goes on).
+                redelivered_input_ids: if rng.below(2) == 0 {
+                    vec![rng.below(40) as u64]
+                } else {
+                    Vec::new()
+                },
             },
         },
         _ => Command::CompactSession {

@@ -645,7 +645,7 @@ fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
         .env("HOME", &ctx.link.home)
         .env("LANG", "C.UTF-8")
         // Marks the command as the session's, so a byre restarted after a crash finds and
-        // ends what the dead one left running (`kill_strays`).
+        // ends what the dead one left running (`clear_leftovers`, `kill_marked`).
         .env(crate::vendors::SESSION_ENV, &ctx.link.session_id)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -50,6 +50,8 @@ pub struct App {
     pub agents: std::sync::Arc<crate::vendors::runtime::Runtime>,
     /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
     pub mcp: Arc<crate::mcp::McpHost>,
+    /// Brings back a task's worktree removed while byre runs, before a view reads it.
+    pub worktrees: crate::reactors::worktrees::Worktrees,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

@@ -143,5 +143,6 @@ pub async fn get_status(_caller: Caller, app: web::Data<App>) -> Result<HttpResp
         "stuck_after_seconds": app.config.stuck_after_seconds,
         "protocol_errors": agents["protocol_errors"],
         "previews_published": app.config.tailscale_bin.is_some(),
+        "agent_clis": app.agents.agent_clis(),
     })))
 }

@@ -27,9 +27,10 @@ struct TaskPlace {
     default_branch: String,
 }
 
-/// The task's worktree facts. 404 for an unknown task; 409 for a closed task or one whose
-/// worktree is not made yet.
-fn task_place(app: &App, task_id: &str) -> Result<TaskPlace, ApiError> {
+/// The task's worktree facts, its worktree made again first if it was removed while byre
+/// runs. 404 for an unknown task; 409 for a closed task or one whose worktree is not made yet.
+async fn task_place(app: &App, task_id: &str) -> Result<TaskPlace, ApiError> {
+    app.worktrees.restore_if_missing(task_id).await;
     app.writer.read(|s| {
         let task = s
             .tasks
@@ -140,7 +141,7 @@ pub async fn get_task_dir(
     query: web::Query<DirQuery>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let place = task_place(&app, &task_id.into_inner())?;
+    let place = task_place(&app, &task_id.into_inner()).await?;
     let raw = query.into_inner().path.unwrap_or_default();
     let listing = blocking(move || {
         let worktree = Worktree::open(&place.worktree)?;
@@ -177,7 +178,7 @@ pub async fn get_task_file(
     query: web::Query<PathQuery>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let place = task_place(&app, &task_id.into_inner())?;
+    let place = task_place(&app, &task_id.into_inner()).await?;
     let raw = query.into_inner().path;
     let file = blocking(move || {
         let worktree = Worktree::open(&place.worktree)?;
@@ -208,7 +209,7 @@ pub async fn get_task_image(
     query: web::Query<PathQuery>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let place = task_place(&app, &task_id.into_inner())?;
+    let place = task_place(&app, &task_id.into_inner()).await?;
     let raw = query.into_inner().path;
     let image = blocking(move || {
         let worktree = Worktree::open(&place.worktree)?;
@@ -299,7 +300,7 @@ pub async fn get_task_changes(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let task_id = task_id.into_inner();
-    let place = task_place(&app, &task_id)?;
+    let place = task_place(&app, &task_id).await?;
     let query = query.into_inner();
     let Some(n) = query.snapshot else {
         // `step=false` is the default spelled out (a client's unchecked toggle): allowed.
@@ -379,7 +380,7 @@ pub async fn get_task_diff(
     query: web::Query<DiffQuery>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let place = task_place(&app, &task_id.into_inner())?;
+    let place = task_place(&app, &task_id.into_inner()).await?;
     let query = query.into_inner();
     let path = TreePath::parse(&query.path)?;
     let old_path = query.old_path.as_deref().map(TreePath::parse).transpose()?;

@@ -24,6 +24,7 @@ use tracing::Instrument;
 use crate::git::snapshots::{take_snapshot, SnapshotJob};
 use crate::log::subscription::subscribe;
 use crate::log::Writer;
+use crate::reactors::worktrees::Worktrees;
 
 /// One cause to answer, with what the git work needs.
 struct Job {
@@ -65,8 +66,12 @@ fn job(writer: &Writer, task_id: &str, cause_seq: u64) -> Option<Job> {
     })
 }
 
-/// Does one job and records its outcome.
-async fn handle(writer: &Writer, job: Job) {
+/// Does one job and records its outcome; a worktree removed while byre runs is made again
+/// first.
+async fn handle(writer: &Writer, worktrees: &Worktrees, job: Job) {
+    if job.place.is_ok() {
+        worktrees.restore_if_missing(&job.task_id).await;
+    }
     let span = tracing::info_span!("snapshot", task_id = %job.task_id, cause_seq = job.cause_seq);
     handle_in_span(writer, job).instrument(span).await;
 }
@@ -121,7 +126,11 @@ async fn handle_in_span(writer: &Writer, job: Job) {
 }
 
 /// Starts the reactor; it ends when `shutdown` turns true.
-pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub fn start(
+    writer: Writer,
+    worktrees: Worktrees,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let from = writer.head();
         // Reconcile: every cause still unanswered, oldest first.
@@ -137,7 +146,7 @@ pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task
                 return;
             }
             if let Some(j) = job(&writer, &task_id, seq) {
-                handle(&writer, j).await;
+                handle(&writer, &worktrees, j).await;
             }
         }
         let mut events = Box::pin(subscribe(writer.clone(), from));
@@ -146,7 +155,7 @@ pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task
                 next = events.next() => match next {
                     Some(Ok(r)) if r.kind == "turn.ended" || r.kind == "snapshot.requested" => {
                         if let Some(j) = r.task_id.as_deref().and_then(|id| job(&writer, id, r.seq)) {
-                            handle(&writer, j).await;
+                            handle(&writer, &worktrees, j).await;
                         }
                     }
                     Some(Ok(_)) => {}

@@ -1,9 +1,11 @@
 //! The worktree reactor: after `task.created`, makes the task's branch and worktree and
 //! records `task.worktree_created` (or `task.worktree_failed`). At start-up it makes any
 //! worktree an active task should have and does not (a crash between the intent and the
-//! outcome, or a worktree directory removed by hand).
+//! outcome, or a worktree directory removed by hand). While byre runs, [`Worktrees`] does the
+//! same for one task before its next turn, view or snapshot.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use byre_projections::tasks::TaskStatus;
 use byre_projections::Command;
@@ -35,6 +37,62 @@ fn job(writer: &Writer, task_id: &str) -> Option<Job> {
             recorded: t.worktree_ready,
         })
     })
+}
+
+/// Restores removed worktrees of active tasks while byre runs, one git operation at a time
+/// together with the reactor (they share one lock). Cheap to clone.
+#[derive(Clone)]
+pub struct Worktrees {
+    writer: Writer,
+    /// Held for each worktree operation, so a restore never races the reactor's creation.
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Worktrees {
+    /// The restorer for the tasks of `writer`'s log.
+    pub fn new(writer: Writer) -> Worktrees {
+        Worktrees {
+            writer,
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// When `task_id` is active, its worktree was made, and its directory is gone (removed
+    /// while byre runs), makes it again at the same path on the task branch, as start-up's
+    /// reconcile does (`git::ensure_worktree`: the branch keeps every commit; what was only in
+    /// the removed directory is lost). Nothing for a task that is merging or being discarded
+    /// (its worktree goes on purpose) or one whose worktree is not made yet (the reactor
+    /// makes it). Returns whether it made the worktree; a failure is logged and left to the
+    /// caller's own error (a missing directory).
+    pub async fn restore_if_missing(&self, task_id: &str) -> bool {
+        let wanted = self.writer.read(|s| {
+            s.tasks
+                .get(task_id)
+                .filter(|t| {
+                    t.status == TaskStatus::Active
+                        && t.worktree_ready
+                        && !t.merging
+                        && !t.discarding
+                })
+                .map(|t| PathBuf::from(&t.worktree_path))
+        });
+        let Some(path) = wanted else {
+            return false;
+        };
+        if path.exists() {
+            return false;
+        }
+        let _guard = self.lock.lock().await;
+        if path.exists() {
+            return false;
+        }
+        let Some(j) = job(&self.writer, task_id) else {
+            return false;
+        };
+        tracing::warn!(task_id, path = %path.display(), "the task's worktree is gone; making it again");
+        handle(&self.writer, j).await;
+        path.exists()
+    }
 }
 
 async fn handle(writer: &Writer, job: Job) {
@@ -72,8 +130,13 @@ async fn handle(writer: &Writer, job: Job) {
     }
 }
 
-/// Starts the reactor; it ends when `shutdown` turns true.
-pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+/// Starts the reactor; it ends when `shutdown` turns true. It takes `worktrees`' lock for
+/// each worktree it makes.
+pub fn start(
+    writer: Writer,
+    worktrees: Worktrees,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let from = writer.head();
         // Reconcile: active tasks whose worktree was never recorded or is gone from disk.
@@ -101,6 +164,7 @@ pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task
         .await
         .unwrap_or_default();
         for id in missing {
+            let _guard = worktrees.lock.lock().await;
             if let Some(j) = job(&writer, &id) {
                 handle(&writer, j).await;
             }
@@ -110,6 +174,7 @@ pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task
             tokio::select! {
                 next = events.next() => match next {
                     Some(Ok(r)) if r.kind == "task.created" => {
+                        let _guard = worktrees.lock.lock().await;
                         if let Some(j) = r.task_id.as_deref().and_then(|id| job(&writer, id)) {
                             handle(&writer, j).await;
                         }

@@ -19,10 +19,11 @@ use byre_projections::sessions::{Vendor, VendorItem};
 pub mod claude;
 pub mod codebolt;
 pub mod codex;
+mod reaper;
 pub mod runtime;
 mod session;
 
-pub(crate) use session::{kill_group, SESSION_ENV};
+pub(crate) use reaper::{kill_group, SESSION_ENV};
 
 /// Why an agent could not be started or spoken to.
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use byre_projections::sessions::{SessionState, Vendor, VendorUnrecognized};
+use byre_projections::sessions::{Vendor, VendorUnrecognized};
 use byre_projections::Command;
 use dashmap::DashMap;
 use futures_util::StreamExt;
@@ -29,6 +29,10 @@ use super::session::{self, Input};
 use super::{Driver, Image, SpawnSpec};
 use crate::log::subscription::subscribe;
 use crate::log::Writer;
+
+mod status;
+
+pub use super::reaper::clear_leftovers;
 
 /// Most recent protocol errors kept for `getStatus`.
 const RECENT_PROTOCOL_ERRORS: usize = 50;
@@ -72,14 +76,47 @@ pub struct ProtocolError {
 /// Spec `Zombie`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Zombie {
-    kind: &'static str,
-    detail: String,
+    /// `running_without_process` or `process_without_session`.
+    pub(crate) kind: &'static str,
+    /// What is wrong, for a human.
+    pub(crate) detail: String,
+    /// The session concerned, if known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
+    /// Its task, if known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
+    /// The process (group), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
+}
+
+/// A session's driver, the spec of its next process, and its task.
+type SpawnPlan = (Arc<dyn Driver>, SpawnSpec, String);
+
+/// Whether an agent CLI can be found (`getStatus.agent_clis`, and the start-up warning).
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentCli {
+    /// `claude` or `codex`.
+    pub vendor: &'static str,
+    /// What people call it: `Claude Code`, `Codex`.
+    #[serde(skip)]
+    pub name: &'static str,
+    /// The program byre starts: a path, or a name looked up on `PATH`.
+    pub program: String,
+    /// The environment variable that names the program.
+    pub env_var: &'static str,
+    /// Whether the program is there (a file at the path, or in a directory of `PATH`).
+    pub found: bool,
+}
+
+/// Whether `program` (a path, or a bare name looked up on `PATH`) names a file.
+fn program_found(program: &str) -> bool {
+    if program.contains('/') {
+        Path::new(program).is_file()
+    } else {
+        crate::reactors::previews::find_on_path(program).is_some()
+    }
 }
 
 /// The runtime. Shared as `Arc<Runtime>`.
@@ -92,15 +129,19 @@ pub struct Runtime {
     codebolt: Arc<CodeboltDriver>,
     codebolt_hub: Arc<crate::codebolt::Hub>,
     live: DashMap<String, Arc<Live>>,
-    /// The latest rate-limit status each vendor reported (Codex's `account/rateLimits/updated`),
-    /// since this server started.
-    vendor_rate_limits: DashMap<&'static str, serde_json::Value>,
+    /// The latest rate-limit status each vendor reported (Codex's `account/rateLimits/updated`,
+    /// Claude Code's `rate_limit_event`) and how many reports came, since this server started.
+    vendor_rate_limits: DashMap<&'static str, (serde_json::Value, u64)>,
     protocol_counts: DashMap<String, u64>,
     protocol_recent: Mutex<std::collections::VecDeque<ProtocolError>>,
     leftover_zombies: Mutex<Vec<Zombie>>,
     ephemeral: broadcast::Sender<Arc<Ephemeral>>,
     /// Session tokens and how agents start byre's MCP server.
     mcp: Arc<crate::mcp::McpHost>,
+    /// Brings back a task's worktree removed while byre runs, before a turn.
+    worktrees: crate::reactors::worktrees::Worktrees,
+    /// Set when the runtime stops: no process starts after it.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Runtime {
@@ -111,6 +152,7 @@ impl Runtime {
         config: &crate::config::Config,
         leftovers: Vec<Zombie>,
         mcp: Arc<crate::mcp::McpHost>,
+        worktrees: crate::reactors::worktrees::Worktrees,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Arc<Runtime>, tokio::task::JoinHandle<()>) {
         let data_dir = &config.data_dir;
@@ -138,6 +180,8 @@ impl Runtime {
             leftover_zombies: Mutex::new(leftovers),
             ephemeral,
             mcp,
+            worktrees,
+            stopping: std::sync::atomic::AtomicBool::new(false),
         });
         // Token files of sessions that are not live (a crash skipped their removal) go before
         // anything runs.
@@ -189,13 +233,44 @@ impl Runtime {
         }
     }
 
+    /// The CLIs of Claude Code and Codex, and whether each can be found now.
+    pub fn agent_clis(&self) -> Vec<AgentCli> {
+        let clis: [(Arc<dyn Driver>, &'static str); 2] = [
+            (self.claude.clone(), "Claude Code"),
+            (self.codex.clone(), "Codex"),
+        ];
+        clis.into_iter()
+            .map(|(driver, name)| {
+                let (program, env_var) = driver.program();
+                AgentCli {
+                    vendor: driver.vendor().as_str(),
+                    name,
+                    found: program_found(&program),
+                    program,
+                    env_var,
+                }
+            })
+            .collect()
+    }
+
     /// The CodeBolt agents' links, by secret token.
     pub fn codebolt(&self) -> &Arc<crate::codebolt::Hub> {
         &self.codebolt_hub
     }
 
+    /// Keeps `status` as the vendor's latest rate-limit status and counts the report.
     pub(crate) fn rate_limits(&self, vendor: Vendor, status: serde_json::Value) {
-        self.vendor_rate_limits.insert(vendor.as_str(), status);
+        let mut entry = self
+            .vendor_rate_limits
+            .entry(vendor.as_str())
+            .or_insert((serde_json::Value::Null, 0));
+        entry.0 = status;
+        entry.1 += 1;
+    }
+
+    /// The worktree restorer.
+    pub(crate) fn worktrees(&self) -> &crate::reactors::worktrees::Worktrees {
+        &self.worktrees
     }
 
     pub(crate) fn writer(&self) -> &Writer {
@@ -231,15 +306,21 @@ impl Runtime {
         let _ = std::fs::create_dir_all(&self.run_dir);
         // The pid and its start time: a later start kills the group only if that same process
         // still runs (pids are reused, e.g. after a reboot).
-        let started = start_time(pid as i32).unwrap_or(0);
+        let started = super::reaper::start_time(pid as i32).unwrap_or(0);
         let _ = std::fs::write(
             self.run_dir.join(format!("{session_id}.pgid")),
             format!("{pid} {started}"),
         );
     }
 
-    pub(crate) fn forget(&self, session_id: &str) {
-        self.live.remove(session_id);
+    /// Unregisters the session's process loop `me` (not a newer one that replaced it).
+    pub(crate) fn forget(&self, session_id: &str, me: &Arc<Live>) {
+        self.live.remove_if(session_id, |_, l| Arc::ptr_eq(l, me));
+    }
+
+    /// Removes the session's pid file: called once nothing its process left runs, so that
+    /// until then a start after a crash still finds the group.
+    pub(crate) fn clear_pid_file(&self, session_id: &str) {
         let _ = std::fs::remove_file(self.run_dir.join(format!("{session_id}.pgid")));
     }
 
@@ -285,8 +366,9 @@ impl Runtime {
                 self.answer_codebolt(session_id, &event["payload"]["response"])
                     .await;
             }
-            "inbox.superseded" => {
-                // A newer question replaced one a CodeBolt agent waits on: that wait ends.
+            "inbox.superseded" | "inbox.closed" => {
+                // A newer question replaced one a CodeBolt agent waits on, or its task closed:
+                // that wait ends.
                 let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
                 if let (Some(link), Some(item)) = (
                     self.codebolt_hub.link_of_session(session_id),
@@ -309,7 +391,12 @@ impl Runtime {
             }
             "session.interrupt_requested" => match self.live(session_id) {
                 Some(l) => {
-                    let _ = l.tx.send(Input::Interrupt).await;
+                    if let Err(mpsc::error::SendError(input)) = l.tx.send(Input::Interrupt).await {
+                        // That process just ended; the loop replacing it, if any, takes it.
+                        if let Some(next) = self.live(session_id).filter(|n| !Arc::ptr_eq(n, &l)) {
+                            let _ = next.tx.send(input).await;
+                        }
+                    }
                 }
                 None => {
                     let exit = byre_projections::sessions::ProcessExited {
@@ -317,6 +404,7 @@ impl Runtime {
                         code: None,
                         signal: None,
                         reason: "no agent process was running".into(),
+                        redelivered_input_ids: Vec::new(),
                     };
                     self.record(Command::RecordProcessExit {
                         session_id: session_id.into(),
@@ -354,7 +442,14 @@ impl Runtime {
         let _ = tx.send(response.clone());
     }
 
-    async fn deliver(&self, session_id: &str, payload: &serde_json::Value) {
+    /// What starting a process for the session needs from the fold: its driver and spawn spec
+    /// (on `model`, else the session's own), and its task. `None` for an unknown session; an
+    /// `Err` with the exit to record for a vendor without a driver.
+    fn spawn_plan(
+        &self,
+        session_id: &str,
+        model: Option<&str>,
+    ) -> Option<Result<SpawnPlan, Vendor>> {
         let found = self.writer.read(|s| {
             let sess = s.sessions.get(session_id)?;
             let task = s.tasks.get(&sess.task_id)?;
@@ -367,79 +462,207 @@ impl Runtime {
                 task.port_base,
             ))
         });
-        let Some((vendor, vendor_session_id, model, task_id, worktree, port_base)) = found else {
-            return;
-        };
+        let (vendor, vendor_session_id, own_model, task_id, worktree, port_base) = found?;
         let Some(driver) = self.driver(vendor) else {
-            let exit = byre_projections::sessions::ProcessExited {
-                pid: 0,
-                code: None,
-                signal: None,
-                reason: super::VendorError::Unsupported(vendor.as_str()).to_string(),
-            };
-            self.record(Command::RecordProcessExit {
-                session_id: session_id.into(),
-                exit,
-            })
-            .await;
+            return Some(Err(vendor));
+        };
+        let mut spec = SpawnSpec {
+            session_id: session_id.into(),
+            vendor_session_id,
+            model: model.map(str::to_owned).unwrap_or(own_model),
+            cwd: PathBuf::from(worktree),
+            port_base,
+            resume: false,
+            socket_token: String::new(),
+            socket_port: 0,
+            mcp: self.mcp.launch(session_id),
+        };
+        spec.resume = driver.has_conversation(&spec);
+        Some(Ok((driver, spec, task_id)))
+    }
+
+    /// The session's live process loop: the registered one, unless it is `stale` (a loop that
+    /// ended and takes no input), else a new one started with `carry` (one atomic step on the
+    /// map, so two callers replacing the same stale loop share one new loop). `None` when
+    /// the session is unknown or the runtime stops; the vendor, when it has no driver
+    /// (recorded as the process's exit). Not async, so that a loop may start its successor.
+    fn live_or_start(
+        &self,
+        session_id: &str,
+        stale: Option<&Arc<Live>>,
+        model: Option<&str>,
+        carry: session::Carry,
+    ) -> Result<Option<Arc<Live>>, Vendor> {
+        if let Some(l) = self
+            .live(session_id)
+            .filter(|l| !stale.is_some_and(|s| Arc::ptr_eq(s, l)))
+        {
+            return Ok(Some(l));
+        }
+        if self.stopping.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let Some(plan) = self.spawn_plan(session_id, model) else {
+            return Ok(None);
+        };
+        let (driver, spec, task_id) = plan?;
+        let Some(rt) = self.me.upgrade() else {
+            return Ok(None);
+        };
+        let vendor = driver.vendor();
+        let entry = self.live.entry(session_id.to_owned());
+        let current = match entry {
+            dashmap::Entry::Occupied(e) if !stale.is_some_and(|s| Arc::ptr_eq(s, e.get())) => {
+                return Ok(Some(e.get().clone()))
+            }
+            other => other,
+        };
+        let (tx, rx) = mpsc::channel(64);
+        let live = Arc::new(Live {
+            tx,
+            pid: AtomicU32::new(0),
+            task_id: task_id.clone(),
+            vendor,
+            last_event_us: AtomicI64::new(chrono::Utc::now().timestamp_micros()),
+            model: Mutex::new(spec.model.clone()),
+            handle: Mutex::new(None),
+        });
+        match current {
+            dashmap::Entry::Occupied(mut e) => {
+                e.insert(live.clone());
+            }
+            dashmap::Entry::Vacant(e) => {
+                e.insert(live.clone());
+            }
+        }
+        let handle = tokio::spawn(session::run(
+            rt,
+            live.clone(),
+            driver,
+            spec,
+            task_id,
+            carry,
+            rx,
+        ));
+        *live.handle.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        Ok(Some(live))
+    }
+
+    /// [`Runtime::live_or_start`], recording a vendor without a driver as the process's exit.
+    async fn live_or_start_recorded(
+        &self,
+        session_id: &str,
+        stale: Option<&Arc<Live>>,
+        model: Option<&str>,
+        carry: session::Carry,
+    ) -> Option<Arc<Live>> {
+        match self.live_or_start(session_id, stale, model, carry) {
+            Ok(live) => live,
+            Err(vendor) => {
+                let exit = byre_projections::sessions::ProcessExited {
+                    pid: 0,
+                    code: None,
+                    signal: None,
+                    reason: super::VendorError::Unsupported(vendor.as_str()).to_string(),
+                    redelivered_input_ids: Vec::new(),
+                };
+                self.record(Command::RecordProcessExit {
+                    session_id: session_id.into(),
+                    exit,
+                })
+                .await;
+                None
+            }
+        }
+    }
+
+    /// Hands `inputs` to a fresh process loop of the session in place of `stale`, whose
+    /// process exited before answering them (or to the loop that already replaced it). The
+    /// fresh process runs the session's model as the fold has it (the last message's switch
+    /// included).
+    pub(crate) async fn replace(
+        &self,
+        session_id: &str,
+        stale: &Arc<Live>,
+        carry: session::Carry,
+        inputs: Vec<Input>,
+    ) {
+        let Ok(Some(live)) = self.live_or_start(session_id, Some(stale), None, carry) else {
+            // No process starts now (byre stops): the ended loop goes, and the next start
+            // resumes the turn, still running in the log.
+            self.forget(session_id, stale);
             return;
         };
+        for input in inputs {
+            let _ = live.tx.send(input).await;
+        }
+    }
+
+    /// Sends `input` to the session's process loop; when that loop has just ended (its
+    /// process exited: it takes no more input), to the one that replaces it. `false` when
+    /// no loop could take it.
+    async fn send(&self, session_id: &str, input: Input, model: Option<&str>) -> bool {
+        let mut input = input;
+        let mut stale: Option<Arc<Live>> = None;
+        for _ in 0..3 {
+            let Some(live) = self
+                .live_or_start_recorded(
+                    session_id,
+                    stale.as_ref(),
+                    model,
+                    session::Carry::default(),
+                )
+                .await
+            else {
+                return false;
+            };
+            // A model switch is relative to what the process runs.
+            if let Input::Message { model: switch, .. } = &mut input {
+                *switch = model.map(str::to_owned).filter(|m| {
+                    let mut current = live.model.lock().unwrap_or_else(|e| e.into_inner());
+                    let differs = *current != *m;
+                    current.clone_from(m);
+                    differs
+                });
+            }
+            match live.tx.send(input).await {
+                Ok(()) => return true,
+                Err(mpsc::error::SendError(back)) => {
+                    input = back;
+                    stale = Some(live);
+                }
+            }
+        }
+        false
+    }
+
+    async fn deliver(&self, session_id: &str, payload: &serde_json::Value) {
         let text = payload["text"].as_str().unwrap_or("").to_owned();
         let input_id = payload["input_id"].as_u64().unwrap_or(0);
         let wanted_model = payload["model"].as_str().map(str::to_owned);
-        let images = self
-            .images(payload["images"].as_array().cloned().unwrap_or_default())
-            .await;
-        let live = match self.live(session_id) {
-            Some(l) => l,
-            None => {
-                let mut spec = SpawnSpec {
-                    session_id: session_id.into(),
-                    vendor_session_id,
-                    model: wanted_model.clone().unwrap_or(model.clone()),
-                    cwd: PathBuf::from(worktree),
-                    port_base,
-                    resume: false,
-                    socket_token: String::new(),
-                    socket_port: 0,
-                    mcp: self.mcp.launch(session_id),
-                };
-                spec.resume = driver.has_conversation(&spec);
-                let (tx, rx) = mpsc::channel(64);
-                let live = Arc::new(Live {
-                    tx,
-                    pid: AtomicU32::new(0),
-                    task_id: task_id.clone(),
-                    vendor,
-                    last_event_us: AtomicI64::new(chrono::Utc::now().timestamp_micros()),
-                    model: Mutex::new(spec.model.clone()),
-                    handle: Mutex::new(None),
-                });
-                self.live.insert(session_id.into(), live.clone());
-                let Some(rt) = self.me.upgrade() else { return };
-                let handle = tokio::spawn(session::run(rt, driver.clone(), spec, task_id, rx));
-                *live.handle.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-                live
-            }
-        };
-        let model = wanted_model.filter(|m| {
-            let mut current = live.model.lock().unwrap_or_else(|e| e.into_inner());
-            let switch = *current != *m;
-            current.clone_from(m);
-            switch
-        });
+        let ids: Vec<String> = payload["images"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let images = self.images(ids).await;
         let message = Input::Message {
             text,
             images,
             input_id,
-            model,
+            model: None,
         };
-        let _ = live.tx.send(message).await;
+        self.send(session_id, message, wanted_model.as_deref())
+            .await;
     }
 
-    async fn images(&self, ids: Vec<serde_json::Value>) -> Vec<Image> {
+    /// The images of blobs `ids`, read from the log's blob table (unknown ids are skipped).
+    pub(crate) async fn images(&self, ids: Vec<String>) -> Vec<Image> {
         let mut out = Vec::new();
-        for id in ids.iter().filter_map(|v| v.as_str()) {
+        for id in &ids {
             let Some((sha, content_type)) = self.writer.read(|s| {
                 s.blobs
                     .get(id)
@@ -490,6 +713,7 @@ impl Runtime {
 
     /// Stops every process and waits for each to be reaped.
     pub async fn stop_all(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
         let lives: Vec<Arc<Live>> = self.live.iter().map(|l| l.clone()).collect();
         for l in &lives {
             let _ = l.tx.send(Input::Shutdown).await;
@@ -501,198 +725,9 @@ impl Runtime {
                     .await
                     .is_err()
                 {
-                    session::kill_tree(l.pid.load(Ordering::Relaxed) as i32);
+                    super::reaper::kill_tree(l.pid.load(Ordering::Relaxed) as i32);
                 }
             }
         }
     }
-
-    /// `getStatus`'s agent figures: `live_agents`, `agent_processes`, `running_turns`,
-    /// `zombies`, `protocol_errors`, `rate_limits`. `rate_limits[vendor]` is the `rate_limit`
-    /// of the vendor's latest `rate_limited` inbox item (`{api_error_status, last_retry,
-    /// vendor_status?}`), with `vendor_status` replaced by the latest status the vendor
-    /// reported since this server started (Codex's `account/rateLimits/updated`), if any.
-    pub fn status(&self, stuck_after_seconds: u64) -> serde_json::Value {
-        let now = chrono::Utc::now().timestamp_micros();
-        let (sessions, rate_limits): (
-            Vec<(String, String, Vendor, SessionState, i64, bool)>,
-            serde_json::Map<String, serde_json::Value>,
-        ) = self.writer.read(|s| {
-            let sessions = s
-                .sessions
-                .values()
-                .map(|x| {
-                    (
-                        x.id.clone(),
-                        x.task_id.clone(),
-                        x.vendor,
-                        x.state,
-                        x.created_seq as i64,
-                        x.turn_running,
-                    )
-                })
-                .collect();
-            let mut limits = serde_json::Map::new();
-            for item in s
-                .inbox
-                .values()
-                .filter(|i| i.kind == byre_projections::inbox::InboxKind::RateLimited)
-            {
-                if let Some(v) = item.payload["vendor"].as_str() {
-                    limits.insert(v.to_owned(), item.payload["rate_limit"].clone());
-                }
-            }
-            (sessions, limits)
-        });
-        let mut rate_limits = rate_limits;
-        for entry in self.vendor_rate_limits.iter() {
-            let slot = rate_limits
-                .entry(entry.key().to_string())
-                .or_insert_with(|| serde_json::json!({}));
-            if let Some(o) = slot.as_object_mut() {
-                o.insert("vendor_status".into(), entry.value().clone());
-            }
-        }
-        let mut processes = Vec::new();
-        let mut zombies: Vec<Zombie> = self
-            .leftover_zombies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let mut running = Vec::new();
-        let mut sorted = sessions;
-        sorted.sort_by_key(|x| x.4);
-        for (id, task_id, vendor, state, _, turn_running) in sorted {
-            let live = self.live(&id);
-            if turn_running {
-                running.push(serde_json::json!({"session_id": id, "task_id": task_id, "vendor": vendor.as_str()}));
-            }
-            match live {
-                Some(l) => {
-                    let pid = l.pid.load(Ordering::Relaxed);
-                    let last = l.last_event_us.load(Ordering::Relaxed);
-                    let stuck = turn_running && now - last > stuck_after_seconds as i64 * 1_000_000;
-                    let health = if pid != 0 && !group_alive(pid as i32) {
-                        "exited"
-                    } else if stuck {
-                        "stuck"
-                    } else {
-                        "ok"
-                    };
-                    processes.push(serde_json::json!({"session_id": id, "task_id": task_id, "vendor": vendor.as_str(), "pid": pid, "state": state, "last_event_at": crate::api::rfc3339(last), "health": health}));
-                }
-                None if turn_running => zombies.push(Zombie {
-                    kind: "running_without_process",
-                    detail: "the session's turn is running but no agent process is".into(),
-                    session_id: Some(id.clone()),
-                    task_id: Some(task_id.clone()),
-                    pid: None,
-                }),
-                None => {}
-            }
-        }
-        let counts: serde_json::Map<String, serde_json::Value> = self
-            .protocol_counts
-            .iter()
-            .map(|e| (e.key().clone(), serde_json::json!(*e.value())))
-            .collect();
-        let recent: Vec<ProtocolError> = self
-            .protocol_recent
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
-        serde_json::json!({
-            "live_agents": processes.len(),
-            "agent_processes": processes,
-            "running_turns": running,
-            "zombies": zombies,
-            "protocol_errors": {"counts": counts, "recent": recent},
-            "rate_limits": rate_limits,
-        })
-    }
-}
-
-/// Whether a process (group leader) still exists.
-/// Whether a process group still has a live (not zombie) leader: `/proc/<pgid>/stat` exists and
-/// its state is not `Z` (a killed orphan may wait as a zombie until init reaps it).
-pub(crate) fn group_alive(pgid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pgid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        // No /proc (not Linux): ask the kernel; a zombie then counts as alive.
-        // SAFETY: signal 0 only checks for existence.
-        Err(_) if !std::path::Path::new("/proc/self").exists() => unsafe {
-            libc::kill(-pgid, 0) == 0
-        },
-        Err(_) => false,
-    }
-}
-
-/// Kills the agent process groups a previous server left (pid files under `{data}/run/`);
-/// returns those that survived SIGKILL, for `getStatus`. Runs before the server serves.
-pub async fn clear_leftovers(data_dir: &Path) -> Vec<Zombie> {
-    let mut zombies = Vec::new();
-    let Ok(entries) = std::fs::read_dir(data_dir.join("run")) else {
-        return zombies;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let session_id = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let mut fields = text.split_whitespace();
-        let pgid: i32 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        let recorded_start: Option<u64> = fields.next().and_then(|s| s.parse().ok());
-        let _ = std::fs::remove_file(&path);
-        // Commands the agent ran in sessions of their own, orphaned if it died with byre.
-        if !session_id.is_empty() {
-            session::kill_strays(&session_id);
-        }
-        if recorded_start.is_none() || start_time(pgid) != recorded_start {
-            // Not the process byre started (gone, or its pid reused): leave it alone.
-            continue;
-        }
-        if pgid <= 1 || !group_alive(pgid) {
-            continue;
-        }
-        session::kill_group(pgid);
-        let mut gone = false;
-        for _ in 0..100 {
-            if !group_alive(pgid) {
-                gone = true;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        tracing::warn!(
-            pgid,
-            session_id,
-            gone,
-            "killed an agent process group left by a previous server"
-        );
-        if !gone {
-            zombies.push(Zombie {
-                kind: "process_without_session",
-                detail: format!("process group {pgid} of a previous server survived SIGKILL"),
-                session_id: Some(session_id),
-                task_id: None,
-                pid: Some(pgid as u32),
-            });
-        }
-    }
-    zombies
-}
-
-/// A process's start time (clock ticks since boot, `/proc/<pid>/stat` field 22), to tell it
-/// from a later process that reuses its pid.
-fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(19)?.parse().ok()
 }

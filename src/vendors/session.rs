@@ -1,20 +1,29 @@
 //! One live agent process: a loop over a closed set of inputs (a stdout line, a command from
 //! the runtime, the end of the process), in the style of an explicit event loop.
+//!
+//! When the process ends, whatever the way, every process it left behind (its group, and any
+//! group holding a process marked with the session's [`SESSION_ENV`]) is killed. When it ends
+//! without byre asking and the running turn's message never reached it (it printed nothing
+//! after the message was written, or the message was not written yet), the message goes to a
+//! fresh, resumed process of the session instead of failing the turn (at most once per
+//! message written).
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use byre_projections::sessions::{ProcessExited, VendorItem};
+use byre_projections::sessions::{ProcessExited, Vendor, VendorItem};
 use byre_projections::Command;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 
-use super::runtime::Runtime;
+use super::reaper::{kill_tree, sweep, SESSION_ENV};
+use super::runtime::{Live, Runtime};
 use super::{Driver, Image, Reaction, SpawnSpec};
 
 /// What the runtime asks of a live session.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Input {
     /// Hand over a user message (a new turn), first switching the model if `model` is set.
     Message {
@@ -36,6 +45,33 @@ pub(crate) enum Input {
     Shutdown,
 }
 
+impl Input {
+    fn input_id(&self) -> Option<u64> {
+        match self {
+            Input::Message { input_id, .. } => Some(*input_id),
+            _ => None,
+        }
+    }
+}
+
+/// What a process loop inherits from the one before it, when it replaces a process that
+/// exited before answering its message.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Carry {
+    /// Messages (input ids) already written once to a process that exited without a word:
+    /// a second such exit fails the turn instead of starting yet another process.
+    pub redelivered: HashSet<u64>,
+    /// How many processes in a row ended without byre asking and without printing anything.
+    pub n_silent_exits: u32,
+}
+
+/// Most processes in a row that may end silently before the turn fails (a CLI that cannot
+/// start at all must not be restarted for ever).
+const MAX_SILENT_EXITS: u32 = 2;
+
+/// How long byre still reads an exited process's stdout when something else holds it open.
+const EXITED_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How long a CodeBolt agent has to end its turn after `stopProcessClicked`.
 const CODEBOLT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -52,9 +88,11 @@ const SNAPSHOT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 /// Runs the session's process until it exits or is stopped; records its output and its exit.
 pub(crate) async fn run(
     rt: Arc<Runtime>,
+    me: Arc<Live>,
     driver: Arc<dyn Driver>,
     spec: SpawnSpec,
     task_id: String,
+    carry: Carry,
     mut rx: mpsc::Receiver<Input>,
 ) {
     let mut spec = spec;
@@ -62,7 +100,7 @@ pub(crate) async fn run(
     // it go there; its stdout is only logged.
     let hub = rt.codebolt().clone();
     let mut socket = None;
-    if driver.vendor() == byre_projections::sessions::Vendor::Codebolt {
+    if driver.vendor() == Vendor::Codebolt {
         let (token, frames) = hub.register(&spec.session_id, &task_id, spec.cwd.clone());
         let link = hub.link(&token);
         spec.socket_token = token;
@@ -70,18 +108,57 @@ pub(crate) async fn run(
         socket = link.map(|l| (l, frames));
     }
     let token = spec.socket_token.clone();
-    let result = run_process(&rt, driver, spec, task_id, &mut rx, socket).await;
+    run_process(&rt, &me, driver, spec, task_id, carry, &mut rx, socket).await;
     if !token.is_empty() {
         hub.unregister(&token);
     }
-    result
 }
 
+/// What one process was handed and what it acknowledged.
+#[derive(Default)]
+struct Handed {
+    /// Input ids written to this process or given to this loop (a message the runtime sends
+    /// again after a replacement is not written twice).
+    ids: HashSet<u64>,
+    /// Messages written since the process last printed a line, oldest first.
+    unanswered: Vec<Input>,
+    /// Whether the process printed any line at all.
+    printed: bool,
+}
+
+impl Handed {
+    /// The process printed a line: it read everything written before it.
+    fn line(&mut self) {
+        self.printed = true;
+        self.unanswered.clear();
+    }
+}
+
+/// Writes `input` to the process (through its protocol), remembering a message as handed
+/// and, until the process prints its next line, unanswered.
+async fn hand(
+    stdin: &mut ChildStdin,
+    link: Option<&crate::codebolt::Link>,
+    protocol: &mut dyn super::Protocol,
+    handed: &mut Handed,
+    input: Input,
+) {
+    if let Some(id) = input.input_id() {
+        handed.ids.insert(id);
+        handed.unanswered.push(input.clone());
+    }
+    let lines = input_lines(protocol, input);
+    emit(stdin, link, lines).await;
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run_process(
     rt: &Arc<Runtime>,
+    me: &Arc<Live>,
     driver: Arc<dyn Driver>,
     spec: SpawnSpec,
     task_id: String,
+    carry: Carry,
     rx: &mut mpsc::Receiver<Input>,
     socket: Option<(Arc<crate::codebolt::Link>, mpsc::Receiver<String>)>,
 ) {
@@ -98,6 +175,8 @@ async fn run_process(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
+    // A worktree removed while byre runs comes back first (the reconcile start-up does).
+    rt.worktrees().restore_if_missing(&task_id).await;
     // After a restart the worktree reactor may still be making the worktree again.
     for _ in 0..300 {
         if spec.cwd.is_dir() {
@@ -123,7 +202,8 @@ async fn run_process(
                 None => super::VendorError::NoWorktree(spec.cwd.display().to_string()),
             };
             tracing::error!(error = %err, "agent did not start");
-            rt.forget(&spec.session_id);
+            rx.close();
+            rt.forget(&spec.session_id, me);
             rt.record(Command::RecordProcessExit {
                 session_id: spec.session_id.clone(),
                 exit: ProcessExited {
@@ -131,6 +211,7 @@ async fn run_process(
                     code: None,
                     signal: None,
                     reason: err.to_string(),
+                    redelivered_input_ids: Vec::new(),
                 },
             })
             .await;
@@ -156,27 +237,48 @@ async fn run_process(
     // Raw bytes per line: a line that is not UTF-8 is read lossily and recorded as
     // unrecognised, never stops the reading.
     let mut buf: Vec<u8> = Vec::new();
+    // Whether byre asked the process to end (a stop, a shutdown, the runtime gone), and
+    // whether because byre shuts down.
+    let mut asked = false;
     let mut shutting_down = false;
+    let mut stdin_open = true;
     let mut protocol = driver.protocol(&spec);
     let mut n_lines = 0u64;
-    let mut stdin_open = emit(&mut stdin, link.as_deref(), protocol.start()).await;
+    let mut handed = Handed::default();
+    emit(&mut stdin, link.as_deref(), protocol.start()).await;
     // Messages (and interrupts after them) held until the snapshot reactor has answered the
     // task's last turn end, so its end-of-turn commit and snapshot hold that turn alone and
     // never race the agent's next turn in the worktree; with when the first was held.
     let mut held: Vec<Input> = Vec::new();
     let mut held_since = tokio::time::Instant::now();
+    // When the process has exited: its last lines are read until its stdout ends, or for
+    // [`EXITED_DRAIN`] if something it left holds the pipe open (the sweep then ends that).
+    let mut exited_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
+            _ = child.wait(), if exited_at.is_none() => {
+                exited_at = Some(tokio::time::Instant::now());
+            }
+            _ = async {
+                if let Some(at) = exited_at {
+                    tokio::time::sleep_until(at + EXITED_DRAIN).await;
+                }
+            }, if exited_at.is_some() => break,
             input = rx.recv(), if stdin_open => match input {
+                Some(Input::Message { input_id, .. }) if handed.ids.contains(&input_id) => {
+                    // Given to this process already, when it replaced one that exited.
+                }
                 Some(message @ Input::Message { .. }) => {
+                    if let Some(id) = message.input_id() {
+                        handed.ids.insert(id);
+                    }
                     if held.is_empty() && rt.snapshot_due(&task_id) {
                         held_since = tokio::time::Instant::now();
                     }
                     if !held.is_empty() || rt.snapshot_due(&task_id) {
                         held.push(message);
                     } else {
-                        let lines = input_lines(protocol.as_mut(), message);
-                        emit(&mut stdin, link.as_deref(), lines).await;
+                        hand(&mut stdin, link.as_deref(), protocol.as_mut(), &mut handed, message).await;
                     }
                 }
                 Some(Input::Interrupt) if !held.is_empty() => held.push(Input::Interrupt),
@@ -189,6 +291,7 @@ async fn run_process(
                     }
                 }
                 stop @ (None | Some(Input::Stop) | Some(Input::Shutdown)) => {
+                    asked = true;
                     shutting_down = matches!(stop, Some(Input::Shutdown));
                     stdin_open = false;
                     let _ = stdin.shutdown().await;
@@ -207,8 +310,7 @@ async fn run_process(
                     }
                     for input in std::mem::take(&mut held) {
                         let interrupt = matches!(input, Input::Interrupt);
-                        let lines = input_lines(protocol.as_mut(), input);
-                        emit(&mut stdin, link.as_deref(), lines).await;
+                        hand(&mut stdin, link.as_deref(), protocol.as_mut(), &mut handed, input).await;
                         if let (true, Some(link)) = (interrupt, link.as_deref()) {
                             link.kill_terminals();
                             kill_if_deaf_to_stop(rt, &spec.session_id, pid as i32);
@@ -219,9 +321,8 @@ async fn run_process(
             frame = async { frames.as_mut()?.recv().await }, if frames.is_some() => match frame {
                 Some(line) => {
                     n_lines += 1;
-                    if let Some(l) = rt.live(&spec.session_id) {
-                        l.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
-                    }
+                    handed.line();
+                    me.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
                     let mut reaction = protocol.on_line(&line);
                     let replies = std::mem::take(&mut reaction.replies);
                     if stdin_open && !replies.is_empty() {
@@ -241,9 +342,8 @@ async fn run_process(
                     let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
                     buf.clear();
                     n_lines += 1;
-                    if let Some(l) = rt.live(&spec.session_id) {
-                        l.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
-                    }
+                    handed.line();
+                    me.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
                     let mut reaction = protocol.on_line(&line);
                     let replies = std::mem::take(&mut reaction.replies);
                     if stdin_open && !replies.is_empty() {
@@ -254,31 +354,107 @@ async fn run_process(
             },
         }
     }
+    drop(stdin);
     let status = child.wait().await;
-    kill_group(pid as i32); // tools the agent left running in its group
-    if status
-        .as_ref()
-        .is_ok_and(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some())
-    {
-        // Killed, it could not stop the commands it ran in sessions of their own (Codex).
-        kill_strays(&spec.session_id);
+    // Whatever the way it ended: nothing it started may outlive it (DESIGN.md invariant 7).
+    let all_gone = sweep(pid as i32, &spec.session_id).await;
+    // No input reaches this process any more: the runtime hands what comes next to a fresh
+    // one. What was sent meanwhile is read here.
+    rx.close();
+    let mut pending: Vec<Input> = std::mem::take(&mut held);
+    while let Ok(input) = rx.try_recv() {
+        match input {
+            Input::Stop | Input::Shutdown => {
+                asked = true;
+                shutting_down |= matches!(input, Input::Shutdown);
+            }
+            other => pending.push(other),
+        }
     }
     let reason_tail = stderr_tail.await.unwrap_or_default();
-    rt.forget(&spec.session_id);
     let (code, signal) = match &status {
         Ok(s) => (s.code(), std::os::unix::process::ExitStatusExt::signal(s)),
         Err(_) => (None, None),
     };
-    let reason = match (code, signal) {
-        (Some(c), _) => format!(
-            "the agent process exited with code {c}{}{}",
-            if reason_tail.is_empty() { "" } else { ": " },
-            reason_tail
-        ),
-        (None, Some(s)) => format!("the agent process was killed by signal {s}"),
-        _ => "the agent process ended".to_owned(),
+    tracing::info!(n_lines, ?code, ?signal, all_gone, "agent process ended");
+    let vendor = driver.vendor();
+    // The running turn's message, and whether a human asked to interrupt that turn (then it
+    // ends, as interrupted, rather than going on in a fresh process).
+    let (turn, interrupted) = rt
+        .writer()
+        .read(|s| {
+            let x = s.sessions.get(&spec.session_id)?;
+            Some((
+                (x.turn_running && !x.completed)
+                    .then(|| x.turn_input.clone())
+                    .flatten(),
+                x.interrupt_requested,
+            ))
+        })
+        .unwrap_or((None, false));
+    let mut carry = carry;
+    if !handed.printed {
+        carry.n_silent_exits += 1;
+    } else {
+        carry.n_silent_exits = 0;
+    }
+    // The running turn's message, when this process never answered it: written with no line
+    // after it (`unanswered`), held or sent but not written (`pending`), or still on its way
+    // from the runtime (in neither).
+    let redeliver = match &turn {
+        Some(m) if !asked && !interrupted && link.is_none() => {
+            let id = m.input_id;
+            let written = handed.unanswered.iter().any(|i| i.input_id() == Some(id));
+            let answered = handed.ids.contains(&id)
+                && !written
+                && !pending.iter().any(|i| i.input_id() == Some(id));
+            let again = written && carry.redelivered.contains(&id);
+            (!answered && !again && carry.n_silent_exits <= MAX_SILENT_EXITS)
+                .then_some((m.clone(), written))
+        }
+        _ => None,
     };
-    tracing::info!(n_lines, ?code, ?signal, "agent process ended");
+    let reason = exit_reason(vendor, code, signal, turn.is_some(), &reason_tail);
+    if let Some((message, written)) = redeliver {
+        if written {
+            carry.redelivered.insert(message.input_id);
+        }
+        tracing::warn!(
+            input_id = message.input_id,
+            "the agent process exited before answering its message; a fresh process gets it"
+        );
+        rt.record(Command::RecordProcessExit {
+            session_id: spec.session_id.clone(),
+            exit: ProcessExited {
+                pid,
+                code,
+                signal,
+                reason,
+                redelivered_input_ids: vec![message.input_id],
+            },
+        })
+        .await;
+        if all_gone {
+            rt.clear_pid_file(&spec.session_id);
+        }
+        let mut inputs = vec![Input::Message {
+            text: message.text.clone(),
+            images: rt.images(message.images.clone()).await,
+            input_id: message.input_id,
+            model: None,
+        }];
+        inputs.extend(
+            pending
+                .into_iter()
+                .filter(|i| i.input_id() != Some(message.input_id)),
+        );
+        rt.replace(&spec.session_id, me, carry, inputs).await;
+        return;
+    }
+    rt.forget(&spec.session_id, me);
+    if all_gone {
+        rt.clear_pid_file(&spec.session_id);
+    }
     if shutting_down {
         // The log keeps the turn running: the next start resumes it (ResumeAfterRestart).
         return;
@@ -290,9 +466,69 @@ async fn run_process(
             code,
             signal,
             reason,
+            redelivered_input_ids: Vec::new(),
         },
     })
     .await;
+}
+
+/// The vendor's CLI as people call it.
+fn vendor_name(vendor: Vendor) -> &'static str {
+    match vendor {
+        Vendor::Claude => "Claude Code",
+        Vendor::Codex => "Codex",
+        Vendor::Codebolt => "The CodeBolt agent",
+    }
+}
+
+/// A signal's name (`SIGTERM`), or its number.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_owned()
+}
+
+/// Why an agent process ended, for a human: what ended it, whether a turn was cut, and the
+/// end of its stderr. A code above 128 is the shell convention for "ended by signal
+/// code - 128", which is how Claude Code reports a SIGTERM it caught (143).
+fn exit_reason(
+    vendor: Vendor,
+    code: Option<i32>,
+    signal: Option<i32>,
+    turn_running: bool,
+    stderr_tail: &str,
+) -> String {
+    let who = vendor_name(vendor);
+    let what = match (code, signal) {
+        (Some(0), _) => format!("{who} exited on its own (exit code 0)"),
+        (Some(c), _) if c > 128 && c < 160 => format!(
+            "{who} was stopped by {} from outside byre (exit code {c})",
+            signal_name(c - 128)
+        ),
+        (Some(c), _) => format!("{who} exited with code {c}"),
+        (None, Some(s)) => format!("{who} was killed by {} from outside byre", signal_name(s)),
+        _ => format!("{who} ended"),
+    };
+    let turn = if turn_running {
+        " before finishing the turn"
+    } else {
+        ""
+    };
+    if stderr_tail.is_empty() {
+        format!("{what}{turn}")
+    } else {
+        format!("{what}{turn}. Its last output on stderr: {stderr_tail}")
+    }
 }
 
 /// The lines that hand `input` (a message or an interrupt) to the agent; none for the others.
@@ -412,100 +648,36 @@ async fn react(
     }
 }
 
-/// SIGKILLs the process groups of `pgid`'s descendants that left it (Codex runs each command
-/// in a session of its own), then the group itself. Descendants are found through `/proc`
-/// while the group's leader lives; orphans of a leader that already died are not.
-pub(crate) fn kill_tree(pgid: i32) {
-    for group in descendant_groups(pgid) {
-        kill_group(group);
-    }
-    kill_group(pgid);
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Process groups other than `pid`'s own that hold descendants of `pid` (Linux `/proc`).
-fn descendant_groups(pid: i32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    // (pid, ppid, pgid) of every process.
-    let procs: Vec<(i32, i32, i32)> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(1);
-            let ppid = fields.next()?.parse().ok()?;
-            let pgid = fields.next()?.parse().ok()?;
-            Some((p, ppid, pgid))
-        })
-        .collect();
-    let mut tree = vec![pid];
-    let mut groups = Vec::new();
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        for &(p, ppid, pgid) in &procs {
-            if ppid == parent && !tree.contains(&p) {
-                tree.push(p);
-                if pgid != pid && pgid > 1 && !groups.contains(&pgid) {
-                    groups.push(pgid);
-                }
-            }
-        }
-        i += 1;
-    }
-    groups
-}
-
-/// The environment variable every agent process gets (and so every process it starts): its
-/// byre session id. It finds what an agent left running once the agent is gone.
-pub(crate) const SESSION_ENV: &str = "BYRE_AGENT_SESSION";
-
-/// SIGKILLs the process group of every process whose environment has [`SESSION_ENV`] =
-/// `session_id` (Linux `/proc`): the commands an agent killed by a signal left behind (Codex
-/// runs each in a session of its own, which its death orphans, so [`kill_tree`] cannot find
-/// them). Never byre's own group. Returns how many groups it killed.
-pub(crate) fn kill_strays(session_id: &str) -> usize {
-    let needle = format!("{SESSION_ENV}={session_id}");
-    // SAFETY: getpgrp has no preconditions.
-    let own = unsafe { libc::getpgrp() };
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let mut groups: Vec<i32> = Vec::new();
-    for pid in entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-    {
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if !environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-            continue;
-        }
-        let pgid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|stat| {
-                let (_, rest) = stat.rsplit_once(')')?;
-                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
-            });
-        if let Some(g) = pgid.filter(|g| *g > 1 && *g != own && !groups.contains(g)) {
-            groups.push(g);
-        }
-    }
-    for g in &groups {
-        tracing::warn!(pgid = g, "killed a process group the agent left running");
-        kill_group(*g);
-    }
-    groups.len()
-}
-
-/// SIGKILLs a process group; harmless when it is gone.
-pub(crate) fn kill_group(pgid: i32) {
-    if pgid > 1 {
-        // SAFETY: kill has no memory-safety preconditions; a stale group gives ESRCH.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+    #[test]
+    fn exit_reasons_say_what_ended_the_process_in_words() {
+        let cases = [
+            (
+                (Vendor::Claude, Some(143), None, true, ""),
+                "Claude Code was stopped by SIGTERM from outside byre (exit code 143) before finishing the turn",
+            ),
+            (
+                (Vendor::Claude, Some(0), None, true, ""),
+                "Claude Code exited on its own (exit code 0) before finishing the turn",
+            ),
+            (
+                (Vendor::Codex, None, Some(9), false, ""),
+                "Codex was killed by SIGKILL from outside byre",
+            ),
+            (
+                (Vendor::Claude, Some(1), None, true, "Error: bad flag"),
+                "Claude Code exited with code 1 before finishing the turn. Its last output on stderr: Error: bad flag",
+            ),
+            (
+                (Vendor::Codex, Some(130), None, false, ""),
+                "Codex was stopped by SIGINT from outside byre (exit code 130)",
+            ),
+        ];
+        for ((vendor, code, signal, turn, tail), expected) in cases {
+            assert_eq!(exit_reason(vendor, code, signal, turn, tail), expected);
         }
     }
 }

@@ -8,44 +8,55 @@ use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer, WAIT};
+use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, TestServer};
 
 /// How long a test waits for a turn of the real CLI to end.
-const TURN_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const TURN_WAIT: Duration = Duration::from_secs(120);
 
-async fn claude_bin() -> std::path::PathBuf {
+pub(crate) async fn claude_bin() -> std::path::PathBuf {
     tokio::task::spawn_blocking(byre_fake_models::claude_bin)
         .await
         .expect("install the CLI")
 }
 
 /// A server whose agents talk to a fake API running `script`, a project, and an event stream.
-struct Bench {
-    server: TestServer,
-    fake: FakeAnthropic,
-    api: Api,
-    project_id: String,
-    sse: Sse,
+pub(crate) struct Bench {
+    pub(crate) server: TestServer,
+    pub(crate) fake: FakeAnthropic,
+    pub(crate) api: Api,
+    pub(crate) project_id: String,
+    pub(crate) sse: Sse,
     _repo: TempDir,
 }
 
 impl Bench {
-    async fn start(script: &str) -> Bench {
+    pub(crate) async fn start(script: &str) -> Bench {
         Self::start_with(script, None).await
     }
 
     async fn start_with(script: &str, claude: Option<std::path::PathBuf>) -> Bench {
+        Self::start_with_credentials(script, claude, ("ANTHROPIC_API_KEY", "sk-ant-fake-key")).await
+    }
+
+    /// As [`Bench::start`], the CLI authenticated by `credential` (a variable and its value):
+    /// `ANTHROPIC_API_KEY`, or `CLAUDE_CODE_OAUTH_TOKEN` for a claude.ai login.
+    pub(crate) async fn start_with_credentials(
+        script: &str,
+        claude: Option<std::path::PathBuf>,
+        credential: (&str, &str),
+    ) -> Bench {
         let fake = FakeAnthropic::fixture(script).await.expect("fake API");
         let bin = match claude {
             Some(b) => b,
             None => claude_bin().await,
         };
         let url = fake.url.clone();
+        let credential = (credential.0.to_owned(), credential.1.to_owned());
         let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
             c.claude_bin = Some(bin);
             c.agent_env = vec![
                 ("ANTHROPIC_BASE_URL".into(), url),
-                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+                credential,
                 ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
             ];
         })
@@ -63,7 +74,7 @@ impl Bench {
         }
     }
 
-    async fn task_with_prompt(&self, prompt: &str) -> Value {
+    pub(crate) async fn task_with_prompt(&self, prompt: &str) -> Value {
         self.api
             .create_task_with(
                 &self.project_id,
@@ -72,16 +83,16 @@ impl Bench {
             .await
     }
 
-    async fn session_of(&self, task: &Value) -> Value {
+    pub(crate) async fn session_of(&self, task: &Value) -> Value {
         self.api.first_session(task["id"].as_str().unwrap()).await
     }
 
     /// Events up to the next `turn.ended`.
-    async fn turn(&mut self) -> Vec<SseEvent> {
+    pub(crate) async fn turn(&mut self) -> Vec<SseEvent> {
         until_kind(&mut self.sse, "turn.ended", TURN_WAIT).await
     }
 
-    async fn until(&mut self, kind: &str) -> Vec<SseEvent> {
+    pub(crate) async fn until(&mut self, kind: &str) -> Vec<SseEvent> {
         until_kind(&mut self.sse, kind, TURN_WAIT).await
     }
 }
@@ -546,6 +557,34 @@ async fn a_rate_limit_that_outlives_the_retries_becomes_a_rate_limited_inbox_ite
         status.body["rate_limits"]["claude"]["api_error_status"],
         429
     );
+    // Dismissing the item closes it and sends the agent nothing: no turn starts.
+    let r = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": items[0]["id"], "type": "dismiss"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body[0]["state"], "dismissed");
+    let responded = b.until("inbox.responded").await;
+    let responded_seq = responded.last().unwrap().id.unwrap();
+    let task_events = b
+        .api
+        .call("listTaskEvents", &[task["id"].as_str().unwrap()], &[], None)
+        .await
+        .body;
+    assert!(
+        task_events
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["seq"].as_u64().unwrap() <= responded_seq),
+        "nothing follows the dismissal: {task_events}"
+    );
+    assert_eq!(b.session_of(&task).await["state"], "idle");
     // The process survives the error: the next message is answered.
     let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
     b.api
@@ -632,107 +671,6 @@ async fn a_missing_cli_gives_a_clear_session_error_and_no_hang() {
         "the session's state is put right"
     );
     b.server.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_kill_9_mid_turn_the_session_resumes_and_queued_messages_follow_in_order() {
-    let fake = FakeAnthropic::fixture("r_restart").await.unwrap();
-    let bin = claude_bin().await;
-    let data = TempDir::new().unwrap();
-    let env = [
-        ("BYRE_CLAUDE_BIN", bin.to_str().unwrap()),
-        ("ANTHROPIC_BASE_URL", fake.url.as_str()),
-        ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
-        ("CLAUDE_CODE_MAX_RETRIES", "2"),
-    ];
-    let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
-    let api = Api::for_url(&server.url);
-    let (_repo, pid) = api.basic_project().await;
-    let task = api
-        .create_task_with(&pid, json!({"title": "restart", "prompt": "long work"}))
-        .await;
-    let tid = task["id"].as_str().unwrap().to_owned();
-    fake.wait_until(|rs| {
-        rs.iter()
-            .any(|r| r.is_messages() && r.last_user_text().is_some_and(|t| t.contains("long work")))
-    })
-    .await;
-    let sid = api.first_session_id(&tid).await;
-    assert_eq!(
-        api.call(
-            "sendMessage",
-            &[&sid],
-            &[],
-            Some(json!({"text": "queued before the kill"}))
-        )
-        .await
-        .status,
-        202
-    );
-    let status = api.call("getStatus", &[], &[], None).await;
-    let old_pid = status.body["agent_processes"][0]["pid"].as_i64().unwrap() as i32;
-    server.kill_9();
-
-    let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
-    let api = Api::for_url(&server.url);
-    assert!(
-        !alive(old_pid),
-        "the old server's agent process is gone (or a zombie awaiting init)"
-    );
-    let mut sse = api.events(&[("task_id", &tid)], None).await;
-    let (ends, texts) = turns(&mut sse, 3).await;
-    assert_eq!(
-        ends,
-        ["interrupted", "completed", "completed"],
-        "the cut turn, the resumed one, the queued one"
-    );
-    assert_eq!(
-        texts,
-        ["Resumed after the restart.", "Handled the queued message."]
-    );
-    let status = api.call("getStatus", &[], &[], None).await;
-    assert_eq!(status.body["zombies"], json!([]));
-    let requests = fake.messages_requests();
-    let resumed = requests
-        .iter()
-        .find(|r| {
-            r.last_user_text()
-                .is_some_and(|t| t.contains("byre restarted"))
-        })
-        .unwrap();
-    let resumed_text = resumed.last_user_text().unwrap();
-    assert!(
-        resumed_text.contains(&format!(
-            "{}\n\nlong work",
-            byre_projections::sessions::RESENT_NOTE
-        )),
-        "the cut turn's message, unanswered, is handed over again: {resumed_text}"
-    );
-    assert_eq!(
-        resumed.session_id(),
-        Some(sid_vendor(&api, &sid).await.as_str()),
-        "resumed under the same vendor session"
-    );
-    assert_eq!(server.terminate(), Some(0));
-    let _ = WAIT;
-}
-
-async fn sid_vendor(api: &Api, sid: &str) -> String {
-    api.call("getSession", &[sid], &[], None).await.body["vendor_session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-/// Whether a process exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
-        })
-        .is_some_and(|state| state != "Z" && state != "X")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -837,84 +775,4 @@ async fn compaction_hands_off_to_a_new_session_on_the_requested_model() {
         404
     );
     b.server.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
-    let fake = FakeAnthropic::fixture("r_restart").await.unwrap();
-    let bin = claude_bin().await;
-    let configure = |bin: std::path::PathBuf, url: String| {
-        move |c: &mut byre::config::Config| {
-            c.claude_bin = Some(bin);
-            c.agent_env = vec![
-                ("ANTHROPIC_BASE_URL".into(), url),
-                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-            ];
-        }
-    };
-    let server = TestServer::spawn_configured(
-        TempDir::new().unwrap(),
-        local_ada(),
-        configure(bin.clone(), fake.url.clone()),
-    )
-    .await;
-    let api = server.api();
-    let (_repo, pid) = api.basic_project().await;
-    let task = api
-        .call(
-            "createTask",
-            &[&pid],
-            &[],
-            Some(json!({"title": "stop", "prompt": "long work"})),
-        )
-        .await
-        .body;
-    let tid = task["id"].as_str().unwrap().to_owned();
-    fake.wait_until(|rs| {
-        rs.iter()
-            .any(|r| r.is_messages() && r.last_user_text().is_some_and(|t| t.contains("long work")))
-    })
-    .await;
-    let data = server.stop().await;
-    let log = byre::log::store::ReadOnlyStore::open(&data.path().join("byre.redb")).unwrap();
-    let mut kinds = Vec::new();
-    log.for_each(1, u64::MAX, |e| {
-        kinds.push(e.kind);
-        true
-    })
-    .unwrap();
-    assert!(
-        !kinds.iter().any(|k| k == "turn.ended"),
-        "a graceful stop leaves the turn running: {kinds:?}"
-    );
-    drop(log);
-    let server =
-        TestServer::spawn_configured(data, local_ada(), configure(bin, fake.url.clone())).await;
-    let mut sse = server.api().events(&[("task_id", &tid)], None).await;
-    let (outcomes, texts) = turns(&mut sse, 2).await;
-    assert_eq!(outcomes, ["interrupted", "completed"]);
-    assert_eq!(texts, ["Resumed after the restart."]);
-    server.stop().await;
-}
-
-/// The outcomes of the next `n` turns on `sse`, and the agent texts seen meanwhile.
-async fn turns(sse: &mut Sse, n: usize) -> (Vec<String>, Vec<String>) {
-    let (mut outcomes, mut texts) = (Vec::new(), Vec::new());
-    while outcomes.len() < n {
-        let e = sse
-            .next(TURN_WAIT)
-            .await
-            .unwrap_or_else(|| panic!("turns so far: {outcomes:?} {texts:?}"));
-        match e.data["kind"].as_str().unwrap_or("") {
-            "turn.ended" => outcomes.push(
-                e.data["payload"]["outcome"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
-            ),
-            "agent.text" => texts.push(e.data["payload"]["text"].as_str().unwrap_or("").to_owned()),
-            _ => {}
-        }
-    }
-    (outcomes, texts)
 }

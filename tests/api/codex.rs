@@ -491,7 +491,10 @@ async fn a_codex_killed_from_outside_fails_its_turn_and_leaves_no_command_runnin
     let ended = &find(&events, "turn.ended")["payload"];
     assert_eq!(ended["outcome"], "failed");
     assert!(
-        ended["error"].as_str().unwrap().contains("signal 9"),
+        ended["error"]
+            .as_str()
+            .unwrap()
+            .contains("killed by SIGKILL from outside byre"),
         "{ended}"
     );
     let mut stopped = false;

@@ -6,6 +6,7 @@ mod helpers;
 mod process;
 mod schema;
 
+mod agent_exits;
 mod ask_human;
 mod blobs;
 mod claude;
@@ -21,6 +22,7 @@ mod inbox;
 mod me;
 mod old_logs;
 mod projects;
+mod recovery;
 mod snapshots;
 mod tasks;
 mod ui;

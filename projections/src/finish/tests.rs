@@ -330,6 +330,18 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     assert!(kinds(&closed).contains(&"task.discarded"));
     assert_eq!(w.task(&a).status, TaskStatus::Discarded);
     assert!(w.state.sessions[&sid].completed);
+    // The failed summary turn's session_error item closed with the task.
+    assert!(
+        kinds(&closed).contains(&"inbox.closed"),
+        "{:?}",
+        kinds(&closed)
+    );
+    let items: Vec<_> = w.state.inbox.values().filter(|i| i.task_id == a).collect();
+    assert!(!items.is_empty());
+    assert!(items
+        .iter()
+        .all(|i| i.state == crate::inbox::InboxState::Dismissed
+            && i.resolved_by.as_deref() == Some("byre")));
 }
 
 #[test]

@@ -186,6 +186,11 @@ ProcessExited {
     signal: Option<i32>,
     /// Why, for the user: the last lines of stderr, or why it could not start.
     reason: String,
+    /// Messages (input ids) this process was handed but exited before producing anything
+    /// for: byre hands them to a fresh (resumed) process of the session, so the running
+    /// turn goes on rather than failing. Empty (and absent) otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    redelivered_input_ids: Vec<u64>,
 });
 payload!(/// `vendor.unrecognized` payload.
 VendorUnrecognized {

@@ -162,6 +162,7 @@ fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
         code: Some(0),
         signal: None,
         reason: "gone".into(),
+        redelivered_input_ids: vec![],
     };
     let events = w.ok(Command::RecordProcessExit {
         session_id: sid.clone(),
@@ -581,4 +582,80 @@ fn an_answer_given_before_a_restart_cut_the_asking_turn_is_delivered_once_after_
     assert_eq!(delivered, 1, "{:?}", kinds(&events));
     let again = w.record_turn_end(&sid, TurnOutcome::Completed, "Blue it is.", None);
     assert!(!kinds(&again).contains(&"inbox.delivered"), "only once");
+}
+
+#[test]
+fn an_exit_that_hands_the_turns_message_to_a_fresh_process_keeps_the_turn_running() {
+    let mut w = World::with_task();
+    let sid = w.start("go");
+    let input_id = w.session().turn_input.as_ref().unwrap().input_id;
+    let exit = |ids: Vec<u64>| ProcessExited {
+        pid: 7,
+        code: Some(0),
+        signal: None,
+        reason: "the agent process exited".into(),
+        redelivered_input_ids: ids,
+    };
+    let events = w.ok(Command::RecordProcessExit {
+        session_id: sid.clone(),
+        exit: exit(vec![input_id]),
+    });
+    assert_eq!(kinds(&events), ["session.process_exited"]);
+    assert!(w.session().turn_running, "the fresh process runs the turn");
+    assert!(w.state.inbox.is_empty());
+    // An exit naming another message fails the running turn as before.
+    let events = w.ok(Command::RecordProcessExit {
+        session_id: sid,
+        exit: exit(vec![input_id + 100]),
+    });
+    assert!(kinds(&events).contains(&"turn.ended"));
+    assert!(!w.session().turn_running);
+    assert_eq!(w.state.inbox.len(), 1, "a session_error item");
+}
+
+#[test]
+fn dismissing_a_session_error_sends_nothing_but_answering_it_hands_the_text_over() {
+    use crate::inbox::ResponseType;
+    let mut w = World::with_task();
+    let sid = w.start("go");
+    w.record_turn_end(&sid, TurnOutcome::Failed, "", None);
+    let item = w.state.inbox.values().next().unwrap().id.clone();
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&item, ResponseType::Dismiss, &[], "")],
+    });
+    assert_eq!(kinds(&events), ["inbox.responded"], "no turn starts");
+    assert!(!w.session().turn_running);
+    assert!(!crate::inbox::deliverable(&w.state, w.session()));
+    // A later failure's item answered with text: the text reaches the agent.
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "again".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    w.record_turn_end(&sid, TurnOutcome::Failed, "", None);
+    let second = w
+        .state
+        .inbox
+        .values()
+        .find(|i| i.id != item)
+        .unwrap()
+        .id
+        .clone();
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&second, ResponseType::Other, &[], "try again")],
+    });
+    let text = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::UserMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .expect("the answer is handed over");
+    assert!(text.contains("try again"), "{text}");
+    assert!(!text.contains("dismissed"), "the dismissal is not: {text}");
 }

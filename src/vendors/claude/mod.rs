@@ -239,6 +239,10 @@ impl Protocol for ClaudeProtocol {
                 )],
                 ..Reaction::default()
             },
+            wire::Parsed::RateLimit(info) => Reaction {
+                rate_limits: Some(info),
+                ..Reaction::default()
+            },
             wire::Parsed::Known => Reaction::default(),
         }
     }

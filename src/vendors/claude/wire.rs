@@ -22,6 +22,9 @@ pub enum Parsed {
         /// What it asks (`can_use_tool`, …).
         subtype: String,
     },
+    /// The CLI's rate-limit status changed (`rate_limit_event`, claude.ai logins): its
+    /// `rate_limit_info` (`{status, resetsAt?, rateLimitType?, utilization?, …}`).
+    RateLimit(Value),
     /// Understood, and nothing to record (init, status, control responses, echoes, …).
     Known,
 }
@@ -110,8 +113,15 @@ pub fn parse(line: &str) -> Parsed {
             request_id: str_of(&v, "request_id").to_owned(),
             subtype: str_of(v.get("request").unwrap_or(&Value::Null), "subtype").to_owned(),
         },
-        "control_response" | "tool_progress" | "rate_limit_event" | "prompt_suggestion"
-        | "auth_status" | "keep_alive" => Parsed::Known,
+        "rate_limit_event" => match v.get("rate_limit_info") {
+            Some(info @ Value::Object(_)) => Parsed::RateLimit(info.clone()),
+            _ => Parsed::Items(vec![unrecognized(
+                line,
+                "a rate_limit_event without a rate_limit_info object",
+            )]),
+        },
+        "control_response" | "tool_progress" | "prompt_suggestion" | "auth_status"
+        | "keep_alive" => Parsed::Known,
         "" => Parsed::Items(vec![unrecognized(line, "no type")]),
         other => Parsed::Items(vec![unrecognized(line, format!("unknown type `{other}`"))]),
     }
@@ -307,6 +317,7 @@ mod tests {
                     request_id,
                     subtype,
                 } => serde_json::json!({ "control_request": [request_id, subtype] }),
+                Parsed::RateLimit(info) => serde_json::json!({ "rate_limit": info }),
                 Parsed::Known => serde_json::json!("known"),
             })
             .collect();

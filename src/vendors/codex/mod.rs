@@ -28,10 +28,11 @@
 //! open, byre sends `thread/backgroundTerminals/clean` (an experimental method, hence
 //! `experimentalApi: true` at `initialize`); at a session's stop byre closes stdin, on which
 //! the app-server kills its commands and exits, and two seconds later kills the process groups
-//! of whatever descendants remain with the app-server's own (`session::kill_tree`). A
-//! command outlives byre only if the app-server itself dies abruptly (SIGKILL, a crash) while
-//! it runs: the orphan is no longer byre's descendant, and nothing finds it. When byre itself
-//! is killed, the app-server sees stdin close and stops its commands.
+//! of whatever descendants remain with the app-server's own (`reaper::kill_tree`). When the
+//! app-server itself ends (SIGKILL, a crash, any exit), its orphaned commands are no longer
+//! byre's descendants, but they carry the session's `BYRE_AGENT_SESSION`: `reaper::sweep`
+//! kills their groups after every exit, and a start after byre's own death does the same
+//! for every session of the log (`reaper::clear_leftovers`).
 
 use std::path::{Path, PathBuf};
 

@@ -29,7 +29,13 @@ async fn worktree_views_answer_404_for_an_unknown_task_and_409_without_a_worktre
         let r = task.api.call(op, &["no-such-task"], query, None).await;
         assert_eq!(r.status, 404, "{op}: {:?}", r.body);
     }
+    // A removed worktree comes back at the next view (tests/api/recovery.rs)…
     std::fs::remove_dir_all(&task.worktree).unwrap();
+    assert_eq!(task.get("getTaskDir", &[]).await.status, 200);
+    assert!(task.worktree.is_dir());
+    // …but not when something else took its place: 409.
+    std::fs::remove_dir_all(&task.worktree).unwrap();
+    std::fs::write(&task.worktree, "not a worktree").unwrap();
     for (op, query) in &calls {
         let r = task.get(op, query).await;
         assert_eq!(r.status, 409, "{op}: {:?}", r.body);
