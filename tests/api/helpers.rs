@@ -290,12 +290,13 @@ impl Api {
             let v: Value = serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("{operation_id}: invalid JSON: {e}"));
             // Generic protocol errors the contract does not list per operation (a malformed
-            // query is 400 everywhere; 401 without identity; 501 not built yet; 503 writer
-            // stopped): their bodies are still the contract's Error.
+            // query is 400 everywhere; 401 without identity; 403 a cookie request without
+            // the CSRF header or a cross-site one, README "Authentication"; 501 not built
+            // yet; 503 writer stopped): their bodies are still the contract's Error.
             let listed = Contract::get()
                 .check_response(operation_id, status, &serde_json::json!({"message": ""}))
                 .is_ok();
-            if !listed && matches!(status, 400 | 401 | 501 | 503) {
+            if !listed && matches!(status, 400 | 401 | 403 | 501 | 503) {
                 Contract::get()
                     .check_schema("Error", &v)
                     .unwrap_or_else(|e| panic!("{operation_id} {status}: {e}\n{v}"));
