@@ -7,7 +7,9 @@ mod process;
 mod schema;
 
 mod ask_human;
+mod auth;
 mod blobs;
+mod browser;
 mod claude;
 mod cli;
 mod codebolt;
