@@ -23,6 +23,7 @@ pub(crate) mod sessions;
 mod snapshots;
 mod status;
 pub(crate) mod tasks;
+pub mod ui;
 mod views;
 mod workflows;
 
@@ -391,8 +392,12 @@ pub async fn trace_request(
     Ok(res)
 }
 
-/// Answers requests no route matched.
+/// Answers requests no route matched: the web UI's files and client-side routes (`ui`),
+/// else a JSON 404 (always for `/api/…`).
 pub async fn no_route(req: actix_web::HttpRequest) -> Result<HttpResponse, ApiError> {
+    if let Some(res) = ui::serve(&req) {
+        return Ok(res);
+    }
     Err(ApiError::NotFound(format!(
         "no route for {} {}",
         req.method(),

@@ -214,13 +214,16 @@ pub(super) fn task_json(app: &App, id: &str) -> Result<api::Task, ApiError> {
 #[derive(Deserialize)]
 pub struct EventsQuery {
     after: Option<u64>,
+    before: Option<u64>,
     limit: Option<u32>,
 }
 
 /// `listTaskEvents` — GET /api/tasks/{taskId}/events?after&limit → 200 `[Event]` with seq >
 /// after (default 0), oldest first, at most limit (default 500; below 1 reads as 1, above 1000
-/// as 1000, as the spec bounds it); 404. A non-numeric after or limit is 400. Events owned by
-/// another user are left out.
+/// as 1000, as the spec bounds it); 404. A non-numeric after, before or limit is 400. Events
+/// owned by another user are left out. With `before` (and no `after`), the page is the last
+/// `limit` events with seq < before, still oldest first: the web UI reads a transcript
+/// backwards from its end; `after` and `before` together are 400.
 pub async fn list_task_events(
     caller: Caller,
     task_id: web::Path<String>,
@@ -233,8 +236,51 @@ pub async fn list_task_events(
         return Err(ApiError::NotFound(format!("no task `{task_id}`")));
     }
     let store = app.writer.store().clone();
-    let after = query.after.unwrap_or(0);
     let limit = limit as usize;
+    if let Some(before) = query.before {
+        if query.after.is_some() {
+            return Err(ApiError::BadRequest(
+                "give after or before, not both".into(),
+            ));
+        }
+        let body = blocking(move || {
+            let mut visible: Vec<std::sync::Arc<crate::log::Record>> = Vec::new();
+            let mut upto = before;
+            loop {
+                let chunk = store
+                    .task_records_before(&task_id, upto, limit)
+                    .map_err(ApiError::internal)?;
+                let full = chunk.len() == limit;
+                if let Some(first) = chunk.first() {
+                    upto = first.seq;
+                }
+                let mut mine: Vec<_> = chunk
+                    .into_iter()
+                    .filter(|r| r.visible_to(&caller.login))
+                    .collect();
+                mine.extend(visible);
+                visible = mine;
+                if visible.len() >= limit || !full {
+                    break;
+                }
+            }
+            let skip = visible.len().saturating_sub(limit);
+            let mut out = String::from("[");
+            for (i, r) in visible[skip..].iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&r.json);
+            }
+            out.push(']');
+            Ok(out)
+        })
+        .await?;
+        return Ok(HttpResponse::Ok()
+            .content_type("application/json")
+            .body(body));
+    }
+    let after = query.after.unwrap_or(0);
     let body = blocking(move || {
         let mut out = String::from("[");
         let mut n = 0;

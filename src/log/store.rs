@@ -341,6 +341,44 @@ impl Store {
         Ok(out)
     }
 
+    /// The task's records with seq < `before`, the last `limit` of them, in order (oldest
+    /// first): the page before a point, for reading a transcript backwards.
+    /// # Errors
+    /// A storage error, or an envelope that does not decode.
+    pub fn task_records_before(
+        &self,
+        task_id: &str,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<Record>>, OpenError> {
+        let txn = self.db.begin_read().map_err(StoreError::from)?;
+        let index = txn.open_table(TASK_EVENTS).map_err(StoreError::from)?;
+        let events = txn.open_table(EVENTS).map_err(StoreError::from)?;
+        let mut out = Vec::new();
+        if before == 0 {
+            return Ok(out);
+        }
+        for entry in index
+            .range((task_id, 0)..(task_id, before))
+            .map_err(StoreError::from)?
+            .rev()
+        {
+            if out.len() >= limit {
+                break;
+            }
+            let (key, _) = entry.map_err(StoreError::from)?;
+            let seq = key.value().1;
+            if let Some(bytes) = events.get(seq).map_err(StoreError::from)? {
+                out.push(Arc::new(Record::from_stored(&StoredEvent::decode(
+                    seq,
+                    bytes.value(),
+                )?)));
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
     /// Seq of the task's latest event; 0 for none.
     /// # Errors
     /// A storage error.

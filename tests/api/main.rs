@@ -25,5 +25,6 @@ mod old_logs;
 mod projects;
 mod snapshots;
 mod tasks;
+mod ui;
 mod views;
 mod workflows;

@@ -181,6 +181,89 @@ async fn a_worktree_removed_while_byre_was_down_is_made_again_at_start() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_task_events_pages_back_with_before_and_leaves_out_others_events() {
+    let server = TestServer::spawn_team().await;
+    let ada = server.api_as("ada");
+    let bob = server.api_as("bob");
+    let (_repo, pid) = ada.basic_project().await;
+    let task = ada.create_task(&pid, "paged back").await;
+    let tid = task["id"].as_str().unwrap();
+    for _ in 0..3 {
+        let r = ada
+            .call(
+                "setFocus",
+                &[],
+                &[],
+                Some(json!({"task_id": tid, "tabs": [], "tab": "files"})),
+            )
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    let seqs = |body: &serde_json::Value| -> Vec<u64> {
+        body.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect()
+    };
+    let all = seqs(&ada.call("listTaskEvents", &[tid], &[], None).await.body);
+    assert_eq!(all.len(), 5, "created, worktree, three focus events");
+    let end = u64::MAX.to_string();
+    let last_two = ada
+        .call(
+            "listTaskEvents",
+            &[tid],
+            &[("before", &end), ("limit", "2")],
+            None,
+        )
+        .await;
+    assert_eq!(last_two.status, 200);
+    assert_eq!(
+        seqs(&last_two.body),
+        all[3..].to_vec(),
+        "the newest two, oldest first"
+    );
+    let before = all[3].to_string();
+    let earlier = ada
+        .call(
+            "listTaskEvents",
+            &[tid],
+            &[("before", &before), ("limit", "2")],
+            None,
+        )
+        .await;
+    assert_eq!(seqs(&earlier.body), all[1..3].to_vec());
+    let first = all[0].to_string();
+    let none = ada
+        .call("listTaskEvents", &[tid], &[("before", &first)], None)
+        .await;
+    assert_eq!(seqs(&none.body), Vec::<u64>::new());
+    // bob's newest page skips ada's focus events and still fills up from earlier ones.
+    let bobs = bob
+        .call(
+            "listTaskEvents",
+            &[tid],
+            &[("before", &end), ("limit", "2")],
+            None,
+        )
+        .await;
+    assert_eq!(seqs(&bobs.body), all[..2].to_vec());
+    let both = ada
+        .call(
+            "listTaskEvents",
+            &[tid],
+            &[("before", "9"), ("after", "1")],
+            None,
+        )
+        .await;
+    assert_eq!(both.status, 400, "after and before together");
+    let bad = ada
+        .call("listTaskEvents", &[tid], &[("before", "x")], None)
+        .await;
+    assert_eq!(bad.status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_task_events_pages_with_after_and_limit() {
     let server = TestServer::spawn().await;
     let api = server.api();

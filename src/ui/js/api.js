@@ -1,0 +1,108 @@
+// Every REST call of the page. State-changing requests carry `X-Byre-CSRF: 1` (the server
+// requires it on cookie-authenticated requests); a 401 sends the browser to /signin; any
+// other failure throws an ApiError holding the server's `message` as is.
+
+/** A refused or failed request: `status` and the server's `message`. */
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+const listeners = new Set();
+/** Calls `fn(error)` for every failed request (the page's error toast). */
+export function onApiError(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+/** One request; resolves to the parsed JSON (or null for 204 / empty bodies). */
+export async function request(method, path, body, { raw = false, quiet = false } = {}) {
+  const headers = { Accept: "application/json" };
+  let payload;
+  if (method !== "GET" && method !== "HEAD") headers["X-Byre-CSRF"] = "1";
+  if (body instanceof Blob) {
+    payload = body;
+    headers["Content-Type"] = body.type || "application/octet-stream";
+  } else if (body !== undefined) {
+    payload = JSON.stringify(body);
+    headers["Content-Type"] = "application/json";
+  }
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: payload, credentials: "same-origin" });
+  } catch (e) {
+    const err = new ApiError(0, `byre cannot be reached (${e.message})`);
+    if (!quiet) listeners.forEach((fn) => fn(err));
+    throw err;
+  }
+  if (res.status === 401 && !location.pathname.startsWith("/signin")) {
+    const back = location.pathname + location.search;
+    location.assign("/signin?next=" + encodeURIComponent(back));
+    throw new ApiError(401, "signed out");
+  }
+  if (!res.ok) {
+    let message = `${res.status} ${res.statusText}`;
+    try {
+      const j = await res.json();
+      if (j && typeof j.message === "string") message = j.message;
+    } catch (_) { /* not JSON */ }
+    const err = new ApiError(res.status, message);
+    if (!quiet) listeners.forEach((fn) => fn(err));
+    throw err;
+  }
+  if (raw) return res;
+  if (res.status === 204) return null;
+  const text = await res.text();
+  return text ? JSON.parse(text) : null;
+}
+
+const q = (params) => {
+  const s = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") s.set(k, String(v));
+  const t = s.toString();
+  return t ? "?" + t : "";
+};
+const enc = encodeURIComponent;
+
+/** The contract's operations the page uses, by operationId. */
+export const api = {
+  getMe: () => request("GET", "/api/me"),
+  updateNotificationPrefs: (prefs) => request("PUT", "/api/me/notifications", prefs),
+  getFocus: () => request("GET", "/api/me/focus"),
+  setFocus: (focus) => request("PUT", "/api/me/focus", focus, { quiet: true }),
+  setPaneFocus: (pf) => request("PUT", "/api/me/pane-focus", pf, { quiet: true }),
+  getSummaryReads: () => request("GET", "/api/me/summary-reads"),
+  markSummaryRead: (taskId, seq) => request("PUT", `/api/tasks/${enc(taskId)}/summary-read`, { seq }, { quiet: true }),
+  listProjects: () => request("GET", "/api/projects"),
+  createProject: (body) => request("POST", "/api/projects", body, { quiet: true }),
+  getProject: (projectId) => request("GET", `/api/projects/${enc(projectId)}`),
+  listTasks: (projectId) => request("GET", `/api/projects/${enc(projectId)}/tasks`),
+  createTask: (projectId, body) => request("POST", `/api/projects/${enc(projectId)}/tasks`, body, { quiet: true }),
+  getTask: (taskId) => request("GET", `/api/tasks/${enc(taskId)}`),
+  listTaskEvents: (taskId, params) => request("GET", `/api/tasks/${enc(taskId)}/events${q(params)}`),
+  listSessions: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/sessions`),
+  createSession: (taskId, body) => request("POST", `/api/tasks/${enc(taskId)}/sessions`, body, { quiet: true }),
+  sendMessage: (sessionId, body) => request("POST", `/api/sessions/${enc(sessionId)}/messages`, body, { quiet: true }),
+  interruptSession: (sessionId) => request("POST", `/api/sessions/${enc(sessionId)}/interrupt`, undefined, { quiet: true }),
+  compactSession: (sessionId, body) => request("POST", `/api/sessions/${enc(sessionId)}/compact`, body, { quiet: true }),
+  withdrawMessage: (taskId, inputId) => request("DELETE", `/api/tasks/${enc(taskId)}/queue/${enc(inputId)}`, undefined, { quiet: true }),
+  uploadBlob: (blob) => request("POST", "/api/blobs", blob, { quiet: true }),
+  listInbox: (params = {}) => request("GET", `/api/inbox${q(params)}`),
+  respondInbox: (responses) => request("POST", "/api/inbox/responses", { responses }, { quiet: true }),
+  getTaskChanges: (taskId, params) => request("GET", `/api/tasks/${enc(taskId)}/changes${q(params)}`, undefined, { quiet: true }),
+  getTaskDiff: (taskId, params) => request("GET", `/api/tasks/${enc(taskId)}/diff${q(params)}`, undefined, { quiet: true }),
+  getTaskDir: (taskId, path) => request("GET", `/api/tasks/${enc(taskId)}/dir${q({ path })}`, undefined, { quiet: true }),
+  getTaskFile: (taskId, path) => request("GET", `/api/tasks/${enc(taskId)}/file${q({ path })}`, undefined, { quiet: true }),
+  taskImageUrl: (taskId, path) => `/api/tasks/${enc(taskId)}/image${q({ path })}`,
+  blobUrl: (blobId) => `/api/blobs/${enc(blobId)}`,
+  listSnapshots: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/snapshots`),
+  getUnmerged: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/unmerged`, undefined, { quiet: true }),
+  getCoAuthors: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/co-authors`, undefined, { quiet: true }),
+  mergeTask: (taskId, body) => request("POST", `/api/tasks/${enc(taskId)}/merge`, body, { quiet: true }),
+  mergeIn: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/merge-in`, undefined, { quiet: true }),
+  discardTask: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/discard`, undefined, { quiet: true }),
+  listPreviews: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/previews`, undefined, { quiet: true }),
+  getStatus: () => request("GET", "/api/admin/status"),
+};

@@ -1,0 +1,167 @@
+// The changes tab: getTaskChanges as a tree, and the unified diff (getTaskDiff) of the file
+// chosen; against the merge-base, since a message's head, a snapshot, or a snapshot's step.
+
+import { html, useState, useEffect, useMemo } from "../html.js";
+import { api } from "../api.js";
+
+function sinceOptions(state, taskId, snaps) {
+  const opts = [{ value: "", label: "All changes (vs the merge-base)" }];
+  const tr = state.transcripts.get(taskId);
+  if (tr) {
+    for (const ev of tr.events) {
+      if (ev.kind !== "user.message" || !ev.payload.head) continue;
+      const text = (ev.payload.text || "").split("\n")[0].slice(0, 50);
+      opts.push({ value: `since:${ev.payload.head}`, label: `Since ${ev.actor}'s message “${text}”` });
+    }
+  }
+  for (const s of snaps) {
+    opts.push({ value: `snap:${s.n}`, label: `Snapshot ${s.n}` });
+    opts.push({ value: `step:${s.n}`, label: `Snapshot ${s.n}: its turn's step` });
+  }
+  return opts;
+}
+
+function paramsOf(choice) {
+  if (choice.startsWith("since:")) return { since: choice.slice(6) };
+  if (choice.startsWith("snap:")) return { snapshot: choice.slice(5) };
+  if (choice.startsWith("step:")) return { snapshot: choice.slice(5), step: true };
+  return {};
+}
+
+/** Files as a tree of directories: [{ dir, files }] sorted, each file with its change. */
+function group(files) {
+  const dirs = new Map();
+  for (const f of files) {
+    const i = f.path.lastIndexOf("/");
+    const dir = i < 0 ? "" : f.path.slice(0, i);
+    if (!dirs.has(dir)) dirs.set(dir, []);
+    dirs.get(dir).push(f);
+  }
+  return [...dirs.entries()].sort((a, b) => a[0].localeCompare(b[0])).map(([dir, fs]) => ({ dir, files: fs.sort((a, b) => a.path.localeCompare(b.path)) }));
+}
+
+const STATUS = { added: "A", modified: "M", deleted: "D", renamed: "R", type_changed: "T" };
+
+/** A unified patch as rows. */
+export function Diff({ patch, path }) {
+  const rows = useMemo(() => parsePatch(patch || ""), [patch]);
+  const [all, setAll] = useState(false);
+  const LIMIT = 4000;
+  const shown = all ? rows : rows.slice(0, LIMIT);
+  return html`<div class="diff" data-testid="diff" data-path=${path}>
+    ${rows.length === 0 ? html`<div class="hint pad">No textual difference.</div>` : null}
+    <table><tbody>
+      ${shown.map((r) => (r.kind === "hunk"
+        ? html`<tr class="hunk"><td colspan="3">${r.text}</td></tr>`
+        : r.kind === "meta" ? html`<tr class="meta"><td colspan="3">${r.text}</td></tr>`
+          : html`<tr class=${r.kind} data-testid=${`diff-${r.kind}`}><td class="ln">${r.old ?? ""}</td><td class="ln">${r.new ?? ""}</td><td class="code">${r.text}</td></tr>`))}
+    </tbody></table>
+    ${rows.length > LIMIT && !all ? html`<button type="button" class="link" onClick=${() => setAll(true)}>Show all ${rows.length} lines</button>` : null}
+  </div>`;
+}
+
+function parsePatch(patch) {
+  const out = [];
+  let o = 0;
+  let n = 0;
+  for (const line of patch.split("\n")) {
+    if (line.startsWith("@@")) {
+      const m = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(line);
+      if (m) {
+        o = +m[1];
+        n = +m[2];
+      }
+      out.push({ kind: "hunk", text: line });
+    } else if (line.startsWith("diff --git") || line.startsWith("index ") || line.startsWith("--- ") || line.startsWith("+++ ") || line.startsWith("new file") || line.startsWith("deleted file") || line.startsWith("similarity") || line.startsWith("rename ") || line.startsWith("old mode") || line.startsWith("new mode") || line.startsWith("Binary")) {
+      if (!line.startsWith("diff --git") && !line.startsWith("index ")) out.push({ kind: "meta", text: line });
+    } else if (line.startsWith("+")) {
+      out.push({ kind: "add", new: n++, text: line.slice(1) });
+    } else if (line.startsWith("-")) {
+      out.push({ kind: "del", old: o++, text: line.slice(1) });
+    } else if (line.startsWith(" ")) {
+      out.push({ kind: "ctx", old: o++, new: n++, text: line.slice(1) });
+    } else if (line.startsWith("\\")) {
+      out.push({ kind: "meta", text: line });
+    }
+  }
+  return out;
+}
+
+/** The changes tab. */
+export function Changes({ task, state }) {
+  const q = new URLSearchParams(location.search);
+  const initial = q.get("snapshot") ? `${q.get("step") ? "step" : "snap"}:${q.get("snapshot")}` : "";
+  const [choice, setChoice] = useState(initial);
+  const [snaps, setSnaps] = useState([]);
+  const [changes, setChanges] = useState(null);
+  const [error, setError] = useState(null);
+  const [selected, setSelected] = useState(null);
+  const [diff, setDiff] = useState(null);
+  const [diffError, setDiffError] = useState(null);
+  const tr = state.transcripts.get(task.id);
+  // What changes the worktree: tool results, turn ends, snapshots. Re-read when they come.
+  let bump = 0;
+  if (tr) for (const ev of tr.events) if (ev.kind === "tool.result" || ev.kind === "turn.ended" || ev.kind === "snapshot.taken") bump = ev.seq;
+  const closed = task.status !== "active";
+
+  useEffect(() => {
+    api.listSnapshots(task.id).then(setSnaps).catch(() => {});
+  }, [task.id, bump]);
+  useEffect(() => {
+    if (closed && !choice.includes(":")) {
+      setChanges(null);
+      return undefined;
+    }
+    let live = true;
+    const timer = setTimeout(() => {
+      api.getTaskChanges(task.id, paramsOf(choice)).then((c) => {
+        if (!live) return;
+        setChanges(c);
+        setError(null);
+      }).catch((e) => live && setError(e.message));
+    }, changes ? 300 : 0);
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [task.id, choice, bump, closed]);
+  const file = selected && changes && changes.files.find((f) => f.path === selected);
+  useEffect(() => {
+    if (!file || !changes) {
+      setDiff(null);
+      return;
+    }
+    let live = true;
+    setDiffError(null);
+    api.getTaskDiff(task.id, { base: changes.base, tree: changes.tree, path: file.path, old_path: file.old_path })
+      .then((d) => live && setDiff(d)).catch((e) => live && setDiffError(e.message));
+    return () => { live = false; };
+  }, [selected, changes && changes.tree, changes && changes.base]);
+
+  const options = sinceOptions(state, task.id, snaps);
+  const groups = changes ? group(changes.files) : [];
+  const totals = changes ? changes.files.reduce((a, f) => [a[0] + f.additions, a[1] + f.deletions], [0, 0]) : [0, 0];
+  return html`<div class="pane-body changes">
+    <div class="changes-bar">
+      <select data-testid="changes-since" value=${choice} onChange=${(e) => { setChoice(e.target.value); setSelected(null); }}>
+        ${options.map((o) => html`<option value=${o.value}>${o.label}</option>`)}
+      </select>
+      ${changes ? html`<span class="stat"><span class="add">+${totals[0]}</span> <span class="del">−${totals[1]}</span> in ${changes.files.length} file${changes.files.length === 1 ? "" : "s"}</span>` : null}
+    </div>
+    ${closed && !choice.includes(":") ? html`<p class="hint pad">The task is ${task.status}: its worktree is gone. Pick a snapshot above to see its changes.</p>` : null}
+    ${error ? html`<div class="form-error" role="alert" data-testid="changes-error">${error}</div>` : null}
+    ${changes && changes.files.length === 0 ? html`<p class="hint pad" data-testid="changes-empty">No changes.</p>` : null}
+    ${changes && changes.files.length ? html`<div class="changes-tree" data-testid="changes-tree">
+      ${groups.map((g) => html`<div class="cdir">${g.dir ? html`<div class="dname">${g.dir}/</div>` : null}
+        ${g.files.map((f) => html`<button type="button" class=${`cfile ${f.path === selected ? "on" : ""}`} data-testid="changes-file" data-path=${f.path} data-status=${f.status}
+            onClick=${() => setSelected(f.path === selected ? null : f.path)}>
+          <span class=${`st ${f.status}`} title=${f.status}>${STATUS[f.status] || "?"}</span>
+          <span class="fname">${g.dir ? f.path.slice(g.dir.length + 1) : f.path}${f.old_path ? html` <span class="hint">← ${f.old_path}</span>` : null}</span>
+          ${f.binary ? html`<span class="hint">binary</span>` : html`<span class="stat"><span class="add">+${f.additions}</span> <span class="del">−${f.deletions}</span></span>`}
+        </button>`)}
+      </div>`)}
+    </div>` : null}
+    ${diffError ? html`<div class="form-error" role="alert">${diffError}</div>` : null}
+    ${file && diff ? html`<${Diff} patch=${diff.patch} path=${file.path} />` : null}
+  </div>`;
+}

@@ -1,0 +1,113 @@
+// Finishing a task: merge (title prefilled from merge_title, co-authors, unmerged stats, the
+// held state), merge-in, discard; the server's refusals shown as it words them.
+
+import { html, useState, useEffect } from "../html.js";
+import { api, request } from "../api.js";
+import { state as store } from "../store.js";
+import { when } from "../util.js";
+
+function MergeDialog({ task, me, onClose }) {
+  const [title, setTitle] = useState(task.merge_title || task.title);
+  const [coauthors, setCoauthors] = useState(null);
+  const [unmerged, setUnmerged] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [gitName, setGitName] = useState(me.git_name || "");
+  const [gitEmail, setGitEmail] = useState(me.git_email || "");
+  useEffect(() => {
+    api.getCoAuthors(task.id).then(setCoauthors).catch((e) => setError(e.message));
+    api.getUnmerged(task.id).then(setUnmerged).catch((e) => setError(e.message));
+  }, [task.id]);
+  const needsIdentity = !me.git_name || !me.git_email;
+  const submit = async (e) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      if (needsIdentity) {
+        const u = await request("PUT", "/api/me", { git_name: gitName.trim(), git_email: gitEmail.trim() }, { quiet: true });
+        store.me = { ...store.me, ...u };
+      }
+      await api.mergeTask(task.id, { merge_title: title });
+      onClose();
+    } catch (err) {
+      setError(err.message);
+      setBusy(false);
+    }
+  };
+  const onKey = (e) => e.key === "Escape" && onClose();
+  return html`<div class="overlay" onKeyDown=${onKey}>
+    <form class="dialog" role="dialog" aria-modal="true" aria-labelledby="merge-h" data-testid="merge-dialog" onSubmit=${submit}>
+      <h2 id="merge-h">Merge “${task.title}”</h2>
+      <p class="hint">The agent first merges the default branch in and commits; then byre squashes the task into one commit on the default branch, pushes it to origin (if any), and removes the worktree.</p>
+      ${task.merge_queued_at ? html`<p class="held" data-testid="merge-queued">A merge is held since ${when(task.merge_queued_at)}: it starts when the project's other merge ends.</p>` : null}
+      <div class="unmerged" data-testid="merge-unmerged">${unmerged
+        ? html`${unmerged.commits} commit${unmerged.commits === 1 ? "" : "s"}, ${unmerged.files} file${unmerged.files === 1 ? "" : "s"} <span class="add">+${unmerged.insertions}</span> <span class="del">−${unmerged.deletions}</span>${unmerged.uncommitted ? `, ${unmerged.uncommitted} uncommitted` : ""}`
+        : "…"}</div>
+      <label>Commit title <span class="hint">(one line, at most 72 characters)</span>
+        <input data-testid="merge-title" value=${title} maxlength="72" onInput=${(e) => setTitle(e.target.value)} autofocus required />
+      </label>
+      <div class="coauthors" data-testid="merge-coauthors">Co-authors: ${coauthors == null ? "…" : coauthors.length === 0 ? html`<span class="hint">none</span>`
+        : coauthors.map((c, i) => html`${i ? ", " : ""}<span title=${c.git_email}>${c.git_name || c.login}${c.git_name ? "" : " (no git identity: no trailer)"}</span>`)}</div>
+      ${needsIdentity ? html`<fieldset class="identity"><legend>Your git identity (the commit's author)</legend>
+        <input placeholder="Name" value=${gitName} onInput=${(e) => setGitName(e.target.value)} required />
+        <input placeholder="email@example.com" type="email" value=${gitEmail} onInput=${(e) => setGitEmail(e.target.value)} required />
+      </fieldset>` : null}
+      ${error ? html`<div class="form-error" role="alert" data-testid="merge-error">${error}</div>` : null}
+      <div class="actions">
+        <button type="button" data-testid="merge-cancel" onClick=${onClose}>Cancel</button>
+        <button type="submit" class="primary" data-testid="merge-confirm" disabled=${busy || !title.trim()}>${busy ? "Merging…" : "Merge"}</button>
+      </div>
+    </form>
+  </div>`;
+}
+
+function DiscardDialog({ task, onClose, onError }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const go = async () => {
+    setBusy(true);
+    try {
+      await api.discardTask(task.id);
+      onClose();
+    } catch (e) {
+      setError(e.message);
+      setBusy(false);
+    }
+  };
+  return html`<div class="overlay" onKeyDown=${(e) => e.key === "Escape" && onClose()}>
+    <div class="dialog" role="dialog" aria-modal="true" data-testid="discard-dialog">
+      <h2>Discard “${task.title}”?</h2>
+      <p>The agent writes the task's summary, then byre removes the worktree and branch without merging (the last state stays at a snapshot ref). The transcript stays.</p>
+      ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}
+      <div class="actions"><button type="button" onClick=${onClose} autofocus>Keep it</button>
+        <button type="button" class="danger" data-testid="discard-confirm" disabled=${busy} onClick=${go}>Discard</button></div>
+    </div>
+  </div>`;
+}
+
+/** The finishing actions under a task's title. */
+export function FinishBar({ task, state }) {
+  const [dialog, setDialog] = useState(null);
+  const [error, setError] = useState(null);
+  if (task.status !== "active") return null;
+  const mergeIn = async () => {
+    setError(null);
+    try {
+      await api.mergeIn(task.id);
+    } catch (e) {
+      setError(e.message);
+    }
+  };
+  return html`<div class="finish">
+    ${task.merging ? html`<span class="tag busy">merging…</span>` : null}
+    ${task.discarding ? html`<span class="tag busy">discarding…</span>` : null}
+    ${task.merge_queued_at ? html`<span class="tag" data-testid="merge-queued">merge held since ${when(task.merge_queued_at)}</span>` : null}
+    <button type="button" class="primary" data-testid="merge-button" disabled=${task.merging || task.discarding} onClick=${() => setDialog("merge")}>Merge…</button>
+    <button type="button" data-testid="merge-in-button" disabled=${task.merging || task.discarding} title="Ask the agent to merge the default branch into the task branch" onClick=${mergeIn}>Merge in</button>
+    <button type="button" class="danger-quiet" data-testid="discard-button" disabled=${task.merging || task.discarding} onClick=${() => setDialog("discard")}>Discard…</button>
+    ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}
+    ${dialog === "merge" ? html`<${MergeDialog} task=${task} me=${state.me} onClose=${() => setDialog(null)} />` : null}
+    ${dialog === "discard" ? html`<${DiscardDialog} task=${task} onClose=${() => setDialog(null)} />` : null}
+  </div>`;
+}

@@ -1,0 +1,198 @@
+// Transcript items: which events are drawn and how. `buildItems` turns a task's events
+// (oldest first) into items; a tool.result joins its tool.call. `Item` draws one.
+
+import { html } from "../html.js";
+import { renderMarkdown } from "../markdown.js";
+import { api } from "../api.js";
+import { ago, when, short, tokens, duration, pretty } from "../util.js";
+
+const HIDDEN = new Set([
+  "session.state", "task.state", "user.unqueued", "inbox.delivered", "vendor.unrecognized",
+  "focus.updated", "summary.read", "pane_focus.updated", "user.notification_prefs_updated",
+  "user.default_model_updated", "session.vendor_session_started", "task.merge_landed",
+  "snapshot.requested",
+]);
+
+const MERGE_KINDS = new Set([
+  "task.merge_requested", "task.merge_started", "task.merge_failed", "task.merged",
+  "task.discard_requested", "task.discard_turn_started", "task.discarded", "task.cleanup_failed",
+]);
+
+/** Items for the events; `tool.result`s fold into their calls. */
+export function buildItems(events) {
+  const items = [];
+  const calls = new Map();
+  for (const ev of events) {
+    if (HIDDEN.has(ev.kind)) continue;
+    const p = ev.payload || {};
+    if (ev.kind === "tool.result") {
+      const call = calls.get(p.tool_use_id);
+      if (call) {
+        call.result = ev;
+        continue;
+      }
+      items.push({ key: String(ev.seq), type: "tool-result-orphan", ev });
+      continue;
+    }
+    if (ev.kind === "tool.call") {
+      const item = { key: String(ev.seq), type: "tool-call", ev, result: null };
+      calls.set(p.tool_use_id, item);
+      items.push(item);
+      continue;
+    }
+    if (ev.kind === "inbox.item_created") {
+      const type = p.kind === "question" ? "question" : p.kind === "rate_limited" ? "rate-limit" : "session-error";
+      items.push({ key: String(ev.seq), type, ev });
+      continue;
+    }
+    items.push({ key: String(ev.seq), type: ev.kind, ev });
+  }
+  // A result arriving later re-renders its call: give the call a key that changes with it.
+  for (const it of items) if (it.type === "tool-call" && it.result) it.key = `${it.ev.seq}r`;
+  return items;
+}
+
+const Time = ({ ev }) => html`<time class="t" datetime=${ev.created_at} title=${when(ev.created_at)}>${ago(ev.created_at)}</time>`;
+
+function Images({ ids }) {
+  if (!ids || !ids.length) return null;
+  return html`<div class="imgs">${ids.map((id) => html`<a href=${api.blobUrl(id)} target="_blank" rel="noopener"><img src=${api.blobUrl(id)} alt="attached image" loading="lazy" /></a>`)}</div>`;
+}
+
+function ToolCall({ item, taskId }) {
+  const p = item.ev.payload || {};
+  const r = item.result && item.result.payload;
+  const input = p.input || {};
+  const summary = toolSummary(p.name, input);
+  const state = !item.result ? "pending" : r.is_error ? "error" : "ok";
+  return html`<div class=${`item tool ${state}`} data-testid="item-tool-call" data-seq=${item.ev.seq}
+      data-tool-use-id=${p.tool_use_id} data-result-seq=${item.result ? item.result.seq : undefined}>
+    <details>
+      <summary><span class="tool-name">${p.name}</span> <span class="tool-sum">${summary}</span>
+        <span class=${`tool-state ${state}`}>${state === "pending" ? "running…" : state === "error" ? "error" : ""}</span></summary>
+      <div class="tool-body">
+        <div class="label">input</div>
+        <pre data-testid="tool-input">${pretty(input)}</pre>
+        ${item.result ? html`<div class="label">result${r.is_error ? " (error)" : ""}</div>
+          <pre data-testid="tool-result" class=${r.is_error ? "err" : ""}>${r.output}</pre>` : null}
+      </div>
+    </details>
+  </div>`;
+}
+
+function toolSummary(name, input) {
+  if (!input || typeof input !== "object") return "";
+  const v = input.command || input.file_path || input.path || input.pattern || input.url || input.question || input.description;
+  if (typeof v === "string") return v.length > 120 ? `${v.slice(0, 120)}…` : v;
+  if (Array.isArray(v)) return v.join(" ").slice(0, 120);
+  if (Array.isArray(input.changes)) return input.changes.map((c) => c.path).join(", ").slice(0, 120);
+  return "";
+}
+
+function Usage({ p }) {
+  const u = p.usage || {};
+  const parts = [];
+  if (u.input_tokens != null) parts.push(`${tokens(u.input_tokens)} in`);
+  if (u.cache_read_input_tokens) parts.push(`${tokens(u.cache_read_input_tokens)} cached`);
+  if (u.output_tokens != null) parts.push(`${tokens(u.output_tokens)} out`);
+  if (p.cost_micro_usd) parts.push(`$${(p.cost_micro_usd / 1e6).toFixed(4)}`);
+  if (p.duration_ms != null) parts.push(duration(p.duration_ms));
+  if (p.num_turns) parts.push(`${p.num_turns} call${p.num_turns === 1 ? "" : "s"}`);
+  return html`<span class="usage">${parts.join(" · ")}</span>`;
+}
+
+/** One transcript item. */
+export function Item({ item, taskId }) {
+  const ev = item.ev;
+  const p = ev.payload || {};
+  switch (item.type) {
+    case "user.message":
+    case "user.queued":
+      return html`<div class=${`item user ${item.type === "user.queued" ? "queued" : ""}`} data-testid=${item.type === "user.queued" ? "item-queued" : "item-user-message"} data-seq=${ev.seq} data-actor=${ev.actor}>
+        <div class="meta"><span class="sender" data-testid="item-sender">${ev.actor}</span>${item.type === "user.queued" ? html` <span class="tag">queued</span>` : null} <${Time} ev=${ev} />${p.model ? html` <span class="tag">→ ${p.model}</span>` : null}</div>
+        <div class="text">${p.text}</div>
+        <${Images} ids=${p.images} />
+      </div>`;
+    case "agent.text":
+      return html`<div class="item agent" data-testid="item-agent-text" data-seq=${ev.seq}>
+        <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(p.text, taskId) }}></div>
+      </div>`;
+    case "tool-call":
+      return html`<${ToolCall} item=${item} taskId=${taskId} />`;
+    case "tool-result-orphan":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>result of an earlier tool call${p.is_error ? " (error)" : ""}: <code>${(p.output || "").slice(0, 200)}</code></div>`;
+    case "turn.started":
+      return html`<div class="item turn start" data-testid="item-turn-start" data-seq=${ev.seq}><span>turn ${p.turn}</span> <${Time} ev=${ev} /></div>`;
+    case "turn.ended":
+      return html`<div class=${`item turn end ${p.outcome}`} data-testid="item-turn-end" data-seq=${ev.seq} data-outcome=${p.outcome}>
+        <span class=${`outcome ${p.outcome}`}>turn ${p.turn} ${p.outcome}</span> <${Usage} p=${p} />
+        ${p.error ? html`<div class="err">${p.error}</div>` : null}
+      </div>`;
+    case "snapshot.taken":
+      return html`<div class="item snap" data-testid="item-snapshot" data-seq=${ev.seq}>
+        snapshot ${p.n} <code>${short(p.commit)}</code> (${p.trigger === "turn_end" ? "end of turn" : "requested"}${p.branch_advanced ? ", committed to the branch" : ""})${" "}
+        <a href=${`/tasks/${ev.task_id}/changes?snapshot=${p.n}&step=1`} data-nav="1">see its step</a>
+      </div>`;
+    case "snapshot.failed":
+      return html`<div class="item snap failed" data-testid="item-snapshot-failed" data-seq=${ev.seq}>no snapshot: ${p.reason}</div>`;
+    case "session-error":
+      return html`<div class="item error" data-testid="item-session-error" data-seq=${ev.seq}><strong>Session error</strong><pre>${(p.payload && p.payload.error) || ""}</pre></div>`;
+    case "rate-limit":
+      return html`<div class="item error rate" data-testid="item-rate-limit" data-seq=${ev.seq}><strong>Rate limited</strong> (${(p.payload && p.payload.vendor) || ""})<pre>${(p.payload && p.payload.error) || ""}</pre></div>`;
+    case "question":
+      return html`<div class="item question" data-testid="item-question" data-seq=${ev.seq}>
+        <strong>Question:</strong> ${(p.payload && p.payload.question) || ""}${" "}
+        <a href=${`/tasks/${ev.task_id}/inbox`} data-nav="1">answer in the inbox</a>
+      </div>`;
+    case "inbox.responded": {
+      const r = p.response || {};
+      const what = r.type === "dismiss" ? "dismissed the question" : r.type === "option" ? `answered ${(r.options || []).join(", ")}${r.text ? ` — ${r.text}` : ""}` : `answered: ${r.text}`;
+      return html`<div class="item answer" data-testid="item-answer" data-seq=${ev.seq}><span class="sender">${ev.actor}</span> ${what}</div>`;
+    }
+    case "inbox.superseded":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>a question was superseded by a newer one</div>`;
+    case "agent.api_retry":
+      return html`<div class="item note warn" data-testid="item-api-retry" data-seq=${ev.seq}>API retry ${p.attempt}/${p.max_retries}${p.error_status ? ` after HTTP ${p.error_status}` : ""} (${p.error})</div>`;
+    case "session.created":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>${ev.actor} started a ${p.vendor} session on <code>${p.model || "default"}</code></div>`;
+    case "session.completed":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>session ended (${p.reason === "compacted" ? "compacted: continued in a new session" : "task closed"})</div>`;
+    case "session.compact_requested":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>${ev.actor} asked for a compaction${p.model ? ` onto ${p.model}` : ""}</div>`;
+    case "session.interrupt_requested":
+      return html`<div class="item note warn" data-testid="item-note" data-seq=${ev.seq}>${ev.actor} interrupted turn ${p.turn}</div>`;
+    case "session.process_exited":
+      return html`<div class="item note warn" data-testid="item-note" data-seq=${ev.seq}>agent process ${p.pid} exited${p.code != null ? ` with ${p.code}` : p.signal != null ? ` by signal ${p.signal}` : ""}${p.reason ? `: ${p.reason}` : ""}</div>`;
+    case "task.created":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>${ev.actor} created the task on <code>${p.branch}</code> from <code>${short(p.base_ref)}</code></div>`;
+    case "task.worktree_created":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>worktree ready at <code>${short(p.head)}</code></div>`;
+    case "task.worktree_failed":
+      return html`<div class="item error" data-testid="item-note" data-seq=${ev.seq}>worktree failed: ${p.reason}</div>`;
+    case "task.merge_title_set":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>merge title: <strong>${p.merge_title}</strong></div>`;
+    case "preview.exposed":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>preview <strong>${p.name}</strong> on port ${p.port}</div>`;
+    case "task.subtask_started":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>started by <a href=${`/tasks/${p.parent_task_id}`} data-nav="1">its parent task</a> (agent ${p.agent})</div>`;
+    default:
+      if (MERGE_KINDS.has(ev.kind)) return html`<${MergeItem} ev=${ev} />`;
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}><code>${ev.kind}</code></div>`;
+  }
+}
+
+function MergeItem({ ev }) {
+  const p = ev.payload || {};
+  const text = {
+    "task.merge_requested": p.queued ? `${ev.actor} asked to merge “${p.merge_title}”: held behind another merge` : `${ev.actor} started the merge “${p.merge_title}”`,
+    "task.merge_started": "the held merge started",
+    "task.merge_failed": `merge failed: ${p.reason}`,
+    "task.merged": p.merge_commit ? `merged as ${short(p.merge_commit)}` : "merged (nothing to merge)",
+    "task.discard_requested": p.retry ? `${ev.actor} retried the clean-up` : `${ev.actor} discarded the task: the agent writes its summary`,
+    "task.discard_turn_started": "the discard's summary turn started",
+    "task.discarded": "discarded",
+    "task.cleanup_failed": `clean-up failed: ${p.reason}`,
+  }[ev.kind];
+  const bad = ev.kind === "task.merge_failed" || ev.kind === "task.cleanup_failed";
+  return html`<div class=${`item merge ${bad ? "error" : ""}`} data-testid="item-merge" data-kind=${ev.kind} data-seq=${ev.seq}>${text}</div>`;
+}

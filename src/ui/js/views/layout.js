@@ -1,0 +1,86 @@
+// The frame: a sidebar (navigation, projects, the current project's tasks) and the main
+// area chosen by the route. On a phone: one column, with a top bar.
+
+import { html, useMemo } from "../html.js";
+import { ProjectsPage } from "./projects.js";
+import { ProjectPage, NewTaskPage, TaskRow, projectTasks, openInboxByTask } from "./tasks.js";
+import { TaskPage } from "./task.js";
+import { InboxPage } from "./inbox.js";
+import { StatusPage } from "./status.js";
+import { isPhone } from "../util.js";
+
+function currentProjectId(route, state) {
+  if (route.projectId) return route.projectId;
+  if (route.taskId) {
+    const t = state.tasks.get(route.taskId);
+    return t ? t.project_id : null;
+  }
+  return null;
+}
+
+function StreamDot({ state }) {
+  const label = { live: "live", connecting: "reconnecting…", reloading: "reloading…" }[state.stream];
+  return html`<span class=${`stream ${state.stream}`} title=${`event stream: ${label}; seq ${state.lastSeq}`} data-testid="stream-state">${label}</span>`;
+}
+
+function Nav({ state, route }) {
+  let open = 0;
+  for (const i of state.inbox.values()) if (i.state === "open") open++;
+  const cls = (name) => (route.name === name ? "active" : "");
+  return html`<nav class="nav">
+    <a href="/" class=${cls("projects")} data-testid="nav-projects">Projects</a>
+    <a href="/inbox" class=${cls("inbox")} data-testid="nav-inbox">Inbox${open ? html` <span class="count" data-testid="nav-inbox-count">${open}</span>` : null}</a>
+    <a href="/status" class=${cls("status")} data-testid="nav-status">Status</a>
+  </nav>`;
+}
+
+function NotifyButton({ state }) {
+  if (typeof Notification === "undefined" || Notification.permission !== "default") return null;
+  return html`<button type="button" class="link small" data-testid="notify-enable"
+    onClick=${() => Notification.requestPermission().then(() => document.body.click())}>Enable notifications</button>`;
+}
+
+function Sidebar({ state, route }) {
+  const pid = currentProjectId(route, state);
+  const projects = useMemo(() => [...state.projects.values()].sort((a, b) => a.name.localeCompare(b.name)), [state.projects.size, state.version]);
+  const tasks = pid && route.name === "task" ? projectTasks(state, pid).filter((t) => t.status === "active" || t.id === route.taskId) : null;
+  const inboxBy = tasks ? openInboxByTask(state) : null;
+  return html`<aside class="sidebar">
+    <div class="brand"><a href="/">byre</a> <${StreamDot} state=${state} /></div>
+    <${Nav} state=${state} route=${route} />
+    <div class="side-section">
+      <div class="side-title">Projects</div>
+      ${projects.map((p) => html`<a href=${`/projects/${p.id}`} class=${`side-project ${p.id === pid ? "active" : ""}`}>${p.name}</a>`)}
+    </div>
+    ${tasks ? html`<div class="side-section side-tasks">
+      <div class="side-title">Active tasks <a class="small" href=${`/projects/${pid}/new`}>new</a></div>
+      ${tasks.map((t) => html`<${TaskRow} key=${t.id} t=${t} state=${state} inbox=${inboxBy.get(t.id) || 0} compact=${true} current=${t.id === route.taskId} />`)}
+    </div>` : null}
+    <div class="side-foot"><span data-testid="signed-in-as" title="signed in as">${state.me.login}</span> <${NotifyButton} state=${state} /></div>
+  </aside>`;
+}
+
+function TopBar({ state, route }) {
+  return html`<header class="topbar">
+    <a href="/" class="brand">byre</a> <${StreamDot} state=${state} />
+    <${Nav} state=${state} route=${route} />
+  </header>`;
+}
+
+/** The whole page for a route. */
+export function Layout({ route, state }) {
+  const phone = isPhone();
+  let main;
+  switch (route.name) {
+    case "project": main = html`<${ProjectPage} key=${route.projectId} projectId=${route.projectId} state=${state} />`; break;
+    case "new-task": main = html`<${NewTaskPage} key=${route.projectId} projectId=${route.projectId} state=${state} />`; break;
+    case "task": main = html`<${TaskPage} key=${route.taskId} route=${route} state=${state} phone=${phone} />`; break;
+    case "inbox": main = html`<${InboxPage} state=${state} />`; break;
+    case "status": main = html`<${StatusPage} state=${state} />`; break;
+    default: main = html`<${ProjectsPage} state=${state} />`;
+  }
+  return html`<div class=${`shell ${phone ? "phone" : "desk"} route-${route.name}`}>
+    ${phone ? html`<${TopBar} state=${state} route=${route} />` : html`<${Sidebar} state=${state} route=${route} />`}
+    <main class="main">${main}</main>
+  </div>`;
+}

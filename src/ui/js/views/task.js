@@ -1,0 +1,80 @@
+// A task: header (title, state, branch, finishing), transcript and composer, and the right
+// pane with its tabs. The whole task view is the contract's "right pane" (what the lead's
+// `show` moves): its task and tab are the user's Focus, and working in it is PaneFocus.
+// On a phone the pane is its own page (/tasks/{id}/{tab}).
+
+import { html, useState, useEffect } from "../html.js";
+import { openTask, setFocus, setPaneFocus, markRead } from "../store.js";
+import { navigate } from "../router.js";
+import { Transcript } from "./transcript.js";
+import { Composer } from "./composer.js";
+import { Pane, TABS } from "./pane.js";
+import { FinishBar } from "./finish.js";
+import { taskColor, STATE_LABEL, short } from "../util.js";
+
+function chooseTab(route, state) {
+  if (route.tab && TABS.some((t) => t.id === route.tab)) return route.tab;
+  const f = state.focus;
+  if (f && f.task_id === route.taskId && f.tab && TABS.some((t) => t.id === f.tab)) return f.tab;
+  return "changes";
+}
+
+/** `/tasks/{id}` and `/tasks/{id}/{tab}`. */
+export function TaskPage({ route, state, phone }) {
+  const taskId = route.taskId;
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    openTask(taskId).catch((e) => setError(e.message));
+  }, [taskId]);
+  const task = state.tasks.get(taskId);
+  const tab = chooseTab(route, state);
+  const paneOnly = phone && !!route.tab;
+
+  useEffect(() => {
+    if (task) setFocus(taskId, tab);
+  }, [taskId, tab, !!task]);
+  useEffect(() => {
+    if (task && !document.hidden) markRead(taskId);
+  }, [taskId, task && task.summary_seq]);
+  useEffect(() => {
+    const onVis = () => !document.hidden && markRead(taskId);
+    document.addEventListener("visibilitychange", onVis);
+    return () => document.removeEventListener("visibilitychange", onVis);
+  }, [taskId]);
+
+  if (error && !task) return html`<div class="page"><div class="form-error" role="alert">${error}</div><p><a href="/">Back to the projects</a></p></div>`;
+  if (!task) return html`<div class="page hint">Loading the task…</div>`;
+  const project = state.projects.get(task.project_id);
+  const selectTab = (id) => navigate(`/tasks/${taskId}/${id}`, { replace: !phone });
+
+  const header = html`<header class="task-head">
+    ${phone ? html`<a class="back" href=${paneOnly ? `/tasks/${taskId}` : `/projects/${task.project_id}`}>‹ ${paneOnly ? "Transcript" : project ? project.name : "Tasks"}</a>` : null}
+    <div class="title-row">
+      <span class="swatch" style=${{ background: taskColor(task) }}></span>
+      <h1 data-testid="task-header-title">${task.title}</h1>
+      <span class=${`badge st-${task.state}`} data-testid="task-header-state">${STATE_LABEL[task.state] || task.state}</span>
+    </div>
+    <div class="sub-row">
+      <code data-testid="task-header-branch">${task.branch}</code>${project ? html` · <a href=${`/projects/${project.id}`}>${project.name}</a>` : null}${` · by ${task.created_by}`}${task.merge_commit ? html` · merged as <code>${short(task.merge_commit)}</code>` : null}
+    </div>
+    ${paneOnly ? null : html`<${FinishBar} task=${task} state=${state} />`}
+  </header>`;
+
+  const pane = html`<${Pane} task=${task} state=${state} tab=${tab} onTab=${selectTab} phone=${phone} />`;
+  const onFocusIn = () => setPaneFocus({ focused: true });
+  const onFocusOut = (e) => {
+    if (!e.relatedTarget || !e.currentTarget.contains(e.relatedTarget)) setPaneFocus({ focused: false });
+  };
+  if (paneOnly) {
+    return html`<div class="task-view pane-page" data-testid="task-view" data-task-id=${taskId} data-state=${task.state} onFocusIn=${onFocusIn} onFocusOut=${onFocusOut}>${header}${pane}</div>`;
+  }
+  return html`<div class="task-view" data-testid="task-view" data-task-id=${taskId} data-state=${task.state} onFocusIn=${onFocusIn} onFocusOut=${onFocusOut}>
+    <section class="convo">
+      ${header}
+      <${Transcript} state=${state} taskId=${taskId} />
+      <${Composer} key=${taskId} state=${state} task=${task} />
+      ${phone ? html`<nav class="phone-tabs">${TABS.filter((t) => t.id !== "transcript").map((t) => html`<a href=${`/tasks/${taskId}/${t.id}`} data-testid=${`pane-tab-${t.id}`}>${t.label}</a>`)}</nav>` : null}
+    </section>
+    ${phone ? null : pane}
+  </div>`;
+}

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Refreshes src/ui/vendor/ from the npm registry: the exact versions below, each file
+# copied as published, except that (1) the `//# sourceMappingURL=` line is dropped (the maps
+# are not vendored) and (2) preact/hooks' one bare import `from"preact"` becomes
+# `from"./preact.module.js"` (no import map: the page's CSP allows no inline script).
+# Run from anywhere: sh src/ui/vendor/refresh.sh
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+npm install --prefix "$tmp" --no-audit --no-fund --save-exact --ignore-scripts \
+  preact@10.27.2 htm@3.1.1 marked@18.2.1 dompurify@3.5.0 >/dev/null
+m="$tmp/node_modules"
+copy() { sed -e '/^\/\/# sourceMappingURL=/d' -e 's|from"preact"|from"./preact.module.js"|' "$1" > "$here/$2"; }
+copy "$m/preact/dist/preact.module.js" preact.module.js
+copy "$m/preact/hooks/dist/hooks.module.js" hooks.module.js
+copy "$m/htm/dist/htm.module.js" htm.module.js
+copy "$m/marked/lib/marked.esm.js" marked.esm.js
+copy "$m/dompurify/dist/purify.es.mjs" purify.es.mjs
+mkdir -p "$here/licenses"
+cp "$m/preact/LICENSE" "$here/licenses/preact.LICENSE"
+cp "$m/htm/LICENSE" "$here/licenses/htm.LICENSE"
+cp "$m/marked/LICENSE" "$here/licenses/marked.LICENSE"
+cp "$m/dompurify/LICENSE" "$here/licenses/dompurify.LICENSE"
+echo "vendored into $here"
