@@ -89,8 +89,19 @@ impl TestServer {
         auth: AuthMode,
         configure: impl FnOnce(&mut Config),
     ) -> TestServer {
-        init_logs();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        Self::spawn_listening(listener, data, auth, configure).await
+    }
+
+    /// A server on `listener` (e.g. the address of a server just stopped, so a page's
+    /// `EventSource` reconnects to it), on an existing data dir.
+    pub async fn spawn_listening(
+        listener: TcpListener,
+        data: TempDir,
+        auth: AuthMode,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestServer {
+        init_logs();
         let mut config = Config::new(data.path().to_owned(), auth);
         config.heartbeat = Duration::from_millis(500);
         // Agents start the real binary as their MCP server, not this test binary.

@@ -19,7 +19,10 @@ use tempfile::TempDir;
 
 use crate::helpers::WAIT;
 
+mod hostile;
+mod resume;
 mod signin;
+mod task_flow;
 
 /// Desktop and phone viewports of the screenshots: (label, width, height).
 pub const VIEWPORTS: [(&str, u32, u32); 2] = [("desktop", 1280, 800), ("phone", 390, 844)];
@@ -139,6 +142,156 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A Chrome DevTools command sent through chromedriver (`POST /session/{id}/goog/cdp/execute`).
+#[derive(Debug)]
+struct Cdp {
+    cmd: &'static str,
+    params: Value,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (
+            http::Method::POST,
+            Some(json!({ "cmd": self.cmd, "params": self.params }).to_string()),
+        )
+    }
+}
+
+/// An instrument for [`Browser::on_every_page`]: wraps `EventSource` so that every event the
+/// page's streams receive is recorded, in order, in `window.__wire` (`{seq, kind, task_id}`;
+/// live-only frames are not recorded), with `window.__opens` counting the streams opened.
+/// The page cannot tell: its own handlers get the same events.
+pub const WIRE_TAP: &str = r#"
+(() => {
+  const Real = window.EventSource;
+  window.__wire = [];
+  window.__opens = 0;
+  window.EventSource = function (url, init) {
+    const es = new Real(url, init);
+    window.__opens++;
+    es.addEventListener('message', (m) => {
+      try {
+        const ev = JSON.parse(m.data);
+        window.__wire.push({ seq: ev.seq, kind: ev.kind, task_id: ev.task_id || null, id: m.lastEventId });
+      } catch (_) {}
+    });
+    return es;
+  };
+  window.EventSource.prototype = Real.prototype;
+  window.EventSource.CONNECTING = Real.CONNECTING;
+  window.EventSource.OPEN = Real.OPEN;
+  window.EventSource.CLOSED = Real.CLOSED;
+})();
+"#;
+
+/// An instrument for [`Browser::on_every_page`]: each distinct text the page's live-delta
+/// element (`data-testid=live-delta`) shows, in order, in `window.__liveTexts`.
+pub const LIVE_DELTA_WATCH: &str = r#"
+(() => {
+  window.__liveTexts = [];
+  const look = () => {
+    for (const el of document.querySelectorAll('[data-testid=live-delta]')) {
+      const t = el.textContent.trim();
+      const seen = window.__liveTexts;
+      if (t && seen[seen.length - 1] !== t) seen.push(t);
+    }
+  };
+  new MutationObserver(look).observe(document, { subtree: true, childList: true, characterData: true });
+})();
+"#;
+
+/// A local server (user `ada`) whose Claude Code talks to the fake model scripted by
+/// `fixtures/fake-model/u_browser.json`.
+pub struct AgentBench {
+    /// The server.
+    pub server: crate::helpers::TestServer,
+    /// The fake Messages API.
+    pub fake: byre_fake_models::FakeAnthropic,
+    /// The pinned Claude Code CLI.
+    pub bin: PathBuf,
+}
+
+impl AgentBench {
+    /// Starts the fake, installs the CLI (once) and starts byre.
+    pub async fn start() -> AgentBench {
+        let fake = byre_fake_models::FakeAnthropic::fixture("u_browser")
+            .await
+            .expect("fake API");
+        let bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+            .await
+            .expect("install the CLI");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let server =
+            Self::spawn(listener, TempDir::new().expect("data dir"), &fake.url, &bin).await;
+        AgentBench { server, fake, bin }
+    }
+
+    /// byre on `listener` and `data`, its agents on the fake.
+    pub async fn spawn(
+        listener: std::net::TcpListener,
+        data: TempDir,
+        fake_url: &str,
+        bin: &Path,
+    ) -> crate::helpers::TestServer {
+        let (url, bin) = (fake_url.to_owned(), bin.to_owned());
+        crate::helpers::TestServer::spawn_listening(
+            listener,
+            data,
+            crate::helpers::local_ada(),
+            move |c| {
+                c.claude_bin = Some(bin);
+                c.agent_env = vec![
+                    ("ANTHROPIC_BASE_URL".into(), url),
+                    ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+                    ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+                ];
+            },
+        )
+        .await
+    }
+
+    /// Stops byre gracefully and starts it again on the same data dir and port, so open
+    /// pages' streams drop and reconnect.
+    pub async fn restart(self) -> AgentBench {
+        let addr: std::net::SocketAddr = self
+            .server
+            .url
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the server's address");
+        let data = self.server.stop().await;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let listener = loop {
+            match std::net::TcpListener::bind(addr) {
+                Ok(l) => break l,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("cannot listen on {addr} again: {e}"),
+            }
+        };
+        let server = Self::spawn(listener, data, &self.fake.url, &self.bin).await;
+        AgentBench {
+            server,
+            fake: self.fake,
+            bin: self.bin,
+        }
+    }
+}
+
 /// A headless Chromium session on one byre server.
 pub struct Browser {
     /// The WebDriver client.
@@ -223,6 +376,19 @@ impl Browser {
         };
         browser.set_viewport(1280, 800).await;
         browser
+    }
+
+    /// Runs `source` in every document this browser loads from now on, before the page's own
+    /// scripts (Chrome DevTools' `Page.addScriptToEvaluateOnNewDocument`, through
+    /// chromedriver; not subject to the page's CSP). For instruments such as [`WIRE_TAP`].
+    pub async fn on_every_page(&self, source: &str) {
+        self.client
+            .issue_cmd(Cdp {
+                cmd: "Page.addScriptToEvaluateOnNewDocument",
+                params: json!({ "source": source }),
+            })
+            .await
+            .expect("CDP addScriptToEvaluateOnNewDocument");
     }
 
     /// Loads `path` of byre.
