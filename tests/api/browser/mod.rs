@@ -171,16 +171,19 @@ impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
 
 /// An instrument for [`Browser::on_every_page`]: wraps `EventSource` so that every event the
 /// page's streams receive is recorded, in order, in `window.__wire` (`{seq, kind, task_id}`;
-/// live-only frames are not recorded), with `window.__opens` counting the streams opened.
+/// live-only frames are not recorded), with `window.__opens` counting the `EventSource`s the
+/// page made and `window.__connects` the connections they made (a reconnect counts again).
 /// The page cannot tell: its own handlers get the same events.
 pub const WIRE_TAP: &str = r#"
 (() => {
   const Real = window.EventSource;
   window.__wire = [];
   window.__opens = 0;
+  window.__connects = 0;
   window.EventSource = function (url, init) {
     const es = new Real(url, init);
     window.__opens++;
+    es.addEventListener('open', () => { window.__connects++; });
     es.addEventListener('message', (m) => {
       try {
         const ev = JSON.parse(m.data);
@@ -333,6 +336,8 @@ impl Browser {
                     "--disable-dev-shm-usage",
                     "--disable-gpu",
                     "--no-first-run",
+                    "--disable-breakpad",
+                    "--disable-crash-reporter",
                     "--disable-extensions",
                     "--hide-scrollbars",
                     "--force-device-scale-factor=1",

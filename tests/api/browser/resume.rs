@@ -52,6 +52,7 @@ async fn the_page_resumes_a_stream_the_server_closed_mid_turn_with_nothing_lost_
     )
     .await;
     // Let the log settle: the page has folded up to the head and nothing more comes.
+    let deadline = tokio::time::Instant::now() + WAIT * 2;
     let head = loop {
         let status = api.call("getStatus", &[], &[], None).await;
         let head = status.body["last_event_seq"].as_u64().unwrap();
@@ -60,7 +61,9 @@ async fn the_page_resumes_a_stream_the_server_closed_mid_turn_with_nothing_lost_
             .await
             .as_u64()
             .unwrap_or(0);
-        let idle = status.body["running_turns"].as_u64() == Some(0);
+        let idle = status.body["running_turns"]
+            .as_array()
+            .is_some_and(|t| t.is_empty());
         if idle && page == head {
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             let again = api.call("getStatus", &[], &[], None).await;
@@ -68,16 +71,29 @@ async fn the_page_resumes_a_stream_the_server_closed_mid_turn_with_nothing_lost_
                 break head;
             }
         }
+        if tokio::time::Instant::now() > deadline {
+            let page_state = b
+                .js(
+                    "return {stream: document.body.dataset.stream, opens: window.__opens, connects: window.__connects, wire: window.__wire.length};",
+                    vec![],
+                )
+                .await;
+            panic!(
+                "not settled: head {head}, page at {page}, status {}, page {page_state}",
+                status.body
+            );
+        }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
-    let _ = WAIT;
 
     // What the page's EventSource received: every seq from its first to the head, once each.
-    let opens = b.js("return window.__opens;", vec![]).await;
-    assert!(
-        opens.as_u64().unwrap() >= 1,
-        "an EventSource was opened: {opens}"
-    );
+    // One EventSource, connected twice: the browser reconnected it (with Last-Event-ID); the
+    // page did not start over.
+    let counts = b
+        .js("return [window.__opens, window.__connects];", vec![])
+        .await;
+    assert_eq!(counts[0], 1, "{counts}");
+    assert!(counts[1].as_u64().unwrap() >= 2, "{counts}");
     let wire: Vec<Value> =
         serde_json::from_value(b.js("return window.__wire;", vec![]).await).unwrap();
     let seqs: Vec<u64> = wire.iter().map(|w| w["seq"].as_u64().unwrap()).collect();
