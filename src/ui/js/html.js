@@ -1,5 +1,5 @@
 // Preact, its hooks and htm, re-exported so views import one module.
-import { h, render, Fragment, createContext } from "../vendor/preact.module.js";
+import { h, render, Fragment, createContext, Component } from "../vendor/preact.module.js";
 import {
   useState, useEffect, useLayoutEffect, useRef, useMemo, useCallback, useReducer, useContext,
 } from "../vendor/hooks.module.js";
@@ -11,3 +11,20 @@ export {
   h, render, Fragment, createContext,
   useState, useEffect, useLayoutEffect, useRef, useMemo, useCallback, useReducer, useContext,
 };
+
+/** `memo(Fn)`: re-renders only when a prop changed (shallow, by identity). */
+export function memo(Fn) {
+  class Memo extends Component {
+    shouldComponentUpdate(next) {
+      const a = this.props;
+      for (const k in next) if (next[k] !== a[k]) return true;
+      for (const k in a) if (!(k in next)) return true;
+      return false;
+    }
+    render(props) {
+      return h(Fn, props);
+    }
+  }
+  Memo.displayName = `memo(${Fn.name})`;
+  return Memo;
+}

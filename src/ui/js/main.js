@@ -33,7 +33,8 @@ function App() {
     setTimeout(() => setError((cur) => (cur === e.message ? null : cur)), 6000);
   }), []);
   useEffect(() => {
-    boot().catch((e) => setBootError(e.message));
+    const r = parseRoute();
+    boot({ projectId: r.projectId, taskId: r.taskId }).catch((e) => setBootError(e.message));
   }, []);
   if (bootError && !state.me) {
     return html`<div class="boot-error"><h1>byre</h1><p>The page could not load: ${bootError}</p><button type="button" onClick=${() => location.reload()}>Try again</button></div>`;

@@ -41,10 +41,13 @@ const CONFIG = {
 };
 
 const cache = new Map();
-/** Sanitised HTML for Markdown `text`; relative images resolve in task `taskId`. */
-export function renderMarkdown(text, taskId = null) {
+/**
+ * Sanitised HTML for Markdown `text`; relative images resolve in task `taskId`. Results are
+ * cached unless `cache` is false (streaming text, which changes every frame).
+ */
+export function renderMarkdown(text, taskId = null, cache_ = true) {
   const key = `${taskId || ""}\u0000${text}`;
-  const hit = cache.get(key);
+  const hit = cache_ ? cache.get(key) : undefined;
   if (hit !== undefined) return hit;
   currentTask = taskId;
   let out;
@@ -53,6 +56,7 @@ export function renderMarkdown(text, taskId = null) {
   } finally {
     currentTask = null;
   }
+  if (!cache_) return out;
   if (cache.size > 2000) cache.delete(cache.keys().next().value);
   cache.set(key, out);
   return out;

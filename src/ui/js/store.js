@@ -31,6 +31,10 @@ export function subscribe(fn) {
   subscribers.add(fn);
   return () => subscribers.delete(fn);
 }
+/** Re-renders the page (for state outside the store, e.g. a permission the browser gave). */
+export function touch() {
+  changed();
+}
 function changed() {
   state.version++;
   if (scheduled) return;
@@ -58,36 +62,47 @@ export function setFocusHandler(fn) {
   onFocusFromElsewhere = fn;
 }
 
-/** Reads everything from REST, then opens the stream after the log's head. */
-export async function boot() {
+/**
+ * Reads everything from REST, then opens the stream after the log's head. `hint` names the
+ * project or task the page shows, read alongside (their reads hold their events meanwhile).
+ */
+export async function boot(hint = {}) {
   if (source) {
     source.close();
     source = null;
   }
+  const loadedProjects = [...state.projectTasks.keys()];
+  const openTranscripts = [...state.transcripts.keys()];
+  state.projectTasks = new Map();
+  state.tasks = new Map();
+  state.tasksVersion++;
+  state.transcripts = new Map();
+  state.sessions = new Map();
+  state.deltas = new Map();
+  pending.clear();
+  sessionPending.clear();
   const status = await api.getStatus();
   const head = status.last_event_seq;
+  state.lastSeq = head;
+  const early = [];
+  if (hint.projectId) early.push(ensureProject(hint.projectId));
+  if (hint.taskId) early.push(openTask(hint.taskId));
+  early.forEach((p) => p.catch(() => {}));
   const [me, projects, inbox, reads, focus] = await Promise.all([
     api.getMe(), api.listProjects(), api.listInbox(), api.getSummaryReads(), api.getFocus(),
   ]);
   state.me = me;
-  state.projects = new Map(projects.map((p) => [p.id, p]));
+  for (const p of projects) state.projects.set(p.id, p);
   state.inbox = new Map(inbox.map((i) => [i.id, i]));
   state.inboxVersion++;
   state.reads = reads || {};
   state.focus = focus;
-  const loadedProjects = [...state.projectTasks.keys()];
-  state.projectTasks = new Map();
-  state.tasks = new Map();
-  state.tasksVersion++;
-  const openTranscripts = [...state.transcripts.keys()];
-  state.transcripts = new Map();
-  state.sessions = new Map();
-  state.deltas = new Map();
-  state.lastSeq = head;
   changed();
   connect(head);
-  await Promise.all(loadedProjects.map((p) => ensureProject(p)));
-  await Promise.all(openTranscripts.map((t) => openTask(t)));
+  await Promise.all([
+    ...loadedProjects.map((p) => ensureProject(p)),
+    ...openTranscripts.map((t) => openTask(t)),
+  ]);
 }
 
 function connect(after) {
@@ -188,10 +203,19 @@ export async function openTask(taskId) {
   }
 }
 
-/** Reads the page of events before the earliest one loaded. */
-export async function loadEarlier(taskId) {
+/** Pages read back on their own (to fill the view) before the reader has to scroll up. */
+const AUTO_PAGES = 3;
+
+/**
+ * Reads the page of events before the earliest one loaded. `auto` (filling the view rather
+ * than the reader scrolling up) reads at most AUTO_PAGES pages in a row, so a task whose
+ * newest thousands of events draw nothing is not read whole on opening.
+ */
+export async function loadEarlier(taskId, auto = false) {
   const tr = state.transcripts.get(taskId);
   if (!tr || tr.loading || !tr.more || tr.events.length === 0) return;
+  if (auto && (tr.autoPages || 0) >= AUTO_PAGES) return;
+  tr.autoPages = auto ? (tr.autoPages || 0) + 1 : 0;
   tr.loading = true;
   changed();
   try {
@@ -376,6 +400,10 @@ function foldSession(ev) {
 
 const incoming = new Map();
 let deltaFrame = false;
+/** Takes one `agent.delta` frame (exported for the page-speed bench, which feeds it directly). */
+export function ingestDelta(d) {
+  delta(d);
+}
 function delta(d) {
   if (!d.agent_session_id) return;
   const prev = incoming.get(d.agent_session_id);

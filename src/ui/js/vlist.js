@@ -19,7 +19,8 @@ const lowerBound = (arr, n, x) => {
 
 /**
  * props: items, itemKey(item) → string, renderItem(item) → vnode, estimate (px),
- * onNearTop(), testid, footer (a vnode after the items, e.g. live text).
+ * onNearTop(auto) (auto: to fill the view, not because the reader scrolled), testid, header
+ * and footer (vnodes before and after the items).
  */
 export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, testid, footer, header }) {
   const ref = useRef(null);
@@ -66,7 +67,7 @@ export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, te
       setTick((t) => t + 1);
       return;
     }
-    if (onNearTop && (total < view.height + 400 || el.scrollTop < 400)) onNearTop();
+    if (onNearTop && (total < view.height + 400 || el.scrollTop < 400)) onNearTop(true);
     if (stick.current) {
       el.scrollTop = el.scrollHeight;
     } else if (anchor.current) {
@@ -97,7 +98,7 @@ export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, te
     const idx = Math.min(n - 1, lowerBound(offsets, n, t));
     anchor.current = idx >= 0 && n > 0 ? { key: itemKey(items[idx]), delta: t - offsets[idx] } : null;
     setView({ top: t, height: el.clientHeight });
-    if (t < 400 && onNearTop) onNearTop();
+    if (t < 400 && onNearTop) onNearTop(false);
   };
 
   return html`<div class="vlist" ref=${ref} onScroll=${onScroll} data-testid=${testid} tabindex="0">

@@ -1,19 +1,44 @@
 // The changes tab: getTaskChanges as a tree, and the unified diff (getTaskDiff) of the file
 // chosen; against the merge-base, since a message's head, a snapshot, or a snapshot's step.
 
-import { html, useState, useEffect, useMemo } from "../html.js";
+import { html, useState, useEffect, useMemo, useRef } from "../html.js";
 import { api } from "../api.js";
+
+const bumpCache = new WeakMap();
+function lastChange(tr) {
+  if (!tr) return 0;
+  const hit = bumpCache.get(tr);
+  if (hit && hit.version === tr.version) return hit.seq;
+  let seq = 0;
+  for (let i = tr.events.length - 1; i >= 0; i--) {
+    const k = tr.events[i].kind;
+    if (k === "tool.result" || k === "turn.ended" || k === "snapshot.taken") {
+      seq = tr.events[i].seq;
+      break;
+    }
+  }
+  bumpCache.set(tr, { version: tr.version, seq });
+  return seq;
+}
+
+const messageCache = new WeakMap();
+function messageOptions(tr) {
+  const hit = messageCache.get(tr);
+  if (hit && hit.version === tr.version) return hit.list;
+  const list = [];
+  for (const ev of tr.events) {
+    if (ev.kind !== "user.message" || !ev.payload.head) continue;
+    const text = (ev.payload.text || "").split("\n")[0].slice(0, 50);
+    list.push({ value: `since:${ev.payload.head}`, label: `Since ${ev.actor}'s message “${text}”` });
+  }
+  messageCache.set(tr, { version: tr.version, list });
+  return list;
+}
 
 function sinceOptions(state, taskId, snaps) {
   const opts = [{ value: "", label: "All changes (vs the merge-base)" }];
   const tr = state.transcripts.get(taskId);
-  if (tr) {
-    for (const ev of tr.events) {
-      if (ev.kind !== "user.message" || !ev.payload.head) continue;
-      const text = (ev.payload.text || "").split("\n")[0].slice(0, 50);
-      opts.push({ value: `since:${ev.payload.head}`, label: `Since ${ev.actor}'s message “${text}”` });
-    }
-  }
+  if (tr) opts.push(...messageOptions(tr));
   for (const s of snaps) {
     opts.push({ value: `snap:${s.n}`, label: `Snapshot ${s.n}` });
     opts.push({ value: `step:${s.n}`, label: `Snapshot ${s.n}: its turn's step` });
@@ -98,10 +123,10 @@ export function Changes({ task, state }) {
   const [selected, setSelected] = useState(null);
   const [diff, setDiff] = useState(null);
   const [diffError, setDiffError] = useState(null);
+  const lastRead = useRef(0);
   const tr = state.transcripts.get(task.id);
   // What changes the worktree: tool results, turn ends, snapshots. Re-read when they come.
-  let bump = 0;
-  if (tr) for (const ev of tr.events) if (ev.kind === "tool.result" || ev.kind === "turn.ended" || ev.kind === "snapshot.taken") bump = ev.seq;
+  const bump = lastChange(tr);
   const closed = task.status !== "active";
 
   useEffect(() => {
@@ -112,14 +137,18 @@ export function Changes({ task, state }) {
       setChanges(null);
       return undefined;
     }
+    // At most one read per 1.5 s while the agent works (a throttle, not a debounce, so a busy
+    // turn still shows its changes as it goes).
     let live = true;
+    const wait = changes ? Math.max(0, 1500 - (Date.now() - lastRead.current)) : 0;
     const timer = setTimeout(() => {
+      lastRead.current = Date.now();
       api.getTaskChanges(task.id, paramsOf(choice)).then((c) => {
         if (!live) return;
         setChanges(c);
         setError(null);
       }).catch((e) => live && setError(e.message));
-    }, changes ? 300 : 0);
+    }, wait);
     return () => {
       live = false;
       clearTimeout(timer);

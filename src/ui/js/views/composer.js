@@ -18,10 +18,19 @@ export function liveSession(state, taskId) {
   return live;
 }
 
-/** Messages queued and not yet handed over, from the loaded events. */
+const queuedCache = new WeakMap(); // transcript -> { version, list }
+/** Messages queued and not yet handed over, from the loaded events (memoised per change). */
 export function queuedMessages(state, taskId) {
   const tr = state.transcripts.get(taskId);
   if (!tr) return [];
+  const hit = queuedCache.get(tr);
+  if (hit && hit.version === tr.version) return hit.list;
+  const list = scanQueued(tr);
+  queuedCache.set(tr, { version: tr.version, list });
+  return list;
+}
+
+function scanQueued(tr) {
   const q = new Map();
   for (const ev of tr.events) {
     const p = ev.payload || {};

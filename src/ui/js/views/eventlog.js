@@ -22,7 +22,7 @@ export function EventLog({ state, taskId }) {
   if (!tr) return html`<div class="pane-body hint">Loading…</div>`;
   return html`<div class="pane-body eventlog">
     <${VList} testid="eventlog" items=${tr.events} itemKey=${(ev) => String(ev.seq)} estimate=${26}
-      renderItem=${(ev) => html`<${Row} ev=${ev} />`} onNearTop=${() => loadEarlier(taskId)}
-      header=${tr.more ? html`<div class="earlier">${tr.loading ? "Loading…" : "Scroll up for earlier events"}</div>` : null} />
+      renderItem=${(ev) => html`<${Row} ev=${ev} />`} onNearTop=${(auto) => loadEarlier(taskId, auto)}
+      header=${tr.more ? html`<div class="earlier">${tr.loading ? "Loading…" : html`<button type="button" class="link" onClick=${() => loadEarlier(taskId, false)}>Load earlier events</button>`}</div>` : null} />
   </div>`;
 }

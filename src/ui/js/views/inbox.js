@@ -1,10 +1,37 @@
 // The inbox: agents' questions as forms (pick-one, pick-any, other with text and images,
 // dismiss), session errors and rate limits; several answers go in one respondInbox.
 
-import { html, useState } from "../html.js";
+import { html, useState, useEffect } from "../html.js";
 import { api } from "../api.js";
 import { renderMarkdown } from "../markdown.js";
 import { ago, when } from "../util.js";
+import { state as store, touch, ensureProject } from "../store.js";
+
+const PREFS = [["questions", "questions"], ["reports", "reports (turns that end with a summary)"], ["errors", "session errors"], ["rate_limits", "rate limits"]];
+
+/** Which new items notify this user (updateNotificationPrefs), and the browser's permission. */
+function NotificationPrefs({ me }) {
+  const prefs = me.notification_prefs || {};
+  const [error, setError] = useState(null);
+  const toggle = async (key) => {
+    setError(null);
+    try {
+      const u = await api.updateNotificationPrefs({ ...prefs, [key]: !prefs[key] });
+      store.me = { ...store.me, notification_prefs: u.notification_prefs };
+      touch();
+    } catch (e) {
+      setError(e.message);
+    }
+  };
+  const perm = typeof Notification === "undefined" ? "unsupported" : Notification.permission;
+  return html`<section class="card prefs" data-testid="notification-prefs">
+    <h2>Notifications</h2>
+    <p class="hint">Shown by this browser while a byre page is open and you are not looking at that task.
+      ${perm === "default" ? html` <button type="button" class="link" data-testid="notify-enable" onClick=${() => Notification.requestPermission().then(touch)}>Allow notifications</button>` : perm === "denied" ? " This browser blocks them for byre." : perm === "unsupported" ? " This browser has none." : ""}</p>
+    <div class="prefs-row">${PREFS.map(([key, label]) => html`<label class="pref"><input type="checkbox" data-testid=${`pref-${key}`} checked=${!!prefs[key]} onChange=${() => toggle(key)} /> ${label}</label>`)}</div>
+    ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+  </section>`;
+}
 
 function ItemCard({ item, answer, setAnswer, state, showTask }) {
   const p = item.payload || {};
@@ -109,5 +136,10 @@ export function InboxList({ state, taskId }) {
 
 /** `/inbox`: every open item across projects. */
 export function InboxPage({ state }) {
-  return html`<div class="page inbox-page"><h1>Inbox</h1><${InboxList} state=${state} taskId=${null} /></div>`;
+  // The tasks' titles: read the projects that have open items.
+  const projects = [...new Set([...state.inbox.values()].filter((i) => i.state === "open").map((i) => i.project_id))].filter(Boolean);
+  useEffect(() => {
+    projects.forEach((p) => ensureProject(p).catch(() => {}));
+  }, [projects.join(",")]);
+  return html`<div class="page inbox-page"><h1>Inbox</h1><${InboxList} state=${state} taskId=${null} /><${NotificationPrefs} me=${state.me} /></div>`;
 }

@@ -1,9 +1,10 @@
 // Transcript items: which events are drawn and how. `buildItems` turns a task's events
 // (oldest first) into items; a tool.result joins its tool.call. `Item` draws one.
 
-import { html } from "../html.js";
+import { html, memo } from "../html.js";
 import { renderMarkdown } from "../markdown.js";
 import { api } from "../api.js";
+import { state as store } from "../store.js";
 import { ago, when, short, tokens, duration, pretty } from "../util.js";
 
 const HIDDEN = new Set([
@@ -18,11 +19,27 @@ const MERGE_KINDS = new Set([
   "task.discard_requested", "task.discard_turn_started", "task.discarded", "task.cleanup_failed",
 ]);
 
-/** Items for the events; `tool.result`s fold into their calls. */
+/**
+ * Items for the events; `tool.result`s fold into their calls. A queued message is drawn
+ * where it was sent until it is handed over (then its `user.message` stands for it) or
+ * withdrawn (then it is marked so).
+ */
 export function buildItems(events) {
   const items = [];
   const calls = new Map();
+  const handed = new Set();
+  const withdrawn = new Set();
   for (const ev of events) {
+    if (ev.kind === "user.message") handed.add(ev.payload.input_id);
+    else if (ev.kind === "user.unqueued") withdrawn.add(ev.payload.input_id);
+  }
+  for (const ev of events) {
+    if (ev.kind === "user.queued") {
+      const id = ev.payload.input_id;
+      if (handed.has(id)) continue;
+      items.push({ key: String(ev.seq), type: withdrawn.has(id) ? "user.withdrawn" : "user.queued", ev });
+      continue;
+    }
     if (HIDDEN.has(ev.kind)) continue;
     const p = ev.payload || {};
     if (ev.kind === "tool.result") {
@@ -47,8 +64,6 @@ export function buildItems(events) {
     }
     items.push({ key: String(ev.seq), type: ev.kind, ev });
   }
-  // A result arriving later re-renders its call: give the call a key that changes with it.
-  for (const it of items) if (it.type === "tool-call" && it.result) it.key = `${it.ev.seq}r`;
   return items;
 }
 
@@ -63,7 +78,7 @@ function ToolCall({ item, taskId }) {
   const p = item.ev.payload || {};
   const r = item.result && item.result.payload;
   const input = p.input || {};
-  const summary = toolSummary(p.name, input);
+  const summary = toolSummary(p.name, input, worktreeOf(taskId));
   const state = !item.result ? "pending" : r.is_error ? "error" : "ok";
   return html`<div class=${`item tool ${state}`} data-testid="item-tool-call" data-seq=${item.ev.seq}
       data-tool-use-id=${p.tool_use_id} data-result-seq=${item.result ? item.result.seq : undefined}>
@@ -80,9 +95,15 @@ function ToolCall({ item, taskId }) {
   </div>`;
 }
 
-function toolSummary(name, input) {
+function worktreeOf(taskId) {
+  const t = store.tasks.get(taskId);
+  return t ? `${t.worktree_path}/` : null;
+}
+
+function toolSummary(name, input, worktree) {
   if (!input || typeof input !== "object") return "";
-  const v = input.command || input.file_path || input.path || input.pattern || input.url || input.question || input.description;
+  let v = input.command || input.file_path || input.path || input.pattern || input.url || input.question || input.description;
+  if (typeof v === "string" && worktree) v = v.split(worktree).join("");
   if (typeof v === "string") return v.length > 120 ? `${v.slice(0, 120)}…` : v;
   if (Array.isArray(v)) return v.join(" ").slice(0, 120);
   if (Array.isArray(input.changes)) return input.changes.map((c) => c.path).join(", ").slice(0, 120);
@@ -108,11 +129,15 @@ export function Item({ item, taskId }) {
   switch (item.type) {
     case "user.message":
     case "user.queued":
-      return html`<div class=${`item user ${item.type === "user.queued" ? "queued" : ""}`} data-testid=${item.type === "user.queued" ? "item-queued" : "item-user-message"} data-seq=${ev.seq} data-actor=${ev.actor}>
-        <div class="meta"><span class="sender" data-testid="item-sender">${ev.actor}</span>${item.type === "user.queued" ? html` <span class="tag">queued</span>` : null} <${Time} ev=${ev} />${p.model ? html` <span class="tag">→ ${p.model}</span>` : null}</div>
+    case "user.withdrawn": {
+      const queued = item.type !== "user.message";
+      const tag = item.type === "user.queued" ? "queued" : item.type === "user.withdrawn" ? "withdrawn" : "";
+      return html`<div class=${`item user ${queued ? "queued" : ""} ${item.type === "user.withdrawn" ? "withdrawn" : ""}`} data-testid=${queued ? "item-queued" : "item-user-message"} data-seq=${ev.seq} data-actor=${ev.actor}>
+        <div class="meta"><span class="sender" data-testid="item-sender">${ev.actor}</span>${tag ? html` <span class="tag">${tag}</span>` : null} <${Time} ev=${ev} />${p.model ? html` <span class="tag">→ ${p.model}</span>` : null}</div>
         <div class="text">${p.text}</div>
         <${Images} ids=${p.images} />
       </div>`;
+    }
     case "agent.text":
       return html`<div class="item agent" data-testid="item-agent-text" data-seq=${ev.seq}>
         <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(p.text, taskId) }}></div>
@@ -196,3 +221,8 @@ function MergeItem({ ev }) {
   const bad = ev.kind === "task.merge_failed" || ev.kind === "task.cleanup_failed";
   return html`<div class=${`item merge ${bad ? "error" : ""}`} data-testid="item-merge" data-kind=${ev.kind} data-seq=${ev.seq}>${text}</div>`;
 }
+
+/** `Item` re-rendered only when its event, its result or its kind changes. */
+export const ItemView = memo(function ItemView({ type, ev, result, taskId }) {
+  return Item({ item: { type, ev, result }, taskId });
+});

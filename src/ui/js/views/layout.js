@@ -3,11 +3,12 @@
 
 import { html, useMemo } from "../html.js";
 import { ProjectsPage } from "./projects.js";
-import { ProjectPage, NewTaskPage, TaskRow, projectTasks, openInboxByTask } from "./tasks.js";
+import { ProjectPage, NewTaskPage, TaskRow, projectTasks, openInboxByTask, unread } from "./tasks.js";
 import { TaskPage } from "./task.js";
 import { InboxPage } from "./inbox.js";
 import { StatusPage } from "./status.js";
 import { isPhone } from "../util.js";
+import { touch } from "../store.js";
 
 function currentProjectId(route, state) {
   if (route.projectId) return route.projectId;
@@ -37,7 +38,7 @@ function Nav({ state, route }) {
 function NotifyButton({ state }) {
   if (typeof Notification === "undefined" || Notification.permission !== "default") return null;
   return html`<button type="button" class="link small" data-testid="notify-enable"
-    onClick=${() => Notification.requestPermission().then(() => document.body.click())}>Enable notifications</button>`;
+    onClick=${() => Notification.requestPermission().then(touch)}>Enable notifications</button>`;
 }
 
 function Sidebar({ state, route }) {
@@ -54,7 +55,7 @@ function Sidebar({ state, route }) {
     </div>
     ${tasks ? html`<div class="side-section side-tasks">
       <div class="side-title">Active tasks <a class="small" href=${`/projects/${pid}/new`}>new</a></div>
-      ${tasks.map((t) => html`<${TaskRow} key=${t.id} t=${t} state=${state} inbox=${inboxBy.get(t.id) || 0} compact=${true} current=${t.id === route.taskId} />`)}
+      ${tasks.map((t) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inboxBy.get(t.id) || 0} compact=${true} current=${t.id === route.taskId} />`)}
     </div>` : null}
     <div class="side-foot"><span data-testid="signed-in-as" title="signed in as">${state.me.login}</span> <${NotifyButton} state=${state} /></div>
   </aside>`;

@@ -78,7 +78,7 @@ export function Pane({ task, state, tab, onTab, phone }) {
   for (const i of state.inbox.values()) if (i.task_id === task.id && i.state === "open") open++;
   return html`<aside class=${`pane ${phone ? "phone" : ""}`} data-testid="pane" data-tab=${tab}>
     <div class="tabs" role="tablist">
-      ${tabs.map((t) => html`<button type="button" role="tab" aria-selected=${t.id === tab} class=${t.id === tab ? "tab on" : "tab"}
+      ${tabs.map((t) => html`<button type="button" role="tab" aria-selected=${t.id === tab} class=${t.id === tab ? "tab on" : "tab"} title=${`${t.label} (${TABS.indexOf(t) + 1})`}
         data-testid=${`pane-tab-${t.id}`} onClick=${() => onTab(t.id)}>${t.label}${t.id === "inbox" && open ? html` <span class="count">${open}</span>` : null}</button>`)}
     </div>
     ${body}

@@ -42,6 +42,21 @@ export function TaskPage({ route, state, phone }) {
     return () => document.removeEventListener("visibilitychange", onVis);
   }, [taskId]);
 
+  useEffect(() => {
+    const onKey = (e) => {
+      if (e.target.closest("input, textarea, select, [contenteditable]") || e.metaKey || e.ctrlKey || e.altKey) return;
+      const n = Number(e.key);
+      if (n >= 1 && n <= TABS.length) navigate(`/tasks/${taskId}/${TABS[n - 1].id}`, { replace: !phone });
+      else if (e.key === "c" || e.key === "/") {
+        const box = document.querySelector("[data-testid=composer-input]");
+        if (box) box.focus();
+      } else return;
+      e.preventDefault();
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [taskId, phone]);
+
   if (error && !task) return html`<div class="page"><div class="form-error" role="alert">${error}</div><p><a href="/">Back to the projects</a></p></div>`;
   if (!task) return html`<div class="page hint">Loading the task…</div>`;
   const project = state.projects.get(task.project_id);

@@ -1,7 +1,7 @@
 // A project's tasks (newest first: state badge, colour, unread summary, open inbox count) and
 // the new-task form.
 
-import { html, useState, useEffect, useRef } from "../html.js";
+import { html, useState, useEffect, useRef, memo } from "../html.js";
 import { api } from "../api.js";
 import { ensureProject } from "../store.js";
 import { navigate } from "../router.js";
@@ -32,18 +32,18 @@ export function openInboxByTask(state) {
 /** Whether the task has a summary the user has not read. */
 export const unread = (state, t) => t.summary_seq > 0 && (state.reads[t.id] || 0) < t.summary_seq;
 
-/** One task in a list. */
-export function TaskRow({ t, state, inbox, compact, current, selected }) {
+/** One task in a list (re-rendered only when its task, dot, count or selection changes). */
+export const TaskRow = memo(function TaskRow({ t, isUnread, inbox, compact, current, selected }) {
   return html`<a class=${`task-row ${compact ? "compact" : ""} ${current ? "current" : ""} ${selected ? "selected" : ""} st-${t.state}`}
       href=${`/tasks/${t.id}`} data-testid="task-row" data-task-id=${t.id} data-state=${t.state}>
     <span class="swatch" style=${{ background: taskColor(t) }}></span>
     <span class="task-title" data-testid="task-title">${t.title}</span>
-    ${unread(state, t) ? html`<span class="dot" title="unread summary" data-testid="task-unread"></span>` : null}
+    ${isUnread ? html`<span class="dot" title="unread summary" data-testid="task-unread"></span>` : null}
     ${inbox ? html`<span class="count" title="open inbox items" data-testid="task-inbox-count">${inbox}</span>` : null}
     <span class=${`badge st-${t.state}`} data-testid="task-state">${STATE_LABEL[t.state] || t.state}</span>
     ${compact ? null : html`<span class="task-meta">${t.branch} · ${t.created_by} · ${ago(t.created_at)}${t.merge_queued_at ? " · merge held" : ""}</span>`}
   </a>`;
-}
+});
 
 /** `/projects/{id}`: the project's tasks. */
 export function ProjectPage({ projectId, state }) {
@@ -92,7 +92,7 @@ export function ProjectPage({ projectId, state }) {
     ${loading ? html`<p class="hint">Loading tasks…</p>` : list.length === 0
       ? html`<p class="empty" data-testid="task-list">No tasks${filter === "all" ? " yet" : ""}. <a href=${`/projects/${projectId}/new`}>Start one</a>.</p>`
       : html`<div class="task-list" data-testid="task-list">
-        ${list.map((t, i) => html`<${TaskRow} key=${t.id} t=${t} state=${state} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
+        ${list.map((t, i) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
       </div>`}
     <p class="keys hint"><kbd>j</kbd>/<kbd>k</kbd> move · <kbd>Enter</kbd> open · <kbd>n</kbd> new task</p>
   </div>`;

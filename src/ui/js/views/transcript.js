@@ -1,11 +1,11 @@
 // A task's transcript: its events as items in a windowed list, paging back through
-// listTaskEvents as the reader scrolls up, with the live text of running turns below.
+// listTaskEvents as the reader scrolls up, with the live text of running turns below (plain
+// text while it streams, one text node per frame; the finished agent.text is Markdown).
 
-import { html, useMemo } from "../html.js";
+import { html } from "../html.js";
 import { loadEarlier } from "../store.js";
 import { VList } from "../vlist.js";
-import { renderMarkdown } from "../markdown.js";
-import { buildItems, Item } from "./items.js";
+import { buildItems, ItemView } from "./items.js";
 
 const built = new WeakMap(); // transcript -> { version, items }
 function itemsOf(tr) {
@@ -21,7 +21,7 @@ function Live({ state, taskId }) {
   for (const [sid, d] of state.deltas) if (d.task_id === taskId && d.text) live.push([sid, d.text]);
   if (!live.length) return null;
   return html`<div class="live">${live.map(([sid, text]) => html`<div class="item agent streaming" data-testid="live-delta" data-session-id=${sid}>
-    <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(text, taskId) }}></div><span class="caret"></span>
+    <div class="live-text">${text}</div><span class="caret"></span>
   </div>`)}</div>`;
 }
 
@@ -31,12 +31,13 @@ export function Transcript({ state, taskId }) {
   if (!tr) return html`<div class="transcript-wrap"><div class="hint pad">Loading…</div></div>`;
   const items = itemsOf(tr);
   const header = tr.loading || tr.more
-    ? html`<div class="earlier" data-testid="transcript-earlier">${tr.loading ? "Loading earlier events…" : "Scroll up for earlier events"}</div>`
+    ? html`<div class="earlier" data-testid="transcript-earlier">${tr.loading ? "Loading earlier events…"
+      : html`<button type="button" class="link" onClick=${() => loadEarlier(taskId, false)}>Load earlier events</button>`}</div>`
     : html`<div class="earlier start">The beginning of the task.</div>`;
   return html`<div class="transcript-wrap">
     <${VList} testid="transcript" items=${items} itemKey=${(it) => it.key}
-      renderItem=${(it) => html`<${Item} item=${it} taskId=${taskId} />`}
-      onNearTop=${() => loadEarlier(taskId)}
+      renderItem=${(it) => html`<${ItemView} type=${it.type} ev=${it.ev} result=${it.result} taskId=${taskId} />`}
+      onNearTop=${(auto) => loadEarlier(taskId, auto)}
       header=${header}
       footer=${html`<${Live} state=${state} taskId=${taskId} />`} />
   </div>`;
