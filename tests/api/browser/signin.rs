@@ -1,7 +1,8 @@
 //! Token mode in a real browser: a page load goes to `/signin`, the form trades a token for
 //! the session cookie, the cookie works on REST and on the page's `EventSource`, a state change
 //! on it needs `X-Byre-CSRF: 1`, sign-out ends the session (and its stream), and a second user
-//! signed in on the same browser sees none of the first one's owner-only events.
+//! signed in on the same browser sees none of the first one's owner-only events. Behind
+//! `tailscale serve` the page needs no sign-in.
 
 use std::collections::BTreeSet;
 
@@ -215,5 +216,44 @@ async fn signing_in_out_and_a_second_user_in_a_real_browser() {
     assert!(seen_seqs.is_disjoint(&adas), "{seen_seqs:?} {adas:?}");
     assert_eq!(b.alert_text().await, None);
     let _ = WAIT;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_tailscale_serve_the_page_works_as_is() {
+    let server = TestServer::spawn_on(
+        tempfile::TempDir::new().unwrap(),
+        byre::config::AuthMode::Tailscale,
+    )
+    .await;
+    let b = Browser::open(&server.url).await;
+    // What `tailscale serve` adds to every request it forwards.
+    b.extra_headers(
+        json!({"Tailscale-User-Login": "grace@example.com", "Tailscale-User-Name": "Grace Hopper"}),
+    )
+    .await;
+    b.goto("/").await;
+    assert_eq!(b.path().await, "/", "no sign-in in tailscale mode");
+    b.wait_js(
+        "the page's stream is live",
+        "document.body.dataset.stream === 'live'",
+    )
+    .await;
+    let who = b.testid("signed-in-as", "").await.text().await.unwrap();
+    assert!(
+        who.contains("grace@example.com") || who.contains("Grace Hopper"),
+        "{who}"
+    );
+    // A state change from the page, without the cookie's CSRF header: the mode needs none.
+    let r = fetch(
+        &b,
+        "PUT",
+        "/api/me/default-model",
+        Some(json!({"model": "opus"})),
+        false,
+    )
+    .await;
+    assert_eq!(r["status"], 200, "{r}");
+    assert_eq!(r["body"]["login"], "grace@example.com");
     b.close().await;
 }
