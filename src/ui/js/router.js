@@ -40,3 +40,21 @@ document.addEventListener("click", (e) => {
   navigate(href);
 });
 
+
+// Keys anywhere (not while typing): g then p / i / s goes to projects / inbox / status.
+let pendingG = 0;
+document.addEventListener("keydown", (e) => {
+  if (e.defaultPrevented || e.metaKey || e.ctrlKey || e.altKey) return;
+  if (e.target.closest && e.target.closest("input, textarea, select, [contenteditable]")) return;
+  if (e.key === "g") {
+    pendingG = Date.now();
+    return;
+  }
+  if (Date.now() - pendingG > 1500) return;
+  pendingG = 0;
+  const to = { p: "/", i: "/inbox", s: "/status" }[e.key];
+  if (to) {
+    e.preventDefault();
+    navigate(to);
+  }
+});

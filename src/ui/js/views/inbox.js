@@ -35,8 +35,9 @@ function NotificationPrefs({ me }) {
 
 function ItemCard({ item, answer, setAnswer, state, showTask }) {
   const p = item.payload || {};
-  const a = answer || { options: [], text: "", dismiss: false, images: [] };
   const open = item.state === "open";
+  const chosen = open ? [] : item.responses.flatMap((r) => r.options || []);
+  const a = answer || { options: chosen, text: "", dismiss: false, images: [] };
   const task = state.tasks.get(item.task_id);
   const set = (patch) => setAnswer({ ...a, ...patch });
   const pick = (opt) => {
@@ -53,10 +54,7 @@ function ItemCard({ item, answer, setAnswer, state, showTask }) {
   };
   const title = { question: "Question", session_error: "Session error", rate_limited: "Rate limited" }[item.kind];
   return html`<li class=${`inbox-item ${item.kind} ${item.state}`} data-testid="inbox-item" data-item-id=${item.id} data-kind=${item.kind} data-state=${item.state}>
-    <div class="meta"><strong>${title}</strong>
-      ${showTask ? html` · <a href=${`/tasks/${item.task_id}/inbox`}>${task ? task.title : "a task"}</a>` : null}
-      · <time title=${when(item.created_at)}>${ago(item.created_at)}</time>
-      ${open ? null : html` · <span class="tag">${item.state}${item.resolved_by ? ` by ${item.resolved_by}` : ""}</span>`}</div>
+    <div class="meta"><strong>${title}</strong>${showTask ? html` · <a href=${`/tasks/${item.task_id}/inbox`}>${task ? task.title : "a task"}</a>` : null}${" · "}<time title=${when(item.created_at)}>${ago(item.created_at)}</time>${open ? null : html` · <span class="tag">${item.state}${item.resolved_by ? ` by ${item.resolved_by}` : ""}</span>`}</div>
     ${item.kind === "question" ? html`
       <div class="q" data-testid="inbox-question">${p.question}</div>
       ${p.why_blocked ? html`<div class="why hint">Blocked because: ${p.why_blocked}</div>` : null}
@@ -104,8 +102,17 @@ export function InboxList({ state, taskId }) {
   const [busy, setBusy] = useState(false);
   const items = [...state.inbox.values()].filter((i) => !taskId || i.task_id === taskId)
     .sort((a, b) => (a.created_at < b.created_at ? -1 : 1));
+  const [history, setHistory] = useState([]);
+  useEffect(() => {
+    if (!taskId) return;
+    Promise.all(["answered", "dismissed", "superseded"].map((st) => api.listInbox({ task_id: taskId, state: st }).catch(() => [])))
+      .then((lists) => setHistory(lists.flat()));
+  }, [taskId]);
   const open = items.filter((i) => i.state === "open");
-  const done = taskId ? items.filter((i) => i.state !== "open").reverse() : [];
+  const doneMap = new Map(history.map((i) => [i.id, i]));
+  if (taskId) for (const i of items) if (i.state !== "open") doneMap.set(i.id, i);
+  const done = [...doneMap.values()].filter((i) => !(state.inbox.get(i.id) && state.inbox.get(i.id).state === "open"))
+    .sort((a, b) => (a.created_at < b.created_at ? 1 : -1));
   const responses = open.map((i) => toResponse(i, answers[i.id])).filter(Boolean);
   const submit = async (e) => {
     e.preventDefault();

@@ -3,7 +3,7 @@
 
 import { html, useMemo } from "../html.js";
 import { ProjectsPage } from "./projects.js";
-import { ProjectPage, NewTaskPage, TaskRow, projectTasks, openInboxByTask, unread } from "./tasks.js";
+import { ProjectPage, NewTaskPage, TaskRow, projectTasks, openInboxByTask, unread, useProgressive } from "./tasks.js";
 import { TaskPage } from "./task.js";
 import { InboxPage } from "./inbox.js";
 import { StatusPage } from "./status.js";
@@ -46,6 +46,7 @@ function Sidebar({ state, route }) {
   const projects = useMemo(() => [...state.projects.values()].sort((a, b) => a.name.localeCompare(b.name)), [state.projects.size, state.version]);
   const tasks = pid && route.name === "task" ? projectTasks(state, pid).filter((t) => t.status === "active" || t.id === route.taskId) : null;
   const inboxBy = tasks ? openInboxByTask(state) : null;
+  const shown = useProgressive(tasks ? tasks.length : 0);
   return html`<aside class="sidebar">
     <div class="brand"><a href="/">byre</a> <${StreamDot} state=${state} /></div>
     <${Nav} state=${state} route=${route} />
@@ -55,7 +56,7 @@ function Sidebar({ state, route }) {
     </div>
     ${tasks ? html`<div class="side-section side-tasks">
       <div class="side-title">Active tasks <a class="small" href=${`/projects/${pid}/new`}>new</a></div>
-      ${tasks.map((t) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inboxBy.get(t.id) || 0} compact=${true} current=${t.id === route.taskId} />`)}
+      ${tasks.slice(0, shown).map((t) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inboxBy.get(t.id) || 0} compact=${true} current=${t.id === route.taskId} />`)}
     </div>` : null}
     <div class="side-foot"><span data-testid="signed-in-as" title="signed in as">${state.me.login}</span> <${NotifyButton} state=${state} /></div>
   </aside>`;

@@ -29,6 +29,21 @@ export function openInboxByTask(state) {
   return map;
 }
 
+/**
+ * How many of `n` rows to draw: the first 150 at once, all of them a frame later, so a
+ * project of 1,000 tasks shows its newest at once and the rest without holding up the page.
+ */
+export function useProgressive(n) {
+  const [all, setAll] = useState(false);
+  const big = n > 150;
+  useEffect(() => {
+    if (all || !big) return undefined;
+    const t = setTimeout(() => requestAnimationFrame(() => setAll(true)), 30);
+    return () => clearTimeout(t);
+  }, [big]);
+  return all ? n : Math.min(n, 150);
+}
+
 /** Whether the task has a summary the user has not read. */
 export const unread = (state, t) => t.summary_seq > 0 && (state.reads[t.id] || 0) < t.summary_seq;
 
@@ -57,6 +72,7 @@ export function ProjectPage({ projectId, state }) {
   const all = projectTasks(state, projectId);
   const list = filter === "all" ? all : filter === "active" ? all.filter((t) => t.status === "active") : all.filter((t) => t.status !== "active");
   const inbox = openInboxByTask(state);
+  const shown = useProgressive(list.length);
   const listRef = useRef(list);
   listRef.current = list;
   useEffect(() => {
@@ -92,9 +108,9 @@ export function ProjectPage({ projectId, state }) {
     ${loading ? html`<p class="hint">Loading tasks…</p>` : list.length === 0
       ? html`<p class="empty" data-testid="task-list">No tasks${filter === "all" ? " yet" : ""}. <a href=${`/projects/${projectId}/new`}>Start one</a>.</p>`
       : html`<div class="task-list" data-testid="task-list">
-        ${list.map((t, i) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
+        ${list.slice(0, shown).map((t, i) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
       </div>`}
-    <p class="keys hint"><kbd>j</kbd>/<kbd>k</kbd> move · <kbd>Enter</kbd> open · <kbd>n</kbd> new task</p>
+    <p class="keys hint"><kbd>j</kbd>/<kbd>k</kbd> move · <kbd>Enter</kbd> open · <kbd>n</kbd> new task · <kbd>g</kbd> <kbd>i</kbd> inbox · <kbd>g</kbd> <kbd>s</kbd> status · on a task: <kbd>1</kbd>–<kbd>5</kbd> tabs, <kbd>c</kbd> write, <kbd>Esc</kbd> interrupt</p>
   </div>`;
 }
 
