@@ -22,6 +22,7 @@ use crate::helpers::WAIT;
 mod hostile;
 mod resume;
 mod signin;
+mod speed;
 mod task_flow;
 
 /// Desktop and phone viewports of the screenshots: (label, width, height).
