@@ -1,13 +1,21 @@
 //! Who is calling: the [`Caller`] extractor. The first request of a login records the user
 //! (`user.created`) before the handler runs.
+//!
+//! In token mode a caller proves who it is with `Authorization: Bearer <token>` or with the
+//! session cookie the sign-in page trades a token for (`http::auth`). A state-changing request
+//! (anything but GET, HEAD, OPTIONS) on the cookie must carry `X-Byre-CSRF: 1`, a header a
+//! cross-site form or script cannot send without a CORS preflight byre never grants. In every
+//! mode, a state-changing request the browser marks `Sec-Fetch-Site: cross-site` or
+//! `same-site` is refused: only byre's own pages act on its API from a browser.
 
 use std::future::Future;
 use std::pin::Pin;
 
-use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
+use actix_web::{dev::Payload, http::Method, web, FromRequest, HttpRequest};
 use byre_projections::Command;
 
 use crate::config::AuthMode;
+use crate::http::auth::{CSRF_HEADER, SESSION_COOKIE};
 use crate::http::{ApiError, App};
 
 /// The calling user, resolved from the auth mode and known to the projections.
@@ -17,12 +25,80 @@ pub struct Caller {
     pub login: String,
 }
 
+/// Whether a request may change state (anything but GET, HEAD, OPTIONS).
+pub fn changes_state(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Refuses a state-changing request that a browser says comes from another site.
+/// # Errors
+/// `Forbidden` naming the header.
+pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), ApiError> {
+    let site = req
+        .headers()
+        .get("Sec-Fetch-Site")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if changes_state(req.method()) && matches!(site, "cross-site" | "same-site") {
+        return Err(ApiError::Forbidden(format!(
+            "a browser request from another site (Sec-Fetch-Site: {site}) may not change byre's state"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a state-changing request without `X-Byre-CSRF: 1`.
+/// # Errors
+/// `Forbidden` naming the header.
+pub fn require_csrf_header(req: &HttpRequest) -> Result<(), ApiError> {
+    let ok = req
+        .headers()
+        .get(CSRF_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"1");
+    if changes_state(req.method()) && !ok {
+        return Err(ApiError::Forbidden(format!(
+            "a request signed in with the session cookie must carry the header `{CSRF_HEADER}: 1` to change anything"
+        )));
+    }
+    Ok(())
+}
+
+/// The token of an `Authorization: Bearer` header, if the request has one.
+pub fn bearer(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get("Authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.get(..7)
+                .filter(|p| p.eq_ignore_ascii_case("bearer "))
+                .map(|_| &v[7..])
+        })
+        .map(str::trim)
+}
+
+/// The login a token maps to, compared with every token in constant time so timing tells
+/// nothing about them.
+pub fn login_for_token(
+    tokens: &std::collections::HashMap<String, String>,
+    given: &str,
+) -> Option<String> {
+    let mut found = None;
+    for (token, login) in tokens {
+        if constant_time_eq(token.as_bytes(), given.as_bytes()) {
+            found = Some(login.clone());
+        }
+    }
+    found
+}
+
 /// Resolves the login of a request, without touching the log.
 /// # Errors
 /// `Unauthorized` when the mode's credentials are missing or wrong, or (Tailscale) the peer
-/// is not loopback.
-pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<String>), ApiError> {
-    match auth {
+/// is not loopback; `Forbidden` for a state-changing request from another site, or on the
+/// session cookie without `X-Byre-CSRF: 1`.
+pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>), ApiError> {
+    refuse_cross_site(req)?;
+    match &app.config.auth {
         AuthMode::Local { login } => Ok((login.clone(), None)),
         AuthMode::Tailscale => {
             let peer_is_loopback = req
@@ -52,29 +128,21 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
             ))
         }
         AuthMode::Token { tokens } => {
-            let bearer = req
-                .headers()
-                .get("Authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| {
-                    v.get(..7)
-                        .filter(|p| p.eq_ignore_ascii_case("bearer "))
-                        .map(|_| &v[7..])
-                })
-                .map(str::trim)
-                .ok_or_else(|| {
-                    ApiError::Unauthorized("missing Authorization: Bearer token".into())
-                })?;
-            // Compare with every token in constant time, so timing tells nothing about them.
-            let mut found = None;
-            for (token, login) in tokens {
-                if constant_time_eq(token.as_bytes(), bearer.as_bytes()) {
-                    found = Some(login.clone());
-                }
+            if let Some(given) = bearer(req) {
+                return login_for_token(tokens, given)
+                    .map(|l| (l, None))
+                    .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()));
             }
-            found
-                .map(|l| (l, None))
-                .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()))
+            let Some(cookie) = req.cookie(SESSION_COOKIE) else {
+                return Err(ApiError::Unauthorized(
+                    "missing Authorization: Bearer token (or sign in at /signin)".into(),
+                ));
+            };
+            let login = app.sessions.login(cookie.value()).ok_or_else(|| {
+                ApiError::Unauthorized("the session has ended: sign in again at /signin".into())
+            })?;
+            require_csrf_header(req)?;
+            Ok((login, None))
         }
     }
 }
@@ -89,7 +157,7 @@ impl FromRequest for Caller {
             let app = req
                 .app_data::<web::Data<App>>()
                 .ok_or_else(|| ApiError::Internal("app data missing".into()))?;
-            let (login, display_name) = resolve(&req, &app.config.auth)?;
+            let (login, display_name) = resolve(&req, app)?;
             if !app.writer.read(|s| s.users.contains_key(&login)) {
                 let cmd = Command::EnsureUser {
                     display_name: display_name.unwrap_or_else(|| login.clone()),

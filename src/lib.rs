@@ -26,3 +26,8 @@ pub mod mcp;
 pub mod reactors;
 pub mod startup;
 pub mod vendors;
+
+/// The git commit this binary was built from (`build.rs`: `git rev-parse HEAD`, the
+/// `BYRE_COMMIT` build variable, else `unknown`). `getStatus` reports it as the `commit` of
+/// the pages this server served.
+pub const BUILD_COMMIT: &str = env!("BYRE_COMMIT");

@@ -186,6 +186,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         agents,
         mcp,
         worktrees,
+        sessions: http::auth::Sessions::default(),
         shutdown: shutdown_rx,
     });
     // CodeBolt agents connect to `localhost` (v1 clients cannot be told another host): when
@@ -218,7 +219,9 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         ActixApp::new()
             .app_data(app.clone())
             .wrap(middleware::from_fn(http::json_errors))
+            .wrap(middleware::from_fn(http::auth::page_guard))
             .wrap(middleware::from_fn(http::trace_request))
+            .wrap(middleware::from_fn(http::security::security_headers))
             .configure(http::routes)
             .default_service(web::to(http::no_route))
     })

@@ -5,7 +5,8 @@
 //! follow, each seq exactly once and in order (see `log::subscription`); a cursor beyond the
 //! log's last seq is a 400. Each frame is the record's own, serialized once by the writer.
 //! `task_id` keeps one task's events (404 for an unknown task); `lead=true` keeps the
-//! caller's lead agent's events. Events with an owner reach only that user. An idle stream gets a `: heartbeat`
+//! caller's lead agent's events. Events with an owner reach only that user. A stream signed
+//! in with the session cookie ends when its session does. An idle stream gets a `: heartbeat`
 //! comment every `Config::heartbeat`.
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -63,22 +64,16 @@ pub async fn stream_events(
         }
     }
     let lead = query.lead.unwrap_or(false);
-    let header = |name: &str| {
-        req.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned()
-    };
-    let registration =
-        app.clients
-            .open(&caller.login, &header("Byre-Host"), &header("Byre-Commit"));
+    let (host, commit, _) = super::status::client_of(&req);
+    let registration = app.clients.open(&caller.login, &host, &commit);
     let heartbeat = app.config.heartbeat;
     let login = caller.login;
     let task_filter = query.task_id;
     let records = subscribe(app.writer.clone(), after);
     let mut deltas = app.agents.ephemeral();
     let mut shutdown = app.shutdown.clone();
+    // A stream signed in by cookie ends when its session does (sign-out).
+    let mut session_ended = app.sessions.of_request(&req);
     tracing::debug!(login = %login, from_seq = after, "event stream opened");
     let body = async_stream::stream! {
         let _registration = registration; // dropped when the client goes away
@@ -123,6 +118,7 @@ pub async fn stream_events(
                 },
                 _ = ticker.tick() => yield Ok(Bytes::from_static(b": heartbeat\n\n")),
                 _ = shutdown.changed() => break,
+                _ = session_end(&mut session_ended) => break,
             }
         }
     };
@@ -131,4 +127,14 @@ pub async fn stream_events(
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
         .streaming(body))
+}
+
+/// Resolves when the session of a cookie-signed stream ends; never for other streams.
+async fn session_end(ended: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    match ended {
+        Some(rx) => {
+            let _ = rx.wait_for(|ended| *ended).await;
+        }
+        None => std::future::pending().await,
+    }
 }

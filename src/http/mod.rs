@@ -12,12 +12,14 @@ use crate::config::Config;
 use crate::log::Writer;
 
 pub(crate) mod agent_tools;
+pub mod auth;
 mod blobs;
 mod error;
 mod events;
 mod finish;
 mod me;
 mod projects;
+pub mod security;
 pub(crate) mod sessions;
 mod snapshots;
 mod status;
@@ -52,6 +54,8 @@ pub struct App {
     pub mcp: Arc<crate::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
+    /// Signed-in browser sessions (token mode).
+    pub sessions: auth::Sessions,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -446,6 +450,12 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             Method::DELETE,
             web::to(workflows::delete_workflow),
         )
+        // Outside the contract: browser sign-in in token mode (README.md "Authentication").
+        .route("/signin", Method::GET, web::to(auth::signin_page))
+        .route("/signin/signin.js", Method::GET, web::to(auth::signin_js))
+        .route("/signin/signin.css", Method::GET, web::to(auth::signin_css))
+        .route("/auth/signin", Method::POST, web::to(auth::signin))
+        .route("/auth/signout", Method::POST, web::to(auth::signout))
         // Internal, not in the contract: agents' tool calls from `byre mcp`.
         .route(
             "/internal/mcp/tools/{tool}",
@@ -466,17 +476,11 @@ pub async fn trace_request(
     let span = tracing::info_span!("request", %request_id, method = %req.method(), path = %req.path(), status = tracing::field::Empty);
     if req.path() != "/api/events" {
         if let Some(app) = req.app_data::<web::Data<App>>() {
-            let header = |name: &str| {
-                req.headers()
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            let host = header("Byre-Host");
-            if !host.is_empty() {
-                if let Ok((login, _)) = crate::identity::resolve(req.request(), &app.config.auth) {
-                    app.clients.acted(&login, &host, &header("Byre-Commit"));
+            let (host, commit, page) = status::client_of(req.request());
+            // A page's reads follow from what it shows; its state changes are the human's.
+            if !host.is_empty() || (page && crate::identity::changes_state(req.method())) {
+                if let Ok((login, _)) = crate::identity::resolve(req.request(), app) {
+                    app.clients.acted(&login, &host, &commit);
                 }
             }
         }

@@ -73,6 +73,32 @@ impl Clients {
     }
 }
 
+/// The client a request comes from, for `getStatus`: `(host, commit, is_page)` from its
+/// `Byre-Host` and `Byre-Commit` headers. A page byre served itself cannot set headers on its
+/// `EventSource`: a browser request that is same-origin (`Sec-Fetch-Site: same-origin`) or
+/// signed in with the session cookie, and sends no `Byre-Commit`, is such a page, and its
+/// commit is the one this binary was built from ([`crate::BUILD_COMMIT`]), which served it.
+pub fn client_of(req: &actix_web::HttpRequest) -> (String, String, bool) {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .trim()
+            .to_owned()
+    };
+    let host = header("Byre-Host");
+    let commit = header("Byre-Commit");
+    let page = commit.is_empty()
+        && (header("Sec-Fetch-Site") == "same-origin"
+            || req.cookie(super::auth::SESSION_COOKIE).is_some());
+    if page {
+        (host, crate::BUILD_COMMIT.to_owned(), true)
+    } else {
+        (host, commit, false)
+    }
+}
+
 /// Spec `ConnectedClient`.
 #[derive(Serialize)]
 struct ConnectedClient {

@@ -89,8 +89,19 @@ impl TestServer {
         auth: AuthMode,
         configure: impl FnOnce(&mut Config),
     ) -> TestServer {
-        init_logs();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        Self::spawn_listening(listener, data, auth, configure).await
+    }
+
+    /// A server on `listener` (e.g. the address of a server just stopped, so a page's
+    /// `EventSource` reconnects to it), on an existing data dir.
+    pub async fn spawn_listening(
+        listener: TcpListener,
+        data: TempDir,
+        auth: AuthMode,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestServer {
+        init_logs();
         let mut config = Config::new(data.path().to_owned(), auth);
         config.heartbeat = Duration::from_millis(500);
         // Agents start the real binary as their MCP server, not this test binary.
@@ -290,13 +301,14 @@ impl Api {
             let v: Value = serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("{operation_id}: invalid JSON: {e}"));
             // Generic protocol errors the contract does not list per operation (a malformed
-            // query or body is 400 everywhere; 401 without identity; 405 another method; 413
+            // query or body is 400 everywhere; 401 without identity; 403 a cookie request without
+            // the CSRF header or a cross-site one, README "Authentication"; 405 another method; 413
             // a body over its limit; 501 not built yet; 503 writer stopped): their bodies are
             // still the contract's Error.
             let listed = Contract::get()
                 .check_response(operation_id, status, &serde_json::json!({"message": ""}))
                 .is_ok();
-            if !listed && matches!(status, 400 | 401 | 405 | 413 | 501 | 503) {
+            if !listed && matches!(status, 400 | 401 | 403 | 405 | 413 | 501 | 503) {
                 Contract::get()
                     .check_schema("Error", &v)
                     .unwrap_or_else(|e| panic!("{operation_id} {status}: {e}\n{v}"));

@@ -8,7 +8,9 @@ mod schema;
 
 mod agent_exits;
 mod ask_human;
+mod auth;
 mod blobs;
+mod browser;
 mod claude;
 mod cli;
 mod codebolt;

@@ -61,6 +61,8 @@ pub(crate) struct SseBody {
     pub keepalive: Bytes,
     /// Sent after the stall; the reply is complete once the last one is written.
     pub tail: Vec<Bytes>,
+    /// Waited before each event of `tail` after the first.
+    pub gap: Duration,
 }
 
 /// Marks the log entry abandoned when the body is dropped before its last event was sent.
@@ -99,7 +101,10 @@ pub(crate) fn sse_response(
             tokio::time::sleep(KEEPALIVE_EVERY.min(stall_end - Instant::now())).await;
             yield Ok(body.keepalive.clone());
         }
-        for event in body.tail {
+        for (i, event) in body.tail.into_iter().enumerate() {
+            if i > 0 && !body.gap.is_zero() {
+                tokio::time::sleep(body.gap).await;
+            }
             yield Ok(event);
         }
         guard.finished = true;

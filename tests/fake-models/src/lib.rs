@@ -83,7 +83,8 @@
 //!   "signature"?}`, `{"type":"tool_use","name","input","id"?}`), `stop_reason` (default
 //!   `tool_use` if a block is one, else `end_turn`), `usage` (overrides of the counted
 //!   `input_tokens`/`output_tokens`/…), `stall_after_start_ms` (wait after `message_start`,
-//!   pinging every second: time to interrupt or queue a message);
+//!   pinging every second: time to interrupt or queue a message), `delta_gap_ms` (wait
+//!   between the streamed events after that, so the text arrives piece by piece);
 //! - an HTTP error: `status` (400–599), `error_type` (default from the status: 429
 //!   `rate_limit_error`, 500 `api_error`, 529 `overloaded_error`, …), `error_message`;
 //! - a stream error: `stream_error` (an error type): HTTP 200, `message_start`, then an SSE

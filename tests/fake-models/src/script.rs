@@ -169,6 +169,9 @@ pub struct MessageReply {
     /// every second (`stall_after_start_ms`): time for a test to queue a message or interrupt
     /// while the model "streams".
     pub stall_after_start: Duration,
+    /// Waited between the streamed events after the stall (`delta_gap_ms`; Messages API only),
+    /// so a client sees the text arrive piece by piece.
+    pub delta_gap: Duration,
 }
 
 /// One content block of a scripted message (Responses API: one output item). Strings may
@@ -301,6 +304,7 @@ impl Reply {
                 stop_reason: None,
                 usage: Map::new(),
                 stall_after_start: Duration::ZERO,
+                delta_gap: Duration::ZERO,
             }),
         }
     }

@@ -102,7 +102,7 @@ async fn messages(
                 &message_of(error, &view),
                 &request_id,
             )];
-            let stream = body_of(head, *stall_after_start, tail);
+            let stream = body_of(head, *stall_after_start, tail, std::time::Duration::ZERO);
             streamed(
                 shared.into_inner(),
                 idx,
@@ -125,7 +125,7 @@ async fn messages(
             if view.stream {
                 let head = vec![sse::message_start(&rendered), sse::ping()];
                 let tail = sse::content_events(&rendered);
-                let stream = body_of(head, message.stall_after_start, tail);
+                let stream = body_of(head, message.stall_after_start, tail, message.delta_gap);
                 streamed(
                     shared.into_inner(),
                     idx,
@@ -144,13 +144,19 @@ async fn messages(
 }
 
 /// A streamed body: `head`, `stall` with a `ping` each second, then `tail`.
-fn body_of(head: Vec<SseEvent>, stall: std::time::Duration, tail: Vec<SseEvent>) -> SseBody {
+fn body_of(
+    head: Vec<SseEvent>,
+    stall: std::time::Duration,
+    tail: Vec<SseEvent>,
+    gap: std::time::Duration,
+) -> SseBody {
     let bytes = |events: Vec<SseEvent>| events.iter().map(SseEvent::to_bytes).collect();
     SseBody {
         head: bytes(head),
         stall,
         keepalive: sse::ping().to_bytes(),
         tail: bytes(tail),
+        gap,
     }
 }
 

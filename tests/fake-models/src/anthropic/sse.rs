@@ -235,6 +235,7 @@ mod tests {
             stop_reason: None,
             usage: Map::new(),
             stall_after_start: Duration::ZERO,
+            delta_gap: Duration::ZERO,
         };
         let view = MessagesView {
             model: "claude-sonnet-4-5".into(),

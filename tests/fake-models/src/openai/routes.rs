@@ -144,6 +144,7 @@ async fn responses(
                 stop_reason: None,
                 usage: serde_json::Map::new(),
                 stall_after_start: Duration::ZERO,
+                delta_gap: Duration::ZERO,
             };
             let rendered =
                 sse::render_response(&empty, &view, 1, (response_id, unix_now_s()), fresh_id);
@@ -257,6 +258,7 @@ fn body_of(head: Vec<SseEvent>, stall: Duration, tail: Vec<SseEvent>) -> SseBody
         stall,
         keepalive: Bytes::from_static(KEEPALIVE.as_bytes()),
         tail: bytes(tail),
+        gap: Duration::ZERO,
     }
 }
 

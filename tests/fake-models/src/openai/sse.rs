@@ -296,6 +296,7 @@ mod tests {
             stop_reason: None,
             usage: Map::new(),
             stall_after_start: Duration::ZERO,
+            delta_gap: Duration::ZERO,
         };
         let view = MessagesView {
             model: "gpt-5.5".into(),
@@ -386,6 +387,7 @@ mod tests {
                 .unwrap()
                 .clone(),
             stall_after_start: Duration::ZERO,
+            delta_gap: Duration::ZERO,
         };
         response = render_response(&reply, &MessagesView::default(), 9, ("r".into(), 0), |p| {
             p.into()

@@ -93,6 +93,8 @@ struct ReplyFile {
     #[serde(default)]
     stall_after_start_ms: u64,
     #[serde(default)]
+    delta_gap_ms: u64,
+    #[serde(default)]
     headers: BTreeMap<String, String>,
     status: Option<u16>,
     error_type: Option<String>,
@@ -274,6 +276,7 @@ impl ReplyFile {
                     stop_reason: self.stop_reason,
                     usage: self.usage.unwrap_or_default(),
                     stall_after_start,
+                    delta_gap: Duration::from_millis(self.delta_gap_ms),
                 })
             }
         };

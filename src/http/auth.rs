@@ -1,0 +1,320 @@
+//! Browser sign-in for token mode (outside the OpenAPI contract): the page at `/signin`, which
+//! trades a bearer token for a session cookie (`POST /auth/signin`), `POST /auth/signout`, and
+//! the guard that sends an unauthenticated page load to `/signin`.
+//!
+//! Sessions are held server-side, in memory: the cookie `byre_session` carries a random id
+//! (244 random bits); the server keeps only its SHA-256 with the login, for 30 days. Signing
+//! out forgets it at once; a restart of the server forgets every session (everyone signs in
+//! again; tokens are never stored in the browser). The cookie is `HttpOnly` (no script reads
+//! it), `SameSite=Strict` (no other site's request carries it) and `Secure` when the request
+//! came over HTTPS. `identity::resolve` accepts it on REST and SSE, and refuses a
+//! state-changing request on it without `X-Byre-CSRF: 1`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actix_web::body::MessageBody;
+use actix_web::cookie::{time, Cookie, SameSite};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header;
+use actix_web::middleware::Next;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::{ApiError, App};
+use crate::config::AuthMode;
+use crate::identity;
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "byre_session";
+/// The header a state-changing request on the session cookie must carry, with the value `1`.
+pub const CSRF_HEADER: &str = "X-Byre-CSRF";
+/// How long a session lasts after sign-in.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Most sessions one login holds at once; a new sign-in beyond it ends the oldest.
+pub const MAX_SESSIONS_PER_LOGIN: usize = 64;
+
+const SIGNIN_HTML: &str = include_str!("../ui/signin/signin.html");
+const SIGNIN_JS: &str = include_str!("../ui/signin/signin.js");
+const SIGNIN_CSS: &str = include_str!("../ui/signin/signin.css");
+
+struct Session {
+    login: String,
+    started: Instant,
+    /// Turns true when the session ends, so streams opened on it end too.
+    ended: tokio::sync::watch::Sender<bool>,
+}
+
+/// The signed-in browser sessions of token mode, keyed by the SHA-256 of their cookie's id.
+/// Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Sessions {
+    by_hash: Arc<Mutex<HashMap<[u8; 32], Session>>>,
+}
+
+fn hash(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+impl Sessions {
+    /// Starts a session for `login`; returns the cookie's value.
+    pub fn open(&self, login: &str) -> String {
+        let mut bytes = Vec::with_capacity(32);
+        bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+        bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, s| s.started.elapsed() < SESSION_LIFETIME);
+        let mut mine: Vec<([u8; 32], Instant)> = map
+            .iter()
+            .filter(|(_, s)| s.login == login)
+            .map(|(h, s)| (*h, s.started))
+            .collect();
+        if mine.len() >= MAX_SESSIONS_PER_LOGIN {
+            mine.sort_by_key(|(_, at)| *at);
+            for (h, _) in &mine[..=mine.len() - MAX_SESSIONS_PER_LOGIN] {
+                map.remove(h);
+            }
+        }
+        map.insert(
+            hash(&id),
+            Session {
+                login: login.to_owned(),
+                started: Instant::now(),
+                ended: tokio::sync::watch::channel(false).0,
+            },
+        );
+        id
+    }
+
+    /// The login of a live session.
+    pub fn login(&self, id: &str) -> Option<String> {
+        let map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&hash(id))
+            .filter(|s| s.started.elapsed() < SESSION_LIFETIME)
+            .map(|s| s.login.clone())
+    }
+
+    /// A signal that turns true (or closes) when the session ends; `None` when it is not live.
+    pub fn watch(&self, id: &str) -> Option<tokio::sync::watch::Receiver<bool>> {
+        let map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&hash(id)).map(|s| s.ended.subscribe())
+    }
+
+    /// Ends a session, and the streams opened on it; whether it was live.
+    pub fn close(&self, id: &str) -> bool {
+        let mut map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        match map.remove(&hash(id)) {
+            Some(s) => {
+                s.ended.send_replace(true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The end signal of the session a request is signed in with, when it is signed in by
+    /// cookie rather than a bearer token.
+    pub fn of_request(&self, req: &HttpRequest) -> Option<tokio::sync::watch::Receiver<bool>> {
+        if identity::bearer(req).is_some() {
+            return None;
+        }
+        self.watch(req.cookie(SESSION_COOKIE)?.value())
+    }
+}
+
+/// Body of `POST /auth/signin`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigninBody {
+    token: String,
+}
+
+fn session_cookie(req: &HttpRequest, value: String, max_age: time::Duration) -> Cookie<'static> {
+    Cookie::build(SESSION_COOKIE, value)
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(req.connection_info().scheme() == "https")
+        .max_age(max_age)
+        .finish()
+}
+
+fn token_mode(app: &App) -> Result<&HashMap<String, String>, ApiError> {
+    match &app.config.auth {
+        AuthMode::Token { tokens } => Ok(tokens),
+        AuthMode::Local { .. } => Err(ApiError::NotFound(
+            "this server runs with --auth local: there is nothing to sign in to".into(),
+        )),
+        AuthMode::Tailscale => Err(ApiError::NotFound(
+            "this server runs with --auth tailscale: Tailscale says who you are".into(),
+        )),
+    }
+}
+
+/// `POST /auth/signin` `{"token"}` with `X-Byre-CSRF: 1` → 200 `{"login"}` and the session
+/// cookie; 401 for an unknown token, 403 without the header, 404 outside token mode.
+pub async fn signin(
+    req: HttpRequest,
+    body: web::Json<SigninBody>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let tokens = token_mode(&app)?;
+    identity::refuse_cross_site(&req)?;
+    identity::require_csrf_header(&req)?;
+    let login = identity::login_for_token(tokens, body.token.trim())
+        .ok_or_else(|| ApiError::Unauthorized("unknown token".into()))?;
+    let id = app.sessions.open(&login);
+    let max_age = time::Duration::seconds(SESSION_LIFETIME.as_secs() as i64);
+    tracing::info!(login = %login, "signed in");
+    Ok(HttpResponse::Ok()
+        .cookie(session_cookie(&req, id, max_age))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(serde_json::json!({ "login": login })))
+}
+
+/// `POST /auth/signout` with `X-Byre-CSRF: 1` → 204, the session forgotten and the cookie
+/// cleared (also when it had already ended); 403 without the header, 404 outside token mode.
+pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
+    token_mode(&app)?;
+    identity::refuse_cross_site(&req)?;
+    identity::require_csrf_header(&req)?;
+    if let Some(cookie) = req.cookie(SESSION_COOKIE) {
+        if let Some(login) = app.sessions.login(cookie.value()) {
+            tracing::info!(login = %login, "signed out");
+        }
+        app.sessions.close(cookie.value());
+    }
+    Ok(HttpResponse::NoContent()
+        .cookie(session_cookie(&req, String::new(), time::Duration::ZERO))
+        .finish())
+}
+
+/// `GET /signin`: the sign-in page in token mode; elsewhere, or when already signed in, a
+/// redirect to `/`.
+pub async fn signin_page(req: HttpRequest, app: web::Data<App>) -> HttpResponse {
+    let signed_in = identity::resolve(&req, &app).is_ok();
+    if !matches!(app.config.auth, AuthMode::Token { .. }) || signed_in {
+        return HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, "/"))
+            .finish();
+    }
+    asset("text/html; charset=utf-8", SIGNIN_HTML)
+}
+
+/// `GET /signin/signin.js`.
+pub async fn signin_js() -> HttpResponse {
+    asset("text/javascript; charset=utf-8", SIGNIN_JS)
+}
+
+/// `GET /signin/signin.css`.
+pub async fn signin_css() -> HttpResponse {
+    asset("text/css; charset=utf-8", SIGNIN_CSS)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .body(body)
+}
+
+/// Paths the guard never redirects: the API (which answers 401 JSON), agents' routes and the
+/// sign-in page itself.
+const NOT_PAGES: [&str; 7] = [
+    "/api",
+    "/internal/",
+    "/auth/",
+    "/signin",
+    "/codebolt",
+    "/agent-to-app",
+    "/app-to-agent",
+];
+
+/// Middleware: in token mode, a page load (GET or HEAD outside the API) without a valid token
+/// or session is sent to `/signin?next=<where it was going>` (303).
+pub async fn page_guard(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let guarded = matches!(
+        *req.method(),
+        actix_web::http::Method::GET | actix_web::http::Method::HEAD
+    ) && !NOT_PAGES.iter().any(|p| req.path().starts_with(p))
+        && req.app_data::<web::Data<App>>().is_some_and(|app| {
+            matches!(app.config.auth, AuthMode::Token { .. })
+                && matches!(
+                    identity::resolve(req.request(), app),
+                    Err(ApiError::Unauthorized(_))
+                )
+        });
+    if guarded {
+        let target = match req.query_string() {
+            "" => req.path().to_owned(),
+            q => format!("{}?{q}", req.path()),
+        };
+        let location = format!("/signin?next={}", percent_encode(&target));
+        let resp = HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, location))
+            .finish();
+        return Ok(req.into_response(resp).map_into_right_body());
+    }
+    Ok(next.call(req).await?.map_into_left_body())
+}
+
+/// Percent-encodes all but unreserved characters and `/`.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_names_its_login_until_closed() {
+        let sessions = Sessions::default();
+        let id = sessions.open("ada");
+        assert_eq!(id.len(), 64);
+        assert_eq!(sessions.login(&id).as_deref(), Some("ada"));
+        assert_eq!(sessions.login("not-a-session"), None);
+        let mut ended = sessions.watch(&id).unwrap();
+        assert!(!*ended.borrow_and_update());
+        assert!(sessions.close(&id));
+        assert!(ended.has_changed().unwrap_or(true) && *ended.borrow());
+        assert_eq!(sessions.login(&id), None);
+        assert!(!sessions.close(&id));
+    }
+
+    #[test]
+    fn a_login_holds_a_bounded_number_of_sessions_and_loses_the_oldest() {
+        let sessions = Sessions::default();
+        let first = sessions.open("ada");
+        let bob = sessions.open("bob");
+        let mut last = String::new();
+        for _ in 0..MAX_SESSIONS_PER_LOGIN {
+            last = sessions.open("ada");
+        }
+        assert_eq!(sessions.login(&first), None, "the oldest ended");
+        assert_eq!(sessions.login(&last).as_deref(), Some("ada"));
+        assert_eq!(sessions.login(&bob).as_deref(), Some("bob"));
+    }
+
+    #[test]
+    fn next_is_encoded_so_it_stays_one_query_parameter() {
+        assert_eq!(
+            percent_encode("/tasks/a b?x=1&y"),
+            "/tasks/a%20b%3Fx%3D1%26y"
+        );
+    }
+}
