@@ -63,7 +63,9 @@ export function Composer({ state, task }) {
   }, [text]);
 
   const upload = async (files) => {
-    const list = [...files].filter((f) => f.type.startsWith("image/"));
+    const all = [...files];
+    const list = all.filter((f) => f.type.startsWith("image/"));
+    if (list.length < all.length) setError(`Only images can be attached: ${all.filter((f) => !list.includes(f)).map((f) => f.name).join(", ")} left out.`);
     if (!list.length) return;
     setUploading((n) => n + list.length);
     for (const f of list) {
