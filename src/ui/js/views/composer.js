@@ -5,6 +5,7 @@ import { html, useState, useRef, useEffect } from "../html.js";
 import { api } from "../api.js";
 import { setPaneFocus } from "../store.js";
 import { MODELS } from "./tasks.js";
+import { stickToBottom } from "../vlist.js";
 
 /** The task's live implementer session (the newest not completed), or null. */
 export function liveSession(state, taskId) {
@@ -100,6 +101,7 @@ export function Composer({ state, task }) {
       setText("");
       setImages([]);
       drafts.delete(taskId);
+      stickToBottom();
     } catch (e) {
       setError(e.message);
     } finally {
