@@ -9,6 +9,7 @@ import DOMPurify from "../vendor/purify.es.mjs";
 marked.setOptions({ gfm: true, breaks: false });
 
 let currentTask = null;
+let currentBase = "";
 const SAFE_LINK = /^(https?:|mailto:)/i;
 const SAFE_IMG = /^(\/api\/|data:image\/(png|jpeg|gif|webp);)/i;
 const HAS_SCHEME = /^[a-z][a-z0-9+.-]*:/i;
@@ -25,7 +26,7 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "IMG") {
     let src = (node.getAttribute("src") || "").trim();
     if (currentTask && src && !HAS_SCHEME.test(src) && !src.startsWith("/") && !src.startsWith("//")) {
-      src = `/api/tasks/${encodeURIComponent(currentTask)}/image?path=${encodeURIComponent(src)}`;
+      src = `/api/tasks/${encodeURIComponent(currentTask)}/image?path=${encodeURIComponent(resolve(currentBase, src))}`;
       node.setAttribute("src", src);
     }
     if (!SAFE_IMG.test(src)) node.removeAttribute("src");
@@ -33,6 +34,26 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
     node.setAttribute("loading", "lazy");
   }
 });
+
+/**
+ * `src` (a relative path, maybe with `./`, `../`, a query or a fragment) resolved against the
+ * directory `base` of the worktree, as the Markdown file's own directory would resolve it.
+ * `..` never climbs above the worktree (the server refuses such paths anyway).
+ */
+export function resolve(base, src) {
+  const path = src.split(/[?#]/)[0];
+  let decoded = path;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch (_) { /* keep it as written */ }
+  const out = base ? base.split("/").filter(Boolean) : [];
+  for (const seg of decoded.split("/")) {
+    if (seg === "" || seg === ".") continue;
+    if (seg === "..") out.pop();
+    else out.push(seg);
+  }
+  return out.join("/");
+}
 
 const CONFIG = {
   FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed", "svg", "math", "link", "meta", "base"],
@@ -42,19 +63,22 @@ const CONFIG = {
 
 const cache = new Map();
 /**
- * Sanitised HTML for Markdown `text`; relative images resolve in task `taskId`. Results are
- * cached unless `cache` is false (streaming text, which changes every frame).
+ * Sanitised HTML for Markdown `text`; relative images resolve in task `taskId`'s worktree,
+ * against its directory `base` (a repository file's own directory; agent text: the top).
+ * Results are cached unless `cache` is false (streaming text, which changes every frame).
  */
-export function renderMarkdown(text, taskId = null, cache_ = true) {
-  const key = `${taskId || ""}\u0000${text}`;
+export function renderMarkdown(text, taskId = null, cache_ = true, base = "") {
+  const key = `${taskId || ""}\u0000${base}\u0000${text}`;
   const hit = cache_ ? cache.get(key) : undefined;
   if (hit !== undefined) return hit;
   currentTask = taskId;
+  currentBase = base;
   let out;
   try {
     out = DOMPurify.sanitize(marked.parse(text || "", { async: false }), CONFIG);
   } finally {
     currentTask = null;
+    currentBase = "";
   }
   if (!cache_) return out;
   if (cache.size > 2000) cache.delete(cache.keys().next().value);

@@ -18,6 +18,15 @@ const lowerBound = (arr, n, x) => {
 };
 
 /**
+ * Brings every list on the page back to its bottom and keeps it there as new items arrive
+ * (the composer calls it after the user sends, so their message and the reply are in view
+ * even when they had scrolled up to read).
+ */
+export function stickToBottom() {
+  window.dispatchEvent(new Event("byre:vlist-bottom"));
+}
+
+/**
  * props: items, itemKey(item) → string, renderItem(item) → vnode, estimate (px),
  * onNearTop(auto) (auto: to fill the view, not because the reader scrolled), testid, header
  * and footer (vnodes before and after the items).
@@ -88,7 +97,15 @@ export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, te
     });
     ro.observe(el);
     if (inner.current) ro.observe(inner.current);
-    return () => ro.disconnect();
+    const bottom = () => {
+      stick.current = true;
+      setTick((t) => t + 1);
+    };
+    window.addEventListener("byre:vlist-bottom", bottom);
+    return () => {
+      ro.disconnect();
+      window.removeEventListener("byre:vlist-bottom", bottom);
+    };
   }, []);
 
   const onScroll = () => {

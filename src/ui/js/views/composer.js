@@ -5,6 +5,7 @@ import { html, useState, useRef, useEffect } from "../html.js";
 import { api } from "../api.js";
 import { setPaneFocus } from "../store.js";
 import { MODELS } from "./tasks.js";
+import { stickToBottom } from "../vlist.js";
 
 /** The task's live implementer session (the newest not completed), or null. */
 export function liveSession(state, taskId) {
@@ -63,7 +64,9 @@ export function Composer({ state, task }) {
   }, [text]);
 
   const upload = async (files) => {
-    const list = [...files].filter((f) => f.type.startsWith("image/"));
+    const all = [...files];
+    const list = all.filter((f) => f.type.startsWith("image/"));
+    if (list.length < all.length) setError(`Only images can be attached: ${all.filter((f) => !list.includes(f)).map((f) => f.name).join(", ")} left out.`);
     if (!list.length) return;
     setUploading((n) => n + list.length);
     for (const f of list) {
@@ -98,6 +101,7 @@ export function Composer({ state, task }) {
       setText("");
       setImages([]);
       drafts.delete(taskId);
+      stickToBottom();
     } catch (e) {
       setError(e.message);
     } finally {

@@ -42,7 +42,7 @@ export function Files({ task }) {
         ${IMAGE.test(file) ? html`<img class="file-image" data-testid="files-image" src=${api.taskImageUrl(task.id, file)} alt=${file} />`
           : !content ? html`<div class="hint pad">Loading…</div>`
             : content.binary ? html`<div class="hint pad" data-testid="files-content">A binary file (${content.size} bytes).</div>`
-              : /\.md$/i.test(file) && !source ? html`<div class="md file-md" data-testid="files-content" dangerouslySetInnerHTML=${{ __html: renderMarkdown(content.text, task.id) }}></div>`
+              : /\.md$/i.test(file) && !source ? html`<div class="md file-md" data-testid="files-content" dangerouslySetInnerHTML=${{ __html: renderMarkdown(content.text, task.id, true, file.split("/").slice(0, -1).join("/")) }}></div>`
                 : html`<pre class="file-text" data-testid="files-content">${content.text}</pre>`}
       </div>`
       : listing ? html`<ul class="dir">

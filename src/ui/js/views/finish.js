@@ -1,10 +1,51 @@
 // Finishing a task: merge (title prefilled from merge_title, co-authors, unmerged stats, the
 // held state), merge-in, discard; the server's refusals shown as it words them.
 
-import { html, useState, useEffect } from "../html.js";
+import { html, useState, useEffect, useRef } from "../html.js";
 import { api, request } from "../api.js";
 import { state as store } from "../store.js";
 import { when } from "../util.js";
+
+/**
+ * Makes the element in `ref` behave as a modal dialog: focus moves into it on open (to its
+ * `[autofocus]` element, else its first control) and back to the opener on close; Tab stays
+ * inside it; Esc closes it from anywhere; and no other key reaches the page's shortcuts
+ * (digits switching tabs, g-p leaving) while it is open.
+ */
+function useModal(ref, onClose) {
+  useEffect(() => {
+    const opener = document.activeElement;
+    const controls = () => [...ref.current.querySelectorAll("input, button, select, textarea, a[href]")].filter((c) => !c.disabled);
+    const first = ref.current.querySelector("[autofocus]") || controls()[0];
+    if (first) first.focus();
+    const onKey = (e) => {
+      if (e.key === "Escape") {
+        e.preventDefault();
+        e.stopPropagation();
+        onClose();
+      } else if (e.key === "Tab") {
+        const list = controls();
+        if (!list.length) return;
+        const i = list.indexOf(document.activeElement);
+        const next = e.shiftKey ? (i <= 0 ? list.length - 1 : i - 1) : (i < 0 || i === list.length - 1 ? 0 : i + 1);
+        e.preventDefault();
+        list[next].focus();
+      } else if (!ref.current.contains(e.target)) {
+        e.stopPropagation();
+      }
+    };
+    // Keys inside the dialog reach their element, then stop before the page's shortcuts.
+    const inside = (e) => e.stopPropagation();
+    const el = ref.current;
+    document.addEventListener("keydown", onKey, true);
+    el.addEventListener("keydown", inside);
+    return () => {
+      document.removeEventListener("keydown", onKey, true);
+      el.removeEventListener("keydown", inside);
+      if (opener && opener.isConnected && opener.focus) opener.focus();
+    };
+  }, []);
+}
 
 function MergeDialog({ task, me, onClose }) {
   const [title, setTitle] = useState(task.merge_title || task.title);
@@ -14,6 +55,8 @@ function MergeDialog({ task, me, onClose }) {
   const [busy, setBusy] = useState(false);
   const [gitName, setGitName] = useState(me.git_name || "");
   const [gitEmail, setGitEmail] = useState(me.git_email || "");
+  const form = useRef(null);
+  useModal(form, onClose);
   useEffect(() => {
     api.getCoAuthors(task.id).then(setCoauthors).catch((e) => setError(e.message));
     api.getUnmerged(task.id).then(setUnmerged).catch((e) => setError(e.message));
@@ -33,11 +76,12 @@ function MergeDialog({ task, me, onClose }) {
     } catch (err) {
       setError(err.message);
       setBusy(false);
+      // The disabled submit button dropped the focus: give it back to the title.
+      if (form.current) form.current.querySelector("[data-testid=merge-title]").focus();
     }
   };
-  const onKey = (e) => e.key === "Escape" && onClose();
-  return html`<div class="overlay" onKeyDown=${onKey}>
-    <form class="dialog" role="dialog" aria-modal="true" aria-labelledby="merge-h" data-testid="merge-dialog" onSubmit=${submit}>
+  return html`<div class="overlay">
+    <form ref=${form} class="dialog" role="dialog" aria-modal="true" aria-labelledby="merge-h" data-testid="merge-dialog" onSubmit=${submit}>
       <h2 id="merge-h">Merge “${task.title}”</h2>
       <p class="hint">The agent first merges the default branch in and commits; then byre squashes the task into one commit on the default branch, pushes it to origin (if any), and removes the worktree.</p>
       ${task.merge_queued_at ? html`<p class="held" data-testid="merge-queued">A merge is held since ${when(task.merge_queued_at)}: it starts when the project's other merge ends.</p>` : null}
@@ -65,6 +109,8 @@ function MergeDialog({ task, me, onClose }) {
 function DiscardDialog({ task, onClose, onError }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
+  const box = useRef(null);
+  useModal(box, onClose);
   const go = async () => {
     setBusy(true);
     try {
@@ -73,10 +119,11 @@ function DiscardDialog({ task, onClose, onError }) {
     } catch (e) {
       setError(e.message);
       setBusy(false);
+      if (box.current) box.current.querySelector("button").focus();
     }
   };
-  return html`<div class="overlay" onKeyDown=${(e) => e.key === "Escape" && onClose()}>
-    <div class="dialog" role="dialog" aria-modal="true" data-testid="discard-dialog">
+  return html`<div class="overlay">
+    <div ref=${box} class="dialog" role="dialog" aria-modal="true" data-testid="discard-dialog">
       <h2>Discard “${task.title}”?</h2>
       <p>The agent writes the task's summary, then byre removes the worktree and branch without merging (the last state stays at a snapshot ref). The transcript stays.</p>
       ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}

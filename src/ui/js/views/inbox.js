@@ -42,13 +42,19 @@ function ItemCard({ item, answer, setAnswer, state, showTask }) {
   const set = (patch) => setAnswer({ ...a, ...patch });
   const pick = (opt) => {
     if (p.multiple) set({ options: a.options.includes(opt) ? a.options.filter((o) => o !== opt) : [...a.options, opt], dismiss: false });
-    else set({ options: [opt], dismiss: false });
+    // A pick-one answer is the option alone (the contract takes no text or images with it):
+    // picking one clears them, as typing an answer of one's own clears the option, so what
+    // the form shows is what is sent.
+    else set({ options: [opt], text: "", images: [], dismiss: false });
   };
   const upload = async (files) => {
     for (const f of files) {
       try {
         const b = await api.uploadBlob(f);
-        setAnswer((cur) => ({ ...(cur || a), images: [...((cur || a).images || []), b.id] }));
+        setAnswer((cur) => {
+          const c = cur || a;
+          return { ...c, images: [...(c.images || []), b.id], dismiss: false, options: p.multiple ? c.options : [] };
+        });
       } catch (e) { /* shown by the toast */ }
     }
   };

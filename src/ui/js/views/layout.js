@@ -52,7 +52,7 @@ function Sidebar({ state, route }) {
     <${Nav} state=${state} route=${route} />
     <div class="side-section">
       <div class="side-title">Projects</div>
-      ${projects.map((p) => html`<a href=${`/projects/${p.id}`} class=${`side-project ${p.id === pid ? "active" : ""}`}>${p.name}</a>`)}
+      ${projects.map((p) => html`<a href=${`/projects/${p.id}`} class=${`side-project ${p.id === pid ? "active" : ""}`} title=${p.name}>${p.name}</a>`)}
     </div>
     ${tasks ? html`<div class="side-section side-tasks">
       <div class="side-title">Active tasks <a class="small" href=${`/projects/${pid}/new`}>new</a></div>

@@ -66,7 +66,7 @@ export function TaskPage({ route, state, phone }) {
     ${phone ? html`<a class="back" href=${paneOnly ? `/tasks/${taskId}` : `/projects/${task.project_id}`}>‹ ${paneOnly ? "Transcript" : project ? project.name : "Tasks"}</a>` : null}
     <div class="title-row">
       <span class="swatch" style=${{ background: taskColor(task) }}></span>
-      <h1 data-testid="task-header-title">${task.title}</h1>
+      <h1 data-testid="task-header-title" title=${task.title}>${task.title}</h1>
       <span class=${`badge st-${task.state}`} data-testid="task-header-state">${STATE_LABEL[task.state] || task.state}</span>
     </div>
     <div class="sub-row">

@@ -52,7 +52,7 @@ export const TaskRow = memo(function TaskRow({ t, isUnread, inbox, compact, curr
   return html`<a class=${`task-row ${compact ? "compact" : ""} ${current ? "current" : ""} ${selected ? "selected" : ""} st-${t.state}`}
       href=${`/tasks/${t.id}`} data-testid="task-row" data-task-id=${t.id} data-state=${t.state}>
     <span class="swatch" style=${{ background: taskColor(t) }}></span>
-    <span class="task-title" data-testid="task-title">${t.title}</span>
+    <span class="task-title" data-testid="task-title" title=${t.title}>${t.title}</span>
     ${isUnread ? html`<span class="dot" title="unread summary" data-testid="task-unread"></span>` : null}
     ${inbox ? html`<span class="count" title="open inbox items" data-testid="task-inbox-count">${inbox}</span>` : null}
     <span class=${`badge st-${t.state}`} data-testid="task-state">${STATE_LABEL[t.state] || t.state}</span>
