@@ -6,7 +6,7 @@
 //! every answer is `Cache-Control: no-cache` with a strong `ETag` (the SHA-256 of the bytes),
 //! and a matching `If-None-Match` gets `304`: a reload revalidates each module in one
 //! round trip and never runs a stale one after an upgrade, with no build step to put content
-//! hashes into file names. Every answer carries [`CSP`], which forbids inline script. Any
+//! hashes into file names. Every answer carries the Content-Security-Policy of `security::CONTENT_SECURITY_POLICY` (added by that middleware), which forbids inline script. Any
 //! other GET outside `/api/`, `/internal/` and the CodeBolt socket
 //! paths that does not look like a file (no extension in its last segment) answers
 //! `index.html`, so a reload on a client-side route (`/tasks/{id}`) works; everything else
@@ -71,15 +71,6 @@ pub static ASSETS: &[Asset] = assets![
     "vendor/purify.es.mjs" => JS,
 ];
 
-/// The `Content-Security-Policy` sent with every asset (the page's is what counts): scripts,
-/// styles and connections only from byre itself, so no inline script, inline handler or
-/// `javascript:` URL runs even if agent text or file contents got past the sanitiser; images
-/// from byre's endpoints or `data:` URLs only; no plugins, no `<base>`, no framing.
-/// (Styles set through the DOM, as Preact does for `style` objects, are not inline styles.)
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; \
-     base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
 /// The `ETag` of each asset, in [`ASSETS`] order, computed once.
 fn etags() -> &'static [String] {
     static ETAGS: OnceLock<Vec<String>> = OnceLock::new();
@@ -138,8 +129,7 @@ pub fn serve(req: &HttpRequest) -> Option<HttpResponse> {
     };
     res.insert_header((header::CACHE_CONTROL, "no-cache"))
         .insert_header((header::ETAG, etag.as_str()))
-        .insert_header(("X-Content-Type-Options", "nosniff"))
-        .insert_header(("Content-Security-Policy", CSP));
+        .insert_header(("X-Content-Type-Options", "nosniff"));
     if matches {
         return Some(res.finish());
     }
