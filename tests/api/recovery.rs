@@ -1,7 +1,8 @@
 //! A failed agent can be cleared (dismissing a `session_error` closes it and sends the agent
 //! nothing; a task's items close with it; a missing CLI shows in `getStatus` and in `serve`'s
 //! start-up warning); a worktree removed while byre runs comes back at the next view, turn or
-//! snapshot; Claude Code's `rate_limit_event` reaches `getStatus`.
+//! snapshot, and the next turn runs in it
+//! (not in the removed directory a live CLI was left in); Claude Code's `rate_limit_event` reaches `getStatus`.
 
 use std::io::Read;
 
@@ -314,6 +315,78 @@ async fn a_removed_worktree_comes_back_at_the_next_view_turn_and_snapshot() {
         "no snapshot failed"
     );
     assert_eq!(on_branch(&path), Some(branch));
+    b.server.stop().await;
+}
+
+/// The pid of the session's agent process, from `getStatus`.
+async fn agent_pid(api: &Api, session_id: &str) -> i64 {
+    let status = api.call("getStatus", &[], &[], None).await;
+    status.body["agent_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["session_id"] == session_id)
+        .unwrap_or_else(|| panic!("no process of {session_id}: {}", status.body))["pid"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_after_the_worktree_was_removed_runs_in_the_remade_worktree_not_the_removed_one() {
+    let mut b = ClaudeBench::start("c_two_turns").await;
+    let task = b.task_with_prompt("first question").await;
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    let first = b.turn().await;
+    assert_eq!(
+        find(&first, "turn.ended")["payload"]["outcome"],
+        "completed"
+    );
+    b.until("snapshot.taken").await;
+    let path = std::path::PathBuf::from(task["worktree_path"].as_str().unwrap());
+    let idle_pid = agent_pid(&b.api, &sid).await;
+
+    // Removed while the CLI waits between turns (its working directory is now a removed one);
+    // a view makes the worktree again at the same path before the next message.
+    std::fs::remove_dir_all(&path).unwrap();
+    let dir = b
+        .api
+        .call("getTaskDir", &[task["id"].as_str().unwrap()], &[], None)
+        .await;
+    assert_eq!(dir.status, 200, "{:?}", dir.body);
+    let r = b
+        .api
+        .call(
+            "sendMessage",
+            &[&sid],
+            &[],
+            Some(json!({"text": "second question"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let second = b.turn().await;
+    let ended = find(&second, "turn.ended");
+    assert_eq!(ended["payload"]["outcome"], "completed", "{ended}");
+    assert_eq!(ended["payload"]["result"], "Answer two.");
+    let pid = agent_pid(&b.api, &sid).await;
+    assert_ne!(
+        pid, idle_pid,
+        "the CLI sitting in the removed directory was replaced"
+    );
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(
+        cwd, path,
+        "the agent works in the remade worktree, not the removed one"
+    );
+    let asked = b
+        .fake
+        .messages_requests()
+        .iter()
+        .filter(|r| {
+            r.last_user_text()
+                .is_some_and(|t| t.contains("second question"))
+        })
+        .count();
+    assert_eq!(asked, 1, "the second message reached the model once");
     b.server.stop().await;
 }
 
