@@ -2,7 +2,8 @@
 //! nothing; a task's items close with it; a missing CLI shows in `getStatus` and in `serve`'s
 //! start-up warning); a worktree removed while byre runs comes back at the next view, turn or
 //! snapshot, and the next turn runs in it
-//! (not in the removed directory a live CLI was left in); Claude Code's `rate_limit_event` reaches `getStatus`.
+//! (not in the removed directory a live CLI was left in); an answer that could never reach
+//! the agent of a task being discarded is refused; Claude Code's `rate_limit_event` reaches `getStatus`.
 
 use std::io::Read;
 
@@ -387,6 +388,67 @@ async fn a_turn_after_the_worktree_was_removed_runs_in_the_remade_worktree_not_t
         })
         .count();
     assert_eq!(asked, 1, "the second message reached the model once");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_item_of_a_task_being_discarded_is_refused_and_a_dismissal_closes_it() {
+    let mut b = ClaudeBench::start("s_signals").await;
+    let task = b.task_with_prompt("sleep in a tool").await;
+    let tid = task["id"].as_str().unwrap().to_owned();
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    b.until("tool.call").await;
+    // SAFETY: sending a signal has no memory-safety effect.
+    unsafe { libc::kill(agent_pid(&b.api, &sid).await as i32, libc::SIGKILL) };
+    let failed = b.turn().await;
+    assert_eq!(find(&failed, "turn.ended")["payload"]["outcome"], "failed");
+    let items = b
+        .api
+        .call("listInbox", &[], &[("task_id", &tid)], None)
+        .await;
+    let item = items.body[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(items.body[0]["kind"], "session_error");
+    // A turn runs (Bash sleep 600), so the discard waits for it: the task is being discarded.
+    let r = b
+        .api
+        .call(
+            "sendMessage",
+            &[&sid],
+            &[],
+            Some(json!({"text": "sleep in a tool again"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    b.until("tool.call").await;
+    let r = b.api.call("discardTask", &[&tid], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+
+    let answer = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": item, "type": "other", "text": "try again"}]})),
+        )
+        .await;
+    assert_eq!(
+        answer.status, 409,
+        "the text could never reach the agent: {:?}",
+        answer.body
+    );
+    assert!(answer.message().contains("dismiss"), "{}", answer.message());
+    let dismiss = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": item, "type": "dismiss"}]})),
+        )
+        .await;
+    assert_eq!(dismiss.status, 200, "{:?}", dismiss.body);
+    assert_eq!(dismiss.body[0]["state"], "dismissed");
     b.server.stop().await;
 }
 
