@@ -412,7 +412,8 @@ fn check_response(state: &State, item: &InboxItem, r: &ResponseInput) -> Result<
 /// is idle with no open question left to its agent ([`deliver`]).
 /// # Errors
 /// 400 a malformed response (options, images, an item twice); 404 an unknown item; 409 an item
-/// that is not open (answered, dismissed, superseded).
+/// that is not open (answered, dismissed, superseded), or an answer other than a dismissal to
+/// an item of a task being discarded.
 pub(crate) fn respond(
     state: &State,
     ctx: &DecideCtx,
@@ -453,6 +454,18 @@ pub(crate) fn respond(
             )));
         }
         check_response(state, item, r)?;
+        // An answer for the agent of a task being discarded would never reach it (nothing is
+        // handed over until the task is discarded): refused like a message, so it is not lost
+        // silently; a dismissal still closes the item. (A merging task's answers wait: a
+        // failed merge hands them over.)
+        if r.kind != ResponseType::Dismiss
+            && state.tasks.get(&item.task_id).is_some_and(|t| t.discarding)
+        {
+            return Err(Rejection::Conflict(format!(
+                "task `{}` is being discarded; nothing else is handed to its agent meanwhile, so an answer to inbox item `{}` would never reach it: dismiss the item instead",
+                item.task_id, item.id
+            )));
+        }
     }
     let mut events = Vec::new();
     let mut fresh = Vec::new();

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use actix_web::{web, HttpResponse};
 use byre_projections::inbox::InboxState;
 use byre_projections::Command;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{blocking, ApiError, App};
 use crate::api;
@@ -237,7 +237,56 @@ pub struct InboxResponseCreate {
     #[serde(default)]
     images: Vec<String>,
     #[serde(default)]
-    attachments: Vec<serde_json::Value>,
+    attachments: Vec<AttachmentCreate>,
+}
+
+/// One attachment of a response (spec `Attachment`): the contract's fields only, so a typo
+/// (`pth`) or a missing `kind` is a 400 naming it, not an attachment stored without its
+/// content. Stored as the JSON object that came in.
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentCreate {
+    kind: AttachmentKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start_line: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    end_line: Option<i64>,
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    git_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mermaid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    caption: Option<String>,
+}
+
+/// What an attachment is (spec `Attachment.kind`).
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachmentKind {
+    /// A file of the repository.
+    File,
+    /// A diff of a git revision range.
+    Diff,
+    /// An image.
+    Image,
+    /// A Mermaid diagram.
+    Diagram,
+    /// A task.
+    Task,
+    /// A snapshot.
+    Snapshot,
+    /// A URL.
+    Url,
 }
 
 /// Body of `respondInbox` (spec `InboxRespond`).
@@ -266,17 +315,13 @@ pub async fn respond_inbox(
             options: r.options,
             text: r.text,
             images: r.images,
-            attachments: r.attachments,
+            attachments: r
+                .attachments
+                .iter()
+                .map(|a| serde_json::to_value(a).unwrap_or_default())
+                .collect(),
         })
         .collect();
-    if responses
-        .iter()
-        .any(|r| !r.attachments.iter().all(|a| a.is_object()))
-    {
-        return Err(ApiError::BadRequest(
-            "each attachment must be an object".into(),
-        ));
-    }
     let ids: Vec<String> = responses.iter().map(|r| r.item_id.clone()).collect();
     app.submit(Command::RespondInbox {
         actor: caller.login.clone(),

@@ -220,6 +220,10 @@ async fn run_process(
     };
     let pid = child.id().unwrap_or(0);
     span.record("pid", pid);
+    // The directory the process works in: when the worktree is removed (and perhaps made
+    // again) while it lives, it works on in a directory that no longer exists.
+    let cwd_at_spawn = dir_identity(&spec.cwd);
+    let mut cwd_gone = false;
     rt.started(&spec.session_id, pid);
     let (Some(mut stdin), Some(stdout), Some(mut stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -267,6 +271,20 @@ async fn run_process(
             input = rx.recv(), if stdin_open => match input {
                 Some(Input::Message { input_id, .. }) if handed.ids.contains(&input_id) => {
                     // Given to this process already, when it replaced one that exited.
+                }
+                Some(message @ Input::Message { .. })
+                    if link.is_none() && dir_identity(&spec.cwd) != cwd_at_spawn =>
+                {
+                    // The worktree was removed under this process: a fresh one (started in
+                    // the worktree made again) gets the message, as after an exit before it.
+                    tracing::warn!("the task's worktree was removed under the agent process; a fresh process takes the message");
+                    if let Some(id) = message.input_id() {
+                        handed.ids.insert(id);
+                    }
+                    held.push(message);
+                    cwd_gone = true;
+                    stdin_open = false;
+                    kill_tree(pid as i32);
                 }
                 Some(message @ Input::Message { .. }) => {
                     if let Some(id) = message.input_id() {
@@ -414,7 +432,14 @@ async fn run_process(
         }
         _ => None,
     };
-    let reason = exit_reason(vendor, code, signal, turn.is_some(), &reason_tail);
+    let reason = if cwd_gone {
+        format!(
+            "the task's worktree was removed while {} ran in it; byre ended it so that a fresh process works in the worktree made again",
+            vendor_name(vendor)
+        )
+    } else {
+        exit_reason(vendor, code, signal, turn.is_some(), &reason_tail)
+    };
     if let Some((message, written)) = redeliver {
         if written {
             carry.redelivered.insert(message.input_id);
@@ -470,6 +495,13 @@ async fn run_process(
         },
     })
     .await;
+}
+
+/// The device and inode of directory `path`, or `None` when it is gone: a directory removed
+/// and made again at the same path has another identity.
+fn dir_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The vendor's CLI as people call it.

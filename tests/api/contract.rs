@@ -184,6 +184,13 @@ async fn a_field_the_contract_does_not_define_is_a_400_naming_it() {
             "all",
         ),
         (
+            "respondInbox",
+            vec![],
+            json!({"responses": [{"item_id": "x", "type": "other", "text": "see",
+                "attachments": [{"kind": "file", "pth": "src/main.rs"}]}]}),
+            "pth",
+        ),
+        (
             "mergeTask",
             vec!["x"],
             json!({"merge_title": "t", "squash": false}),
@@ -204,6 +211,21 @@ async fn a_field_the_contract_does_not_define_is_a_400_naming_it() {
         tasks.body,
         json!([]),
         "the misspelt createTask made no task"
+    );
+    // An attachment without the `kind` the contract requires is refused too.
+    let r = api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": "x", "type": "other", "attachments": [{"path": "a"}]}]})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    assert!(
+        r.message().contains("missing field `kind`"),
+        "{}",
+        r.message()
     );
 }
 

@@ -1,7 +1,9 @@
 //! A failed agent can be cleared (dismissing a `session_error` closes it and sends the agent
 //! nothing; a task's items close with it; a missing CLI shows in `getStatus` and in `serve`'s
 //! start-up warning); a worktree removed while byre runs comes back at the next view, turn or
-//! snapshot; Claude Code's `rate_limit_event` reaches `getStatus`.
+//! snapshot, and the next turn runs in it
+//! (not in the removed directory a live CLI was left in); an answer that could never reach
+//! the agent of a task being discarded is refused; Claude Code's `rate_limit_event` reaches `getStatus`.
 
 use std::io::Read;
 
@@ -314,6 +316,139 @@ async fn a_removed_worktree_comes_back_at_the_next_view_turn_and_snapshot() {
         "no snapshot failed"
     );
     assert_eq!(on_branch(&path), Some(branch));
+    b.server.stop().await;
+}
+
+/// The pid of the session's agent process, from `getStatus`.
+async fn agent_pid(api: &Api, session_id: &str) -> i64 {
+    let status = api.call("getStatus", &[], &[], None).await;
+    status.body["agent_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["session_id"] == session_id)
+        .unwrap_or_else(|| panic!("no process of {session_id}: {}", status.body))["pid"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_after_the_worktree_was_removed_runs_in_the_remade_worktree_not_the_removed_one() {
+    let mut b = ClaudeBench::start("c_two_turns").await;
+    let task = b.task_with_prompt("first question").await;
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    let first = b.turn().await;
+    assert_eq!(
+        find(&first, "turn.ended")["payload"]["outcome"],
+        "completed"
+    );
+    b.until("snapshot.taken").await;
+    let path = std::path::PathBuf::from(task["worktree_path"].as_str().unwrap());
+    let idle_pid = agent_pid(&b.api, &sid).await;
+
+    // Removed while the CLI waits between turns (its working directory is now a removed one);
+    // a view makes the worktree again at the same path before the next message.
+    std::fs::remove_dir_all(&path).unwrap();
+    let dir = b
+        .api
+        .call("getTaskDir", &[task["id"].as_str().unwrap()], &[], None)
+        .await;
+    assert_eq!(dir.status, 200, "{:?}", dir.body);
+    let r = b
+        .api
+        .call(
+            "sendMessage",
+            &[&sid],
+            &[],
+            Some(json!({"text": "second question"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let second = b.turn().await;
+    let ended = find(&second, "turn.ended");
+    assert_eq!(ended["payload"]["outcome"], "completed", "{ended}");
+    assert_eq!(ended["payload"]["result"], "Answer two.");
+    let pid = agent_pid(&b.api, &sid).await;
+    assert_ne!(
+        pid, idle_pid,
+        "the CLI sitting in the removed directory was replaced"
+    );
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(
+        cwd, path,
+        "the agent works in the remade worktree, not the removed one"
+    );
+    let asked = b
+        .fake
+        .messages_requests()
+        .iter()
+        .filter(|r| {
+            r.last_user_text()
+                .is_some_and(|t| t.contains("second question"))
+        })
+        .count();
+    assert_eq!(asked, 1, "the second message reached the model once");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_item_of_a_task_being_discarded_is_refused_and_a_dismissal_closes_it() {
+    let mut b = ClaudeBench::start("s_signals").await;
+    let task = b.task_with_prompt("sleep in a tool").await;
+    let tid = task["id"].as_str().unwrap().to_owned();
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    b.until("tool.call").await;
+    // SAFETY: sending a signal has no memory-safety effect.
+    unsafe { libc::kill(agent_pid(&b.api, &sid).await as i32, libc::SIGKILL) };
+    let failed = b.turn().await;
+    assert_eq!(find(&failed, "turn.ended")["payload"]["outcome"], "failed");
+    let items = b
+        .api
+        .call("listInbox", &[], &[("task_id", &tid)], None)
+        .await;
+    let item = items.body[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(items.body[0]["kind"], "session_error");
+    // A turn runs (Bash sleep 600), so the discard waits for it: the task is being discarded.
+    let r = b
+        .api
+        .call(
+            "sendMessage",
+            &[&sid],
+            &[],
+            Some(json!({"text": "sleep in a tool again"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    b.until("tool.call").await;
+    let r = b.api.call("discardTask", &[&tid], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+
+    let answer = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": item, "type": "other", "text": "try again"}]})),
+        )
+        .await;
+    assert_eq!(
+        answer.status, 409,
+        "the text could never reach the agent: {:?}",
+        answer.body
+    );
+    assert!(answer.message().contains("dismiss"), "{}", answer.message());
+    let dismiss = b
+        .api
+        .call(
+            "respondInbox",
+            &[],
+            &[],
+            Some(json!({"responses": [{"item_id": item, "type": "dismiss"}]})),
+        )
+        .await;
+    assert_eq!(dismiss.status, 200, "{:?}", dismiss.body);
+    assert_eq!(dismiss.body[0]["state"], "dismissed");
     b.server.stop().await;
 }
 

@@ -659,3 +659,33 @@ fn dismissing_a_session_error_sends_nothing_but_answering_it_hands_the_text_over
     assert!(text.contains("try again"), "{text}");
     assert!(!text.contains("dismissed"), "the dismissal is not: {text}");
 }
+
+#[test]
+fn an_answer_to_an_item_of_a_task_being_discarded_is_refused_and_a_dismissal_is_not() {
+    use crate::inbox::ResponseType;
+    let mut w = World::with_task();
+    let sid = w.start("go");
+    w.record_turn_end(&sid, TurnOutcome::Failed, "", None);
+    let item = w.state.inbox.values().next().unwrap().id.clone();
+    let task_id = w.session().task_id.clone();
+    w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id,
+        head: "h".into(),
+    });
+    // The summary turn runs; nothing else reaches the agent until the task is discarded, so
+    // the text of this answer would be lost.
+    let answered = w.when(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&item, ResponseType::Other, &[], "try again")],
+    });
+    assert!(
+        matches!(&answered, Err(Rejection::Conflict(m)) if m.contains("being discarded") && m.contains("dismiss")),
+        "{answered:?}"
+    );
+    let events = w.ok(Command::RespondInbox {
+        actor: "ada".into(),
+        responses: vec![answer(&item, ResponseType::Dismiss, &[], "")],
+    });
+    assert_eq!(kinds(&events), ["inbox.responded"]);
+}
