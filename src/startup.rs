@@ -220,6 +220,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             .app_data(app.clone())
             .wrap(middleware::from_fn(http::json_errors))
             .wrap(middleware::from_fn(http::trace_request))
+            .configure(crate::codebolt::endpoint::routes)
             .configure(http::routes)
             .default_service(web::to(http::no_route))
     })

@@ -17,6 +17,8 @@ use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
 pub mod inbox;
+#[cfg(test)]
+mod layering;
 pub mod sessions;
 pub mod status;
 pub mod tasks;

@@ -104,6 +104,63 @@ pub async fn call(
     }
 }
 
+/// One of byre's agent tools as the model is told about it.
+pub struct ToolSpec {
+    /// The tool's name (`ask_human`, …).
+    pub name: &'static str,
+    /// What the model reads about it.
+    pub description: &'static str,
+    /// Its arguments' JSON Schema (an object).
+    pub input_schema: Value,
+}
+
+/// The tools, their descriptions for the model and their argument schemas: the same for
+/// every vendor (MCP for the CLIs, the CodeBolt toolbox `byre`).
+pub fn definitions() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: "ask_human",
+            description: "Ask the humans on this task a question you cannot answer yourself, when you are blocked without their decision. Put the background and the choices in `context` (Markdown): write each choice as a list item, `- ( ) choice` for pick-one questions or `- [ ] choice` for pick-any questions, and mark the choices you recommend as `- (*) choice` or `- [x] choice`. The question is posted to the humans' inbox and this tool returns at once; then END YOUR TURN. The answer arrives as the next user message.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "context": {"type": "string", "description": "Markdown: what you found, the options as `- ( )`/`- (*)` or `- [ ]`/`- [x]` list items, and their trade-offs."},
+                    "question": {"type": "string", "description": "The question, in one or two sentences."},
+                    "why_blocked": {"type": "string", "description": "Why you cannot go on without the answer."},
+                    "attachments": {"type": "array", "items": {"type": "object"}, "description": "Optional: files, links or snippets that help answer (objects with e.g. path, url, title)."}
+                },
+                "required": ["context", "question", "why_blocked"]
+            }),
+        },
+        ToolSpec {
+            name: "take_snapshot",
+            description: "Record a snapshot of the task's worktree as it is now (every tracked and untracked file, ignored ones left out) for the humans to review and compare against; it does not commit, move your branch or touch your index. byre also snapshots at the end of every turn, so use this only for a state worth keeping mid-turn, e.g. before a risky change.",
+            input_schema: json!({"type": "object", "properties": {}}),
+        },
+        ToolSpec {
+            name: "set_merge_title",
+            description: "Set the title of the commit that will merge this task's work: one line of at most 72 characters, imperative mood (e.g. \"Add retry to the upload client\").",
+            input_schema: json!({
+                "type": "object",
+                "properties": {"merge_title": {"type": "string", "description": "One line, at most 72 characters."}},
+                "required": ["merge_title"]
+            }),
+        },
+        ToolSpec {
+            name: "expose_port",
+            description: "Show the humans a server you run in this task: give the port it listens on (one of this task's ports: $PORT to $PORT+9) and a short name. byre publishes it as a preview link.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "port": {"type": "integer", "description": "A port of this task's block ($PORT to $PORT+9)."},
+                    "name": {"type": "string", "description": "A short name, e.g. \"web\"."}
+                },
+                "required": ["port", "name"]
+            }),
+        },
+    ]
+}
+
 fn text_arg(args: &Value, name: &str, required: bool) -> Result<String, String> {
     match &args[name] {
         Value::String(s) => Ok(s.clone()),

@@ -1070,13 +1070,13 @@ fn project_action(worktree: &Path, action: &str) -> Value {
 async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
     let toolbox = json!([{"name": "byre", "description": "byre's tools for a task's agent"}]);
     let definitions = || -> Vec<Value> {
-        crate::mcp::stdio::tools()
+        crate::app::tools::definitions()
             .into_iter()
             .map(|t| {
                 json!({"type": "function", "function": {
                     "name": format!("byre--{}", t.name),
-                    "description": t.description.as_deref().unwrap_or(""),
-                    "parameters": Value::Object((*t.input_schema).clone()),
+                    "description": t.description,
+                    "parameters": t.input_schema,
                 }})
             })
             .collect()

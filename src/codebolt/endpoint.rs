@@ -62,11 +62,13 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent`.
+/// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent` (GET; another
+/// method answers 405 with `Allow: GET`). `startup` registers them beside `http::routes`
+/// (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md).
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/codebolt", web::get().to(socket))
-        .route("/agent-to-app", web::get().to(socket))
-        .route("/app-to-agent", web::get().to(socket));
+    for path in ["/codebolt", "/agent-to-app", "/app-to-agent"] {
+        cfg.service(web::resource(path).route(web::get().to(socket)));
+    }
 }
 
 /// `GET /codebolt` (and `/agent-to-app`, `/app-to-agent`): upgrades an agent's socket.

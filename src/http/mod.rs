@@ -370,22 +370,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         // Events, status, workflows
         .route("/api/events", Method::GET, web::to(events::stream_events))
-        // CodeBolt agents (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md)
-        .route(
-            "/codebolt",
-            Method::GET,
-            web::to(crate::codebolt::endpoint::socket),
-        )
-        .route(
-            "/agent-to-app",
-            Method::GET,
-            web::to(crate::codebolt::endpoint::socket),
-        )
-        .route(
-            "/app-to-agent",
-            Method::GET,
-            web::to(crate::codebolt::endpoint::socket),
-        )
         .route(
             "/api/admin/status",
             Method::GET,
