@@ -6,8 +6,8 @@
 //! that says what went wrong in domain terms. Choosing an HTTP status for an [`Error`] is the
 //! HTTP adapter's job (`src/http/error.rs`).
 //!
-//! One module per family of the contract: [`tasks`], [`sessions`], [`tools`] (the agents' byre
-//! tools), [`status`] (the server's open clients).
+//! One module per family of the contract: [`tasks`], [`sessions`], [`inbox`], [`finish`],
+//! [`tools`] (the agents' byre tools), [`status`] (the server's figures and open clients).
 
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ use byre_projections::Rejection;
 use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
+pub mod finish;
 pub mod inbox;
 #[cfg(test)]
 mod layering;
