@@ -6,7 +6,7 @@
 //! that says what went wrong in domain terms. Choosing an HTTP status for an [`Error`] is the
 //! HTTP adapter's job (`src/http/error.rs`).
 //!
-//! One module per family of the contract: [`tasks`], [`sessions`], [`inbox`], [`finish`],
+//! One module per family of the contract: [`projects`], [`tasks`], [`sessions`], [`inbox`], [`finish`],
 //! [`tools`] (the agents' byre tools), [`status`] (the server's figures and open clients).
 
 use std::sync::Arc;
@@ -20,6 +20,7 @@ pub mod finish;
 pub mod inbox;
 #[cfg(test)]
 mod layering;
+pub mod projects;
 pub mod sessions;
 pub mod status;
 pub mod tasks;
