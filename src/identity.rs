@@ -14,9 +14,9 @@ use std::pin::Pin;
 use actix_web::{dev::Payload, http::Method, web, FromRequest, HttpRequest};
 use byre_projections::Command;
 
+use crate::app::signin::{CSRF_HEADER, SESSION_COOKIE};
+use crate::app::{Ctx as App, Error};
 use crate::config::AuthMode;
-use crate::http::auth::{CSRF_HEADER, SESSION_COOKIE};
-use crate::http::{ApiError, App};
 
 /// The calling user, resolved from the auth mode and known to the projections.
 #[derive(Debug, Clone)]
@@ -33,14 +33,14 @@ pub fn changes_state(method: &Method) -> bool {
 /// Refuses a state-changing request that a browser says comes from another site.
 /// # Errors
 /// `Forbidden` naming the header.
-pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), ApiError> {
+pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), Error> {
     let site = req
         .headers()
         .get("Sec-Fetch-Site")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if changes_state(req.method()) && matches!(site, "cross-site" | "same-site") {
-        return Err(ApiError::Forbidden(format!(
+        return Err(Error::Forbidden(format!(
             "a browser request from another site (Sec-Fetch-Site: {site}) may not change byre's state"
         )));
     }
@@ -50,13 +50,13 @@ pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), ApiError> {
 /// Refuses a state-changing request without `X-Byre-CSRF: 1`.
 /// # Errors
 /// `Forbidden` naming the header.
-pub fn require_csrf_header(req: &HttpRequest) -> Result<(), ApiError> {
+pub fn require_csrf_header(req: &HttpRequest) -> Result<(), Error> {
     let ok = req
         .headers()
         .get(CSRF_HEADER)
         .is_some_and(|v| v.as_bytes() == b"1");
     if changes_state(req.method()) && !ok {
-        return Err(ApiError::Forbidden(format!(
+        return Err(Error::Forbidden(format!(
             "a request signed in with the session cookie must carry the header `{CSRF_HEADER}: 1` to change anything"
         )));
     }
@@ -96,7 +96,7 @@ pub fn login_for_token(
 /// `Unauthorized` when the mode's credentials are missing or wrong, or (Tailscale) the peer
 /// is not loopback; `Forbidden` for a state-changing request from another site, or on the
 /// session cookie without `X-Byre-CSRF: 1`.
-pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>), ApiError> {
+pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>), Error> {
     refuse_cross_site(req)?;
     match &app.config.auth {
         AuthMode::Local { login } => Ok((login.clone(), None)),
@@ -105,7 +105,7 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
                 .peer_addr()
                 .is_some_and(|a| a.ip().to_canonical().is_loopback());
             if !peer_is_loopback {
-                return Err(ApiError::Unauthorized("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
+                return Err(Error::Unauthenticated("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
             }
             let header = |name: &str| {
                 req.headers()
@@ -115,10 +115,10 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
                     .filter(|v| !v.is_empty())
             };
             let login = header("Tailscale-User-Login").ok_or_else(|| {
-                ApiError::Unauthorized("missing Tailscale-User-Login header".into())
+                Error::Unauthenticated("missing Tailscale-User-Login header".into())
             })?;
             if crate::config::check_login(login).is_err() {
-                return Err(ApiError::Unauthorized(
+                return Err(Error::Unauthenticated(
                     "invalid Tailscale-User-Login header".into(),
                 ));
             }
@@ -131,15 +131,15 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
             if let Some(given) = bearer(req) {
                 return login_for_token(tokens, given)
                     .map(|l| (l, None))
-                    .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()));
+                    .ok_or_else(|| Error::Unauthenticated("unknown bearer token".into()));
             }
             let Some(cookie) = req.cookie(SESSION_COOKIE) else {
-                return Err(ApiError::Unauthorized(
+                return Err(Error::Unauthenticated(
                     "missing Authorization: Bearer token (or sign in at /signin)".into(),
                 ));
             };
             let login = app.sessions.login(cookie.value()).ok_or_else(|| {
-                ApiError::Unauthorized("the session has ended: sign in again at /signin".into())
+                Error::Unauthenticated("the session has ended: sign in again at /signin".into())
             })?;
             require_csrf_header(req)?;
             Ok((login, None))
@@ -148,15 +148,15 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
 }
 
 impl FromRequest for Caller {
-    type Error = ApiError;
-    type Future = Pin<Box<dyn Future<Output = Result<Caller, ApiError>>>>;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Caller, Error>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
             let app = req
                 .app_data::<web::Data<App>>()
-                .ok_or_else(|| ApiError::Internal("app data missing".into()))?;
+                .ok_or_else(|| Error::Internal("app data missing".into()))?;
             let (login, display_name) = resolve(&req, app)?;
             if !app.writer.read(|s| s.users.contains_key(&login)) {
                 let cmd = Command::EnsureUser {

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::frames::{self, Frame, Request};
 use super::Link;
-use crate::http::{ApiError, App};
+use crate::app::{Ctx as App, Error};
 
 /// Most v2 requests of one agent served at the same time.
 const V2_CONCURRENCY: usize = 8;
@@ -62,11 +62,13 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent`.
+/// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent` (GET; another
+/// method answers 405 with `Allow: GET`). `startup` registers them beside `http::routes`
+/// (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md).
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/codebolt", web::get().to(socket))
-        .route("/agent-to-app", web::get().to(socket))
-        .route("/app-to-agent", web::get().to(socket));
+    for path in ["/codebolt", "/agent-to-app", "/app-to-agent"] {
+        cfg.service(web::resource(path).route(web::get().to(socket)));
+    }
 }
 
 /// `GET /codebolt` (and `/agent-to-app`, `/app-to-agent`): upgrades an agent's socket.
@@ -77,21 +79,21 @@ pub async fn socket(
     req: HttpRequest,
     body: web::Payload,
     app: web::Data<App>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let hub = app.agents.codebolt();
     let link = token_of(req.query_string())
         .and_then(|t| hub.link(&t))
         .ok_or_else(|| {
-            ApiError::Unauthorized(
+            Error::Unauthenticated(
                 "a CodeBolt socket needs the token byre started its agent with".into(),
             )
         })?;
     let (response, session, stream) = actix_ws::handle(&req, body)
-        .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
+        .map_err(|e| Error::Invalid(format!("not a WebSocket upgrade: {e}")))?;
     let (tx, rx) = mpsc::unbounded_channel::<String>();
     if !link.connect(tx.clone()) {
         let _ = session.close(None).await;
-        return Err(ApiError::Conflict("this agent is already connected".into()));
+        return Err(Error::Conflict("this agent is already connected".into()));
     }
     tracing::info!(session_id = %link.session_id, "CodeBolt agent connected");
     let ctx = Arc::new(super::actions::Ctx {

@@ -11,8 +11,6 @@
 //! state-changing request on it without `X-Byre-CSRF: 1`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use actix_web::body::MessageBody;
 use actix_web::cookie::{time, Cookie, SameSite};
@@ -21,108 +19,26 @@ use actix_web::http::header;
 use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 use super::{ApiError, App};
 use crate::config::AuthMode;
 use crate::identity;
 
-/// The session cookie's name.
-pub const SESSION_COOKIE: &str = "byre_session";
-/// The header a state-changing request on the session cookie must carry, with the value `1`.
-pub const CSRF_HEADER: &str = "X-Byre-CSRF";
-/// How long a session lasts after sign-in.
-pub const SESSION_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
-/// Most sessions one login holds at once; a new sign-in beyond it ends the oldest.
-pub const MAX_SESSIONS_PER_LOGIN: usize = 64;
+pub use crate::app::signin::{
+    Sessions, CSRF_HEADER, MAX_SESSIONS_PER_LOGIN, SESSION_COOKIE, SESSION_LIFETIME,
+};
 
 const SIGNIN_HTML: &str = include_str!("../ui/signin/signin.html");
 const SIGNIN_JS: &str = include_str!("../ui/signin/signin.js");
 const SIGNIN_CSS: &str = include_str!("../ui/signin/signin.css");
 
-struct Session {
-    login: String,
-    started: Instant,
-    /// Turns true when the session ends, so streams opened on it end too.
-    ended: tokio::sync::watch::Sender<bool>,
-}
-
-/// The signed-in browser sessions of token mode, keyed by the SHA-256 of their cookie's id.
-/// Cheap to clone.
-#[derive(Clone, Default)]
-pub struct Sessions {
-    by_hash: Arc<Mutex<HashMap<[u8; 32], Session>>>,
-}
-
-fn hash(id: &str) -> [u8; 32] {
-    Sha256::digest(id.as_bytes()).into()
-}
-
-impl Sessions {
-    /// Starts a session for `login`; returns the cookie's value.
-    pub fn open(&self, login: &str) -> String {
-        let mut bytes = Vec::with_capacity(32);
-        bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-        bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let mut map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, s| s.started.elapsed() < SESSION_LIFETIME);
-        let mut mine: Vec<([u8; 32], Instant)> = map
-            .iter()
-            .filter(|(_, s)| s.login == login)
-            .map(|(h, s)| (*h, s.started))
-            .collect();
-        if mine.len() >= MAX_SESSIONS_PER_LOGIN {
-            mine.sort_by_key(|(_, at)| *at);
-            for (h, _) in &mine[..=mine.len() - MAX_SESSIONS_PER_LOGIN] {
-                map.remove(h);
-            }
-        }
-        map.insert(
-            hash(&id),
-            Session {
-                login: login.to_owned(),
-                started: Instant::now(),
-                ended: tokio::sync::watch::channel(false).0,
-            },
-        );
-        id
+/// The end signal of the session a request is signed in with, when it is signed in by
+/// cookie rather than a bearer token.
+pub fn session_end(app: &App, req: &HttpRequest) -> Option<tokio::sync::watch::Receiver<bool>> {
+    if identity::bearer(req).is_some() {
+        return None;
     }
-
-    /// The login of a live session.
-    pub fn login(&self, id: &str) -> Option<String> {
-        let map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&hash(id))
-            .filter(|s| s.started.elapsed() < SESSION_LIFETIME)
-            .map(|s| s.login.clone())
-    }
-
-    /// A signal that turns true (or closes) when the session ends; `None` when it is not live.
-    pub fn watch(&self, id: &str) -> Option<tokio::sync::watch::Receiver<bool>> {
-        let map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&hash(id)).map(|s| s.ended.subscribe())
-    }
-
-    /// Ends a session, and the streams opened on it; whether it was live.
-    pub fn close(&self, id: &str) -> bool {
-        let mut map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
-        match map.remove(&hash(id)) {
-            Some(s) => {
-                s.ended.send_replace(true);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The end signal of the session a request is signed in with, when it is signed in by
-    /// cookie rather than a bearer token.
-    pub fn of_request(&self, req: &HttpRequest) -> Option<tokio::sync::watch::Receiver<bool>> {
-        if identity::bearer(req).is_some() {
-            return None;
-        }
-        self.watch(req.cookie(SESSION_COOKIE)?.value())
-    }
+    app.sessions.watch(req.cookie(SESSION_COOKIE)?.value())
 }
 
 /// Body of `POST /auth/signin`.
@@ -247,7 +163,7 @@ pub async fn page_guard(
             matches!(app.config.auth, AuthMode::Token { .. })
                 && matches!(
                     identity::resolve(req.request(), app),
-                    Err(ApiError::Unauthorized(_))
+                    Err(crate::app::Error::Unauthenticated(_))
                 )
         });
     if guarded {

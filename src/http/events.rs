@@ -73,7 +73,7 @@ pub async fn stream_events(
     let mut deltas = app.agents.ephemeral();
     let mut shutdown = app.shutdown.clone();
     // A stream signed in by cookie ends when its session does (sign-out).
-    let mut session_ended = app.sessions.of_request(&req);
+    let mut session_ended = super::auth::session_end(&app, &req);
     tracing::debug!(login = %login, from_seq = after, "event stream opened");
     let body = async_stream::stream! {
         let _registration = registration; // dropped when the client goes away

@@ -1,32 +1,12 @@
-//! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`.
-//! The git work of a merge or discard is the finish reactor's (`src/reactors/finish.rs`);
-//! these handlers read git (`getUnmerged`) or submit the intent.
-
-use std::path::PathBuf;
+//! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`:
+//! parse, call [`crate::app::finish`], answer.
 
 use actix_web::{web, HttpResponse};
-use byre_projections::tasks::TaskStatus;
-use byre_projections::Command;
 use serde::Deserialize;
 
-use super::sessions::worktree_head;
-use super::tasks::task_json;
-use super::{blocking, ApiError, App};
-use crate::api;
-use crate::git::GitError;
+use super::{ApiError, App};
+use crate::app::finish as op;
 use crate::identity::Caller;
-use crate::log::Ack;
-
-/// Submits the intent `make` builds from the HEAD of task `task_id`'s worktree (the head the
-/// intent records); the writer's ack, or the HEAD lookup's or the writer's error.
-async fn submit_at_head(
-    app: &App,
-    task_id: &str,
-    make: impl FnOnce(String) -> Command,
-) -> Result<Ack, ApiError> {
-    let head = worktree_head(app, task_id).await?;
-    app.submit(make(head)).await
-}
 
 /// `getUnmerged` — GET /api/tasks/{taskId}/unmerged → 200 `Unmerged`: commits on the task
 /// branch not on the default branch, and files, insertions, deletions and uncommitted paths
@@ -37,34 +17,7 @@ pub async fn get_unmerged(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    let facts = app.writer.read(|s| {
-        let t = s.tasks.get(&task_id)?;
-        let p = s.projects.get(&t.project_id)?;
-        Some((
-            t.status,
-            PathBuf::from(&p.repo_path),
-            PathBuf::from(&t.worktree_path),
-            t.branch.clone(),
-            p.default_branch.clone(),
-        ))
-    });
-    let (status, repo, worktree, branch, default_branch) =
-        facts.ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
-    if status != TaskStatus::Active {
-        return Err(ApiError::Conflict(format!(
-            "task `{task_id}` is closed: its worktree is gone"
-        )));
-    }
-    let u = blocking(move || {
-        crate::git::merge::unmerged(&repo, &worktree, &branch, &default_branch).map_err(|e| match e
-        {
-            GitError::Conflict(m) | GitError::NotARepository(m) => ApiError::Conflict(m),
-            other => ApiError::internal(other),
-        })
-    })
-    .await?;
-    Ok(HttpResponse::Ok().json(u))
+    Ok(HttpResponse::Ok().json(op::get_unmerged(&app, &task_id).await?))
 }
 
 /// `getCoAuthors` — GET /api/tasks/{taskId}/co-authors → 200 `[Participant]`: the humans other
@@ -75,17 +28,7 @@ pub async fn get_co_authors(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    let list: Option<Vec<api::Participant>> = app.writer.read(|s| {
-        let t = s.tasks.get(&task_id)?;
-        Some(
-            byre_projections::finish::co_authors(t, &caller.login)
-                .filter_map(|login| s.users.get(login).map(api::Participant::from))
-                .collect(),
-        )
-    });
-    Ok(HttpResponse::Ok()
-        .json(list.ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?))
+    Ok(HttpResponse::Ok().json(op::get_co_authors(&app, &caller.login, &task_id)?))
 }
 
 /// Body of `mergeTask`.
@@ -108,27 +51,14 @@ pub async fn merge_task(
     body: web::Json<MergeBody>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
     let b = body.into_inner();
-    let target_parent = match b.target.as_deref() {
-        None | Some("main") => false,
-        Some("parent") => true,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "target must be main or parent, not {other:?}"
-            )))
-        }
-    };
-    submit_at_head(&app, &task_id, |head| Command::MergeTask {
-        actor: caller.login,
-        task_id: task_id.clone(),
+    let merge = op::Merge {
         merge_title: b.merge_title,
-        target_parent,
+        target: b.target,
         after_review: b.after_review,
-        head,
-    })
-    .await?;
-    Ok(HttpResponse::Accepted().json(task_json(&app, &task_id)?))
+    };
+    let task = op::merge_task(&app, &caller.login, &task_id, merge).await?;
+    Ok(HttpResponse::Accepted().json(task))
 }
 
 /// `mergeIn` — POST /api/tasks/{taskId}/merge-in → 202 `AgentSession` running the merge-in
@@ -139,23 +69,7 @@ pub async fn merge_in(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    let ack = submit_at_head(&app, &task_id, |head| Command::MergeIn {
-        actor: caller.login,
-        task_id: task_id.clone(),
-        head,
-    })
-    .await?;
-    let session_id = ack
-        .events
-        .iter()
-        .find_map(|e| e.agent_session_id.clone())
-        .ok_or_else(|| ApiError::internal("the merge-in turn has no session"))?;
-    let session = app
-        .writer
-        .read(|s| s.sessions.get(&session_id).map(api::AgentSession::from))
-        .ok_or_else(|| ApiError::internal("the merge-in session is missing"))?;
-    Ok(HttpResponse::Accepted().json(session))
+    Ok(HttpResponse::Accepted().json(op::merge_in(&app, &caller.login, &task_id).await?))
 }
 
 /// `discardTask` — POST /api/tasks/{taskId}/discard → 202 `Task` (discarding); 404, 409
@@ -165,12 +79,5 @@ pub async fn discard_task(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    submit_at_head(&app, &task_id, |head| Command::DiscardTask {
-        actor: caller.login,
-        task_id: task_id.clone(),
-        head,
-    })
-    .await?;
-    Ok(HttpResponse::Accepted().json(task_json(&app, &task_id)?))
+    Ok(HttpResponse::Accepted().json(op::discard_task(&app, &caller.login, &task_id).await?))
 }

@@ -14,58 +14,20 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::json;
 
 /// What the model is told about byre's tools as a whole.
 const INSTRUCTIONS: &str = "byre runs you as the agent of one task in a git worktree. Use ask_human when you cannot go on without a human's decision, set_merge_title to name your change, expose_port to show a running server to the humans, and take_snapshot to keep the worktree's current state.";
 
-/// The tools, their descriptions for the model and their argument schemas.
+/// The tools, their descriptions for the model and their argument schemas
+/// ([`crate::app::tools::definitions`]) as MCP tools.
 pub fn tools() -> Vec<Tool> {
-    let schema = |v: serde_json::Value| -> Arc<serde_json::Map<String, serde_json::Value>> {
-        Arc::new(v.as_object().cloned().unwrap_or_default())
-    };
-    vec![
-        Tool::new(
-            "ask_human",
-            "Ask the humans on this task a question you cannot answer yourself, when you are blocked without their decision. Put the background and the choices in `context` (Markdown): write each choice as a list item, `- ( ) choice` for pick-one questions or `- [ ] choice` for pick-any questions, and mark the choices you recommend as `- (*) choice` or `- [x] choice`. The question is posted to the humans' inbox and this tool returns at once; then END YOUR TURN. The answer arrives as the next user message.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "context": {"type": "string", "description": "Markdown: what you found, the options as `- ( )`/`- (*)` or `- [ ]`/`- [x]` list items, and their trade-offs."},
-                    "question": {"type": "string", "description": "The question, in one or two sentences."},
-                    "why_blocked": {"type": "string", "description": "Why you cannot go on without the answer."},
-                    "attachments": {"type": "array", "items": {"type": "object"}, "description": "Optional: files, links or snippets that help answer (objects with e.g. path, url, title)."}
-                },
-                "required": ["context", "question", "why_blocked"]
-            })),
-        ),
-        Tool::new(
-            "take_snapshot",
-            "Record a snapshot of the task's worktree as it is now (every tracked and untracked file, ignored ones left out) for the humans to review and compare against; it does not commit, move your branch or touch your index. byre also snapshots at the end of every turn, so use this only for a state worth keeping mid-turn, e.g. before a risky change.",
-            schema(json!({"type": "object", "properties": {}})),
-        ),
-        Tool::new(
-            "set_merge_title",
-            "Set the title of the commit that will merge this task's work: one line of at most 72 characters, imperative mood (e.g. \"Add retry to the upload client\").",
-            schema(json!({
-                "type": "object",
-                "properties": {"merge_title": {"type": "string", "description": "One line, at most 72 characters."}},
-                "required": ["merge_title"]
-            })),
-        ),
-        Tool::new(
-            "expose_port",
-            "Show the humans a server you run in this task: give the port it listens on (one of this task's ports: $PORT to $PORT+9) and a short name. byre publishes it as a preview link.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "port": {"type": "integer", "description": "A port of this task's block ($PORT to $PORT+9)."},
-                    "name": {"type": "string", "description": "A short name, e.g. \"web\"."}
-                },
-                "required": ["port", "name"]
-            })),
-        ),
-    ]
+    crate::app::tools::definitions()
+        .into_iter()
+        .map(|t| {
+            let schema = t.input_schema.as_object().cloned().unwrap_or_default();
+            Tool::new(t.name, t.description, Arc::new(schema))
+        })
+        .collect()
 }
 
 /// The MCP server: forwards tool calls to byre.

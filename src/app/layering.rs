@@ -1,0 +1,100 @@
+//! The layering check: no adapter (`src/http`, `src/mcp`, `src/codebolt`) imports another;
+//! they meet in [`crate::app`], and only `startup.rs` wires them together.
+
+/// The adapters: each a directory of `src/` and the path it is named by in code.
+const ADAPTERS: [&str; 3] = ["http", "mcp", "codebolt"];
+
+/// Every use of adapter `other` in `code` (comments skipped), as the offending lines.
+fn uses_of(code: &str, other: &str) -> Vec<String> {
+    let path = format!("crate::{other}");
+    code.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//"))
+        .filter(|l| {
+            l.match_indices(&path).any(|(i, _)| {
+                let next = l[i + path.len()..].chars().next();
+                !matches!(next, Some(c) if c.is_alphanumeric() || c == '_')
+            }) || (l.contains("crate::{")
+                && l.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == other))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read a source directory") {
+        let path = entry.expect("read a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn adapters_import_no_other_adapter() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut offences = Vec::new();
+    for adapter in ADAPTERS {
+        let mut files = Vec::new();
+        rust_files(&src.join(adapter), &mut files);
+        assert!(!files.is_empty(), "no sources under src/{adapter}");
+        for file in files {
+            let code = std::fs::read_to_string(&file).expect("read a source file");
+            for other in ADAPTERS.iter().filter(|o| **o != adapter) {
+                for line in uses_of(&code, other) {
+                    offences.push(format!("{}: {line}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "adapters must call crate::app, not each other:\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn only_startup_uses_http_outside_it() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let offences: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            // This file names the paths it looks for.
+            !f.starts_with(src.join("http"))
+                && !f.ends_with("startup.rs")
+                && !f.ends_with("app/layering.rs")
+        })
+        .flat_map(|f| {
+            let code = std::fs::read_to_string(f).expect("read a source file");
+            uses_of(&code, "http")
+                .into_iter()
+                .map(move |l| format!("{}: {l}", f.display()))
+        })
+        .collect();
+    assert!(
+        offences.is_empty(),
+        "only startup.rs may use crate::http:\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_an_import() {
+    assert_eq!(
+        uses_of("use crate::http::{ApiError, App};", "http").len(),
+        1
+    );
+    assert_eq!(
+        uses_of("    let x = crate::codebolt::Hub::default();", "codebolt").len(),
+        1
+    );
+    assert_eq!(uses_of("use crate::{api, mcp};", "mcp").len(), 1);
+    assert!(uses_of("//! see `crate::http::routes`", "http").is_empty());
+    assert!(uses_of("use crate::httpx::Thing;", "http").is_empty());
+}

@@ -1,0 +1,126 @@
+//! Projects: `listProjects`, `createProject`, `getProject`.
+
+use std::path::PathBuf;
+
+use byre_projections::Command;
+
+use super::{blocking, Ctx, Error};
+use crate::api;
+use crate::git::{self, GitError};
+
+/// `listProjects`: every project, in creation order.
+pub fn list_projects(app: &Ctx) -> Vec<api::Project> {
+    app.writer.read(|s| {
+        s.projects_in_order()
+            .into_iter()
+            .map(api::Project::from)
+            .collect()
+    })
+}
+
+/// `createProject`: a project on the git repository at `repo_path`, its default branch and
+/// origin's URL (without credentials) detected.
+/// # Errors
+/// Invalid when `repo_path` is not the absolute top of an existing git repository with a
+/// commit, or another project has it, or the name is bad.
+pub async fn create_project(
+    app: &Ctx,
+    actor: &str,
+    name: String,
+    repo_path: &str,
+) -> Result<api::Project, Error> {
+    let path = PathBuf::from(repo_path);
+    if !path.is_absolute() || repo_path.contains('\0') {
+        return Err(Error::Invalid("repo_path must be an absolute path".into()));
+    }
+    let facts = blocking(move || {
+        git::inspect_repo(&path).map_err(|e| match e {
+            GitError::Other(m) => Error::internal(m),
+            user_facing => Error::Invalid(user_facing.to_string()),
+        })
+    })
+    .await?;
+    let ack = app
+        .submit(Command::CreateProject {
+            actor: actor.to_owned(),
+            name,
+            repo_path: facts.repo_path,
+            default_branch: facts.default_branch,
+            remote: without_credentials(&facts.remote),
+            worktrees_root: app.config.worktrees_root().to_string_lossy().into_owned(),
+        })
+        .await?;
+    let id = ack
+        .events
+        .iter()
+        .find_map(|e| e.project_id.clone())
+        .ok_or_else(|| Error::internal("project.created missing"))?;
+    app.writer
+        .read(|s| s.projects.get(&id).map(api::Project::from))
+        .ok_or_else(|| Error::internal("project missing after commit"))
+}
+
+/// `getProject`.
+/// # Errors
+/// [`Error::NotFound`] for an unknown project.
+pub fn get_project(app: &Ctx, id: &str) -> Result<api::Project, Error> {
+    app.writer
+        .read(|s| s.projects.get(id).map(api::Project::from))
+        .ok_or_else(|| Error::NotFound(format!("no project `{id}`")))
+}
+
+/// An http(s) remote URL without its `user:password@` part, so credentials never reach the
+/// log. Other URLs (ssh's `git@host`) are kept as they are: their user is not a secret.
+fn without_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    // A query may carry a token (`?access_token=`): never kept.
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    let http = scheme.to_ascii_lowercase().ends_with("http")
+        || scheme.to_ascii_lowercase().ends_with("https");
+    let authority = match authority.rsplit_once('@') {
+        // http(s): any user info is a credential. Elsewhere (ssh's `git@`) the user is kept
+        // and only a password dropped.
+        Some((_, host)) if http => host.to_owned(),
+        Some((user, host)) => format!("{}@{host}", user.split_once(':').map_or(user, |(u, _)| u)),
+        None => authority.to_owned(),
+    };
+    format!("{scheme}://{authority}{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn credentials_are_stripped_from_remote_urls() {
+        assert_eq!(
+            super::without_credentials("https://u:tok@github.com/a/b.git"),
+            "https://github.com/a/b.git"
+        );
+        assert_eq!(
+            super::without_credentials("https://github.com/a/b.git"),
+            "https://github.com/a/b.git"
+        );
+        assert_eq!(
+            super::without_credentials("git@github.com:a/b.git"),
+            "git@github.com:a/b.git"
+        );
+        assert_eq!(
+            super::without_credentials("ssh://git@host/x"),
+            "ssh://git@host/x"
+        );
+        assert_eq!(
+            super::without_credentials("ssh://git:hunter2@host/x"),
+            "ssh://git@host/x"
+        );
+        assert_eq!(
+            super::without_credentials("git+https://u:tok@host/x"),
+            "git+https://host/x"
+        );
+        assert_eq!(
+            super::without_credentials("https://host/x?access_token=S"),
+            "https://host/x"
+        );
+    }
+}

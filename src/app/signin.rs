@@ -1,0 +1,95 @@
+//! Token mode's signed-in browser sessions (README.md "Authentication"): a session cookie's
+//! id, held only as its SHA-256, maps to a login until sign-out, its lifetime, or byre's
+//! restart. The HTTP adapter (`src/http/auth.rs`) signs in and out; `crate::identity` reads
+//! the login of a request's cookie.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "byre_session";
+/// The header a state-changing request on the session cookie must carry, with the value `1`.
+pub const CSRF_HEADER: &str = "X-Byre-CSRF";
+/// How long a session lasts after sign-in.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Most sessions one login holds at once; a new sign-in beyond it ends the oldest.
+pub const MAX_SESSIONS_PER_LOGIN: usize = 64;
+
+struct Session {
+    login: String,
+    started: Instant,
+    /// Turns true when the session ends, so streams opened on it end too.
+    ended: tokio::sync::watch::Sender<bool>,
+}
+
+/// The signed-in browser sessions of token mode, keyed by the SHA-256 of their cookie's id.
+/// Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Sessions {
+    by_hash: Arc<Mutex<HashMap<[u8; 32], Session>>>,
+}
+
+fn hash(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+impl Sessions {
+    /// Starts a session for `login`; returns the cookie's value.
+    pub fn open(&self, login: &str) -> String {
+        let mut bytes = Vec::with_capacity(32);
+        bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+        bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, s| s.started.elapsed() < SESSION_LIFETIME);
+        let mut mine: Vec<([u8; 32], Instant)> = map
+            .iter()
+            .filter(|(_, s)| s.login == login)
+            .map(|(h, s)| (*h, s.started))
+            .collect();
+        if mine.len() >= MAX_SESSIONS_PER_LOGIN {
+            mine.sort_by_key(|(_, at)| *at);
+            for (h, _) in &mine[..=mine.len() - MAX_SESSIONS_PER_LOGIN] {
+                map.remove(h);
+            }
+        }
+        map.insert(
+            hash(&id),
+            Session {
+                login: login.to_owned(),
+                started: Instant::now(),
+                ended: tokio::sync::watch::channel(false).0,
+            },
+        );
+        id
+    }
+
+    /// The login of a live session.
+    pub fn login(&self, id: &str) -> Option<String> {
+        let map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&hash(id))
+            .filter(|s| s.started.elapsed() < SESSION_LIFETIME)
+            .map(|s| s.login.clone())
+    }
+
+    /// A signal that turns true (or closes) when the session ends; `None` when it is not live.
+    pub fn watch(&self, id: &str) -> Option<tokio::sync::watch::Receiver<bool>> {
+        let map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&hash(id)).map(|s| s.ended.subscribe())
+    }
+
+    /// Ends a session, and the streams opened on it; whether it was live.
+    pub fn close(&self, id: &str) -> bool {
+        let mut map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
+        match map.remove(&hash(id)) {
+            Some(s) => {
+                s.ended.send_replace(true);
+                true
+            }
+            None => false,
+        }
+    }
+}

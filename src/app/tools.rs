@@ -1,0 +1,246 @@
+//! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`):
+//! who may call them, what a call's arguments mean, what it does and what the agent reads
+//! back. Claude Code and Codex agents call them through their `byre mcp` child and the
+//! internal HTTP route; CodeBolt agents through their socket's MCP actions. Both come here.
+
+use byre_projections::sessions::SessionRole;
+use byre_projections::{Command, EventBody};
+use serde_json::{json, Value};
+
+use super::{Ctx, Error};
+use crate::log::SubmitError;
+
+/// Largest tool call arguments, in bytes (JSON); larger ones are a tool error.
+pub const MAX_TOOL_ARGS_BYTES: usize = 256 * 1024;
+
+/// What the agent reads after a tool call: its text, and whether the call failed (a refused,
+/// malformed or oversized call is a tool error the model can correct, never a failure of the
+/// transport).
+pub struct ToolResult {
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// What the model reads.
+    pub text: String,
+}
+
+impl ToolResult {
+    /// A tool error saying `text`.
+    pub fn error(text: impl Into<String>) -> ToolResult {
+        ToolResult {
+            is_error: true,
+            text: text.into(),
+        }
+    }
+}
+
+/// The live session a session token (`crate::mcp::McpHost::token`) stands for.
+/// # Errors
+/// [`Error::Forbidden`] for a token that is not a live session's (forged, of no session, or
+/// of a completed one).
+pub fn session_of_token(app: &Ctx, token: &str) -> Result<String, Error> {
+    let session_id = app
+        .mcp
+        .session_of(token.trim())
+        .ok_or_else(|| Error::Forbidden("not a valid session token".into()))?;
+    let completed = app
+        .writer
+        .read(|s| s.sessions.get(&session_id).map(|x| x.completed))
+        .ok_or_else(|| Error::Forbidden("the token's session does not exist".into()))?;
+    if completed {
+        return Err(Error::Forbidden("the token's session has completed".into()));
+    }
+    Ok(session_id)
+}
+
+/// Why session `session_id` may not call `tool` (a tool error), or `None` when it may: the
+/// tools are for a task's implementing agent only.
+pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
+    let implementer = app.writer.read(|s| {
+        s.sessions
+            .get(session_id)
+            .is_some_and(|x| x.role == SessionRole::Implementer)
+    });
+    (!implementer).then(|| {
+        ToolResult::error(format!(
+            "`{tool}` is for a task's implementing agent only; this session may not use it"
+        ))
+    })
+}
+
+/// Calls `tool` for session `session_id` with `args` (a JSON object): checks the caller,
+/// parses the arguments into a command, submits it. A refusal, bad arguments or a rejected
+/// command are a tool error.
+/// # Errors
+/// [`Error::Unavailable`] when the writer stopped.
+pub async fn call(
+    app: &Ctx,
+    session_id: &str,
+    tool: &str,
+    args: &Value,
+) -> Result<ToolResult, Error> {
+    if let Some(refused) = refusal(app, session_id, tool) {
+        return Ok(refused);
+    }
+    let args = match args {
+        Value::Object(_) => args.clone(),
+        Value::Null => json!({}),
+        _ => return Ok(ToolResult::error("the arguments must be a JSON object")),
+    };
+    let task_id = app
+        .writer
+        .read(|s| s.sessions.get(session_id).map(|x| x.task_id.clone()))
+        .unwrap_or_default();
+    let cmd = match parse(tool, session_id, &task_id, &args) {
+        Ok(cmd) => cmd,
+        Err(message) => return Ok(ToolResult::error(message)),
+    };
+    match app.writer.submit(cmd, None).await {
+        Ok(ack) => Ok(ToolResult {
+            is_error: false,
+            text: success_text(tool, &ack),
+        }),
+        Err(SubmitError::Rejected(r)) => Ok(ToolResult::error(r.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One of byre's agent tools as the model is told about it.
+pub struct ToolSpec {
+    /// The tool's name (`ask_human`, …).
+    pub name: &'static str,
+    /// What the model reads about it.
+    pub description: &'static str,
+    /// Its arguments' JSON Schema (an object).
+    pub input_schema: Value,
+}
+
+/// The tools, their descriptions for the model and their argument schemas: the same for
+/// every vendor (MCP for the CLIs, the CodeBolt toolbox `byre`).
+pub fn definitions() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: "ask_human",
+            description: "Ask the humans on this task a question you cannot answer yourself, when you are blocked without their decision. Put the background and the choices in `context` (Markdown): write each choice as a list item, `- ( ) choice` for pick-one questions or `- [ ] choice` for pick-any questions, and mark the choices you recommend as `- (*) choice` or `- [x] choice`. The question is posted to the humans' inbox and this tool returns at once; then END YOUR TURN. The answer arrives as the next user message.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "context": {"type": "string", "description": "Markdown: what you found, the options as `- ( )`/`- (*)` or `- [ ]`/`- [x]` list items, and their trade-offs."},
+                    "question": {"type": "string", "description": "The question, in one or two sentences."},
+                    "why_blocked": {"type": "string", "description": "Why you cannot go on without the answer."},
+                    "attachments": {"type": "array", "items": {"type": "object"}, "description": "Optional: files, links or snippets that help answer (objects with e.g. path, url, title)."}
+                },
+                "required": ["context", "question", "why_blocked"]
+            }),
+        },
+        ToolSpec {
+            name: "take_snapshot",
+            description: "Record a snapshot of the task's worktree as it is now (every tracked and untracked file, ignored ones left out) for the humans to review and compare against; it does not commit, move your branch or touch your index. byre also snapshots at the end of every turn, so use this only for a state worth keeping mid-turn, e.g. before a risky change.",
+            input_schema: json!({"type": "object", "properties": {}}),
+        },
+        ToolSpec {
+            name: "set_merge_title",
+            description: "Set the title of the commit that will merge this task's work: one line of at most 72 characters, imperative mood (e.g. \"Add retry to the upload client\").",
+            input_schema: json!({
+                "type": "object",
+                "properties": {"merge_title": {"type": "string", "description": "One line, at most 72 characters."}},
+                "required": ["merge_title"]
+            }),
+        },
+        ToolSpec {
+            name: "expose_port",
+            description: "Show the humans a server you run in this task: give the port it listens on (one of this task's ports: $PORT to $PORT+9) and a short name. byre publishes it as a preview link.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "port": {"type": "integer", "description": "A port of this task's block ($PORT to $PORT+9)."},
+                    "name": {"type": "string", "description": "A short name, e.g. \"web\"."}
+                },
+                "required": ["port", "name"]
+            }),
+        },
+    ]
+}
+
+fn text_arg(args: &Value, name: &str, required: bool) -> Result<String, String> {
+    match &args[name] {
+        Value::String(s) => Ok(s.clone()),
+        Value::Null if !required => Ok(String::new()),
+        Value::Null => Err(format!("`{name}` is required")),
+        _ => Err(format!("`{name}` must be a string")),
+    }
+}
+
+/// The command a call asks for; `Err` a message for the model (unknown tool, bad arguments).
+pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Result<Command, String> {
+    let session_id = session_id.to_owned();
+    match tool {
+        "ask_human" => {
+            let context = text_arg(args, "context", false)?;
+            let question = text_arg(args, "question", true)?;
+            let why_blocked = text_arg(args, "why_blocked", false)?;
+            let attachments = match &args["attachments"] {
+                Value::Null => Vec::new(),
+                Value::Array(a) if a.iter().all(Value::is_object) => a.clone(),
+                _ => return Err("`attachments` must be an array of objects".into()),
+            };
+            let choices = crate::mcp::choices::parse(&context);
+            Ok(Command::AskHuman {
+                session_id,
+                question: byre_projections::inbox::Question {
+                    context,
+                    question,
+                    why_blocked,
+                    options: choices.options,
+                    multiple: choices.multiple,
+                    recommended: choices.recommended,
+                    attachments,
+                },
+            })
+        }
+        "take_snapshot" => Ok(Command::RequestSnapshot {
+            task_id: task_id.to_owned(),
+            trigger: byre_projections::snapshots::SnapshotTrigger::Requested,
+        }),
+        "set_merge_title" => Ok(Command::SetMergeTitle {
+            session_id,
+            merge_title: text_arg(args, "merge_title", true)?,
+        }),
+        "expose_port" => {
+            let port = args["port"]
+                .as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or("`port` must be a port number")?;
+            Ok(Command::ExposePort {
+                session_id,
+                name: text_arg(args, "name", true)?,
+                port,
+            })
+        }
+        other => Err(format!(
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title and expose_port"
+        )),
+    }
+}
+
+/// The tool result the agent reads after `tool` succeeded.
+pub fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
+    match tool {
+        "ask_human" => {
+            let id = ack
+                .events
+                .iter()
+                .find_map(|e| match &e.body {
+                    EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            format!("Your question is posted to the humans' inbox (item {id}). End your turn now: do not wait, poll or ask again. Their answer will arrive as the next user message.")
+        }
+        "set_merge_title" => "The merge title is set.".into(),
+        "take_snapshot" => "A snapshot of the worktree as it is now is being taken; it appears in the task's snapshots. Your branch and index are not touched.".into(),
+        "expose_port" => {
+            "The port is exposed as a preview; the humans see its link in the task.".into()
+        }
+        _ => "Done.".into(),
+    }
+}
