@@ -1,7 +1,7 @@
 //! Middleware: the security headers every response carries (README.md "Authentication").
 //!
 //! The Content-Security-Policy forbids inline script, `eval`, plugins, `<base>` and framing,
-//! and lets images come only from byre itself or `data:`/`blob:` URLs; so agent text or a
+//! and lets images come only from byre itself or `data:` URLs; so agent text or a
 //! repository's file that slips into a page cannot run script or load from elsewhere. It is
 //! sent on every response, not only the page's: a file byre serves (an SVG, an HTML file of a
 //! worktree) opened on its own is held to the same policy. A handler that sets its own header
@@ -15,7 +15,7 @@ use actix_web::middleware::Next;
 /// The Content-Security-Policy of every response.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
 object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'; \
-img-src 'self' data: blob:; style-src 'self'";
+img-src 'self' data:; style-src 'self'";
 
 const HEADERS: [(&str, &str); 3] = [
     ("content-security-policy", CONTENT_SECURITY_POLICY),
