@@ -390,5 +390,60 @@ pub enum Command {
         cause_seq: u64,
         /// What was made, or why nothing was.
         outcome: Result<crate::snapshots::TakenSnapshot, String>,
+        /// Whether a snapshot made is to be reviewed (`review.requested` in the same batch).
+        review: bool,
+    },
+    /// The review reactor found a pending review's step changed no files.
+    SkipReview {
+        /// The review.
+        review_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The review reactor started a pending review's reviewer session `session_id`. 409 unless
+    /// pending or while another review of the task runs.
+    StartReview {
+        /// The review.
+        review_id: String,
+        /// The reviewer session.
+        session_id: String,
+        /// Its vendor.
+        vendor: String,
+        /// Its model.
+        model: String,
+    },
+    /// A reviewer's `submit_review`. 400 bad arguments; 404 not a reviewer; 409 not running.
+    SubmitReview {
+        /// The reviewer session.
+        session_id: String,
+        /// Its arguments.
+        result: crate::reviews::ReviewResult,
+    },
+    /// A pending or running review failed (its reviewer's error, a restart).
+    FailReview {
+        /// The review.
+        review_id: String,
+        /// Why, in words.
+        error: String,
+    },
+    /// `stopReview`: 404 unknown; 409 unless running.
+    StopReview {
+        /// The caller.
+        actor: String,
+        /// The review.
+        review_id: String,
+    },
+    /// `setFindingState`: 404 unknown review; 400 not done or index out of range.
+    SetFindingState {
+        /// The caller.
+        actor: String,
+        /// The review.
+        review_id: String,
+        /// The finding's index.
+        index: u32,
+        /// Fixed or ignored.
+        state: crate::reviews::FindingState,
+        /// The task worktree's HEAD (for the message a `fixed` sends).
+        head: String,
     },
 }

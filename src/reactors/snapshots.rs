@@ -119,6 +119,7 @@ async fn handle_in_span(writer: &Writer, job: Job) {
         task_id,
         cause_seq,
         outcome,
+        review: false,
     };
     if let Err(e) = writer.submit(cmd, None).await {
         tracing::error!(error = %e, "could not record a snapshot's outcome");

@@ -1,0 +1,229 @@
+//! Given / when / then for reviews: request, pile-up, start, submit, fail, stop, findings,
+//! and the task state they imply.
+use super::*;
+use crate::sessions::TurnOutcome;
+use crate::snapshots::TakenSnapshot;
+use crate::tasks::TaskState;
+use crate::testkit::{kinds, World};
+use crate::Command;
+
+impl World {
+    /// A task with a worktree and a live session whose first turn ended; returns the
+    /// session and the seq of its `turn.ended`.
+    fn reviewed_task() -> (World, String, u64) {
+        let mut w = World::with_task();
+        let task_id = w.task_id();
+        w.ok(Command::RecordWorktree {
+            task_id,
+            outcome: Ok("abc".into()),
+        });
+        let sid = w.start("go");
+        let ended = w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
+        let seq = ended
+            .iter()
+            .find(|e| e.body.kind() == "turn.ended")
+            .unwrap()
+            .seq;
+        (w, sid, seq)
+    }
+
+    /// Records snapshot `n` for the cause at `cause_seq`, to be reviewed.
+    fn snap(&mut self, cause_seq: u64, n: u32) -> Vec<crate::Event> {
+        let task_id = self.task_id();
+        self.ok(Command::RecordSnapshot {
+            task_id,
+            cause_seq,
+            outcome: Ok(TakenSnapshot {
+                n,
+                commit: format!("{n:040}"),
+                tree: "t".repeat(40),
+                event_seq: 1,
+                branch_advanced: true,
+            }),
+            review: true,
+        })
+    }
+
+    fn only_review(&self) -> Review {
+        self.state
+            .reviews
+            .values()
+            .max_by_key(|r| r.seq)
+            .unwrap()
+            .clone()
+    }
+
+    fn task_state(&self) -> TaskState {
+        self.state.tasks[&self.task_id()].state
+    }
+}
+
+fn result(findings: usize) -> ReviewResult {
+    ReviewResult {
+        summary: "ok".into(),
+        findings: (0..findings)
+            .map(|i| Finding {
+                severity: "minor".into(),
+                category: "tests".into(),
+                title: format!("f{i}"),
+                detail: "d".into(),
+                path: "src/lib.rs".into(),
+                line: 3,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_snapshot_asks_for_its_review_and_the_task_waits_for_it() {
+    let (mut w, _, seq) = World::reviewed_task();
+    let events = w.snap(seq, 1);
+    assert!(kinds(&events).contains(&"review.requested"));
+    let r = w.only_review();
+    assert_eq!(
+        (r.snapshot_n, r.base_n, r.state),
+        (1, 0, ReviewState::Pending)
+    );
+    assert_eq!(w.task_state(), TaskState::ReviewPending);
+    assert!(
+        w.state.task_reviews(&w.task_id()).is_empty(),
+        "pending is not listed"
+    );
+}
+
+#[test]
+fn no_review_unless_asked() {
+    let (mut w, _, seq) = World::reviewed_task();
+    let task_id = w.task_id();
+    w.ok(Command::RecordSnapshot {
+        task_id,
+        cause_seq: seq,
+        outcome: Ok(TakenSnapshot {
+            n: 1,
+            commit: "1".repeat(40),
+            tree: "t".repeat(40),
+            event_seq: 1,
+            branch_advanced: true,
+        }),
+        review: false,
+    });
+    assert!(w.state.reviews.is_empty());
+    assert_eq!(w.task_state(), TaskState::Idle);
+}
+
+#[test]
+fn a_newer_snapshot_skips_the_pending_review_and_covers_its_step() {
+    let (mut w, sid, seq) = World::reviewed_task();
+    w.snap(seq, 1);
+    let first = w.only_review();
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        text: "more".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let ended = w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
+    let seq2 = ended
+        .iter()
+        .find(|e| e.body.kind() == "turn.ended")
+        .unwrap()
+        .seq;
+    w.snap(seq2, 2);
+    assert_eq!(w.state.reviews[&first.id].state, ReviewState::Skipped);
+    let second = w.only_review();
+    assert_eq!((second.snapshot_n, second.base_n), (2, 0));
+}
+
+#[test]
+fn start_submit_done_then_fixed_reaches_the_agent() {
+    let (mut w, sid, seq) = World::reviewed_task();
+    w.snap(seq, 1);
+    let r = w.only_review();
+    w.ok(Command::StartReview {
+        review_id: r.id.clone(),
+        session_id: "rev".into(),
+        vendor: "codex".into(),
+        model: "gpt-5".into(),
+    });
+    assert_eq!(w.task_state(), TaskState::Reviewing);
+    let bad = ReviewResult {
+        findings: vec![Finding {
+            line: 0,
+            ..result(1).findings[0].clone()
+        }],
+        ..result(0)
+    };
+    assert!(matches!(
+        w.when(Command::SubmitReview {
+            session_id: "rev".into(),
+            result: bad
+        }),
+        Err(Rejection::Invalid(_))
+    ));
+    w.ok(Command::SubmitReview {
+        session_id: "rev".into(),
+        result: result(2),
+    });
+    assert_eq!(w.only_review().state, ReviewState::Done);
+    assert_eq!(w.task_state(), TaskState::Idle);
+    let set = |index, state| Command::SetFindingState {
+        actor: "ada".into(),
+        review_id: r.id.clone(),
+        index,
+        state,
+        head: "h".into(),
+    };
+    assert!(matches!(
+        w.when(set(2, FindingState::Ignored)),
+        Err(Rejection::Invalid(_))
+    ));
+    let events = w.ok(set(1, FindingState::Fixed));
+    assert!(kinds(&events).contains(&"user.message"));
+    let msg = events
+        .iter()
+        .find(|e| e.body.kind() == "user.message")
+        .unwrap();
+    assert_eq!(msg.agent_session_id.as_deref(), Some(sid.as_str()));
+    assert_eq!(msg.actor, "ada");
+    assert_eq!(
+        w.only_review().finding_states.get(&1),
+        Some(&FindingState::Fixed)
+    );
+}
+
+#[test]
+fn stop_fails_a_running_review_and_refuses_otherwise() {
+    let (mut w, _, seq) = World::reviewed_task();
+    w.snap(seq, 1);
+    let r = w.only_review();
+    let stop = || Command::StopReview {
+        actor: "ada".into(),
+        review_id: r.id.clone(),
+    };
+    assert!(matches!(w.when(stop()), Err(Rejection::Conflict(_))));
+    w.ok(Command::StartReview {
+        review_id: r.id.clone(),
+        session_id: "rev".into(),
+        vendor: "codex".into(),
+        model: "m".into(),
+    });
+    w.ok(stop());
+    let done = w.only_review();
+    assert_eq!(done.state, ReviewState::Failed);
+    assert!(done.error.contains("stopped"));
+    assert!(w
+        .ok(Command::FailReview {
+            review_id: r.id.clone(),
+            error: "late".into()
+        })
+        .is_empty());
+    assert!(matches!(
+        w.when(Command::StopReview {
+            actor: "ada".into(),
+            review_id: "nope".into()
+        }),
+        Err(Rejection::NotFound(_))
+    ));
+}
