@@ -7,8 +7,8 @@ use std::pin::Pin;
 use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
 use byre_projections::Command;
 
+use crate::app::{Ctx as App, Error};
 use crate::config::AuthMode;
-use crate::http::{ApiError, App};
 
 /// The calling user, resolved from the auth mode and known to the projections.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub struct Caller {
 /// # Errors
 /// `Unauthorized` when the mode's credentials are missing or wrong, or (Tailscale) the peer
 /// is not loopback.
-pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<String>), ApiError> {
+pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<String>), Error> {
     match auth {
         AuthMode::Local { login } => Ok((login.clone(), None)),
         AuthMode::Tailscale => {
@@ -29,7 +29,7 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
                 .peer_addr()
                 .is_some_and(|a| a.ip().to_canonical().is_loopback());
             if !peer_is_loopback {
-                return Err(ApiError::Unauthorized("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
+                return Err(Error::Unauthenticated("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
             }
             let header = |name: &str| {
                 req.headers()
@@ -39,10 +39,10 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
                     .filter(|v| !v.is_empty())
             };
             let login = header("Tailscale-User-Login").ok_or_else(|| {
-                ApiError::Unauthorized("missing Tailscale-User-Login header".into())
+                Error::Unauthenticated("missing Tailscale-User-Login header".into())
             })?;
             if crate::config::check_login(login).is_err() {
-                return Err(ApiError::Unauthorized(
+                return Err(Error::Unauthenticated(
                     "invalid Tailscale-User-Login header".into(),
                 ));
             }
@@ -63,7 +63,7 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
                 })
                 .map(str::trim)
                 .ok_or_else(|| {
-                    ApiError::Unauthorized("missing Authorization: Bearer token".into())
+                    Error::Unauthenticated("missing Authorization: Bearer token".into())
                 })?;
             // Compare with every token in constant time, so timing tells nothing about them.
             let mut found = None;
@@ -74,21 +74,21 @@ pub fn resolve(req: &HttpRequest, auth: &AuthMode) -> Result<(String, Option<Str
             }
             found
                 .map(|l| (l, None))
-                .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()))
+                .ok_or_else(|| Error::Unauthenticated("unknown bearer token".into()))
         }
     }
 }
 
 impl FromRequest for Caller {
-    type Error = ApiError;
-    type Future = Pin<Box<dyn Future<Output = Result<Caller, ApiError>>>>;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Caller, Error>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
             let app = req
                 .app_data::<web::Data<App>>()
-                .ok_or_else(|| ApiError::Internal("app data missing".into()))?;
+                .ok_or_else(|| Error::Internal("app data missing".into()))?;
             let (login, display_name) = resolve(&req, &app.config.auth)?;
             if !app.writer.read(|s| s.users.contains_key(&login)) {
                 let cmd = Command::EnsureUser {

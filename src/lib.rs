@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`log`]: the redb log, the single writer (group commit), subscriptions.
 //! - [`startup`]: builds the running server from a bound listener and a data dir.
+//! - [`app`]: the application layer: every operation, once, for every adapter.
 //! - [`http`]: the REST, SSE and WebSocket handlers of `schema/byre.openapi.yaml`.
 //! - [`identity`]: who is calling (local, Tailscale headers, bearer tokens).
 //! - [`git`]: repository facts and worktrees, through git2.
@@ -15,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod codebolt;
 pub mod config;

@@ -14,8 +14,9 @@ use actix_web::{dev::ServerHandle, middleware, web, App as ActixApp, HttpServer}
 use anyhow::Context;
 use tokio::sync::watch;
 
+use crate::app::{status::Clients, Ctx};
 use crate::config::Config;
-use crate::http::{self, App, Clients};
+use crate::http;
 use crate::log::{writer::WriterThread, Store, Writer};
 
 /// A running byre server.
@@ -178,7 +179,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         agents_task,
     ];
 
-    let app = web::Data::new(App {
+    let app = web::Data::new(Ctx {
         writer: writer.clone(),
         config: Arc::new(config),
         started_at_us: chrono::Utc::now().timestamp_micros(),

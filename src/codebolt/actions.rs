@@ -54,8 +54,9 @@ pub struct Ctx {
     pub link: Arc<Link>,
     /// The writer (for reads of the fold).
     pub writer: Writer,
-    /// The server (`startAgent` creates tasks through `createTask`'s path).
-    pub app: actix_web::web::Data<crate::http::App>,
+    /// The application layer's context (`startAgent` creates tasks and sessions, `executeTool`
+    /// calls byre's tools, through [`crate::app`]).
+    pub app: actix_web::web::Data<crate::app::Ctx>,
     /// Frames to the agent.
     pub out: mpsc::UnboundedSender<String>,
     /// Where `inference` goes.
@@ -1125,33 +1126,14 @@ async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
             if !name.starts_with("byre--") && f["toolbox"].as_str().is_none_or(|t| t != "byre") {
                 return fail(format!("no tool `{name}`: byre's tools are byre--ask_human, byre--take_snapshot, byre--set_merge_title and byre--expose_port"));
             }
-            let session_id = ctx.link.session_id.clone();
-            let implementer = ctx.writer.read(|s| {
-                s.sessions
-                    .get(&session_id)
-                    .is_some_and(|x| x.role == byre_projections::sessions::SessionRole::Implementer)
-            });
-            if !implementer {
-                return fail(format!("`{tool}` is for a task's implementing agent only"));
-            }
             let params = if f["params"].is_object() {
                 f["params"].clone()
             } else {
                 json!({})
             };
-            let cmd = match crate::http::agent_tools::parse(
-                &tool,
-                &session_id,
-                &ctx.link.task_id,
-                &params,
-            ) {
-                Ok(c) => c,
-                Err(m) => return fail(m),
-            };
-            match ctx.writer.submit(cmd, None).await {
-                Ok(ack) => {
-                    json!({"data": [false, crate::http::agent_tools::success_text(&tool, &ack)]})
-                }
+            match crate::app::tools::call(&ctx.app, &ctx.link.session_id, &tool, &params).await {
+                Ok(r) if r.is_error => fail(r.text),
+                Ok(r) => json!({"data": [false, r.text]}),
                 Err(e) => fail(e.to_string()),
             }
         }

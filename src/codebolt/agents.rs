@@ -248,30 +248,19 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
             .tasks
             .get(&ctx.link.task_id)
             .filter(|t| t.status == byre_projections::tasks::TaskStatus::Active)?;
-        let p = s.projects.get(&t.project_id)?;
-        Some((
-            t.project_id.clone(),
-            t.created_by.clone(),
-            p.repo_path.clone(),
-            p.default_branch.clone(),
-        ))
+        s.projects.get(&t.project_id)?;
+        Some((t.project_id.clone(), t.created_by.clone()))
     });
-    let Some((project_id, actor, repo_path, default_branch)) = parent else {
+    let Some((project_id, actor)) = parent else {
         return err("the calling agent's task is closed or gone: it cannot start agents");
     };
-    let task_id = match crate::http::tasks::create_at_default_branch(
-        app,
-        &actor,
-        &project_id,
-        title_of(task),
-        repo_path,
-        default_branch,
-    )
-    .await
-    {
-        Ok(t) => t,
-        Err(e) => return err(format!("the agent's task could not be created: {e}")),
-    };
+    let task_id =
+        match crate::app::tasks::create_at_default_branch(app, &actor, &project_id, title_of(task))
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => return err(format!("the agent's task could not be created: {e}")),
+        };
     let link = app
         .writer
         .submit(
@@ -292,12 +281,9 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         app.writer.clone(),
         after,
     ));
-    let caller = crate::identity::Caller {
-        login: actor.clone(),
-    };
-    let session_id = match crate::http::sessions::start_session(
+    let session_id = match crate::app::sessions::start_session(
         app,
-        &caller,
+        &actor,
         &task_id,
         Some(format!("codebolt:{}", agent.id)),
         task.to_owned(),

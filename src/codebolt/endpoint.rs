@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::frames::{self, Frame, Request};
 use super::Link;
-use crate::http::{ApiError, App};
+use crate::app::{Ctx as App, Error};
 
 /// Most v2 requests of one agent served at the same time.
 const V2_CONCURRENCY: usize = 8;
@@ -77,21 +77,21 @@ pub async fn socket(
     req: HttpRequest,
     body: web::Payload,
     app: web::Data<App>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, Error> {
     let hub = app.agents.codebolt();
     let link = token_of(req.query_string())
         .and_then(|t| hub.link(&t))
         .ok_or_else(|| {
-            ApiError::Unauthorized(
+            Error::Unauthenticated(
                 "a CodeBolt socket needs the token byre started its agent with".into(),
             )
         })?;
     let (response, session, stream) = actix_ws::handle(&req, body)
-        .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
+        .map_err(|e| Error::Invalid(format!("not a WebSocket upgrade: {e}")))?;
     let (tx, rx) = mpsc::unbounded_channel::<String>();
     if !link.connect(tx.clone()) {
         let _ = session.close(None).await;
-        return Err(ApiError::Conflict("this agent is already connected".into()));
+        return Err(Error::Conflict("this agent is already connected".into()));
     }
     tracing::info!(session_id = %link.session_id, "CodeBolt agent connected");
     let ctx = Arc::new(super::actions::Ctx {

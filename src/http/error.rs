@@ -5,6 +5,7 @@
 use actix_web::{http::StatusCode, HttpResponse, ResponseError};
 use byre_projections::Rejection;
 
+use crate::app;
 use crate::log::SubmitError;
 
 /// An error answered to an HTTP client.
@@ -49,23 +50,44 @@ impl ApiError {
     }
 }
 
+/// The status of each application error: the one mapping from domain errors to HTTP.
+impl From<app::Error> for ApiError {
+    fn from(e: app::Error) -> Self {
+        match e {
+            app::Error::Invalid(m) => ApiError::BadRequest(m),
+            app::Error::Unauthenticated(m) => ApiError::Unauthorized(m),
+            app::Error::Forbidden(m) => ApiError::Forbidden(m),
+            app::Error::NotFound(m) => ApiError::NotFound(m),
+            app::Error::Conflict(m) => ApiError::Conflict(m),
+            app::Error::TooLarge(m) => ApiError::PayloadTooLarge(m),
+            app::Error::NotImplemented(m) => ApiError::NotImplemented(m),
+            app::Error::Unavailable(m) => ApiError::Unavailable(m),
+            app::Error::Internal(m) => ApiError::Internal(m),
+        }
+    }
+}
+
 impl From<Rejection> for ApiError {
     fn from(r: Rejection) -> Self {
-        match r {
-            Rejection::NotFound(m) => ApiError::NotFound(m),
-            Rejection::Conflict(m) => ApiError::Conflict(m),
-            Rejection::Invalid(m) => ApiError::BadRequest(m),
-            Rejection::Forbidden(m) => ApiError::Forbidden(m),
-        }
+        app::Error::from(r).into()
     }
 }
 
 impl From<SubmitError> for ApiError {
     fn from(e: SubmitError) -> Self {
-        match e {
-            SubmitError::Rejected(r) => r.into(),
-            SubmitError::Unavailable(m) => ApiError::Unavailable(m),
-        }
+        app::Error::from(e).into()
+    }
+}
+
+/// Application errors answered straight from an actix handler or extractor outside this
+/// module (the `Caller` extractor, the CodeBolt socket) get the same status and body.
+impl ResponseError for app::Error {
+    fn status_code(&self) -> StatusCode {
+        ApiError::from(self.clone()).status_code()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        ApiError::from(self.clone()).error_response()
     }
 }
 

@@ -9,10 +9,10 @@ use byre_projections::tasks::TaskStatus;
 use byre_projections::Command;
 use serde::Deserialize;
 
-use super::sessions::worktree_head;
-use super::tasks::task_json;
 use super::{blocking, ApiError, App};
 use crate::api;
+use crate::app::sessions::worktree_head;
+use crate::app::tasks::get_task as task_json;
 use crate::git::GitError;
 use crate::identity::Caller;
 use crate::log::Ack;
@@ -25,7 +25,7 @@ async fn submit_at_head(
     make: impl FnOnce(String) -> Command,
 ) -> Result<Ack, ApiError> {
     let head = worktree_head(app, task_id).await?;
-    app.submit(make(head)).await
+    Ok(app.submit(make(head)).await?)
 }
 
 /// `getUnmerged` — GET /api/tasks/{taskId}/unmerged → 200 `Unmerged`: commits on the task

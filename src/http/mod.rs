@@ -3,70 +3,35 @@
 //! the writer, and answer from the fold; they never open a redb write transaction, write git
 //! or spawn processes. Operations that later issues build answer 501.
 
-use std::sync::Arc;
-
 use actix_web::http::Method;
 use actix_web::{web, HttpResponse};
 
-use crate::config::Config;
-use crate::log::Writer;
-
-pub(crate) mod agent_tools;
+mod agent_tools;
 mod blobs;
 mod error;
 mod events;
 mod finish;
 mod me;
 mod projects;
-pub(crate) mod sessions;
+mod sessions;
 mod snapshots;
 mod status;
 mod table;
-pub(crate) mod tasks;
+mod tasks;
 pub mod ui;
 mod views;
 mod workflows;
 
-pub use agent_tools::MAX_TOOL_ARGS_BYTES;
+pub use crate::app::tools::MAX_TOOL_ARGS_BYTES;
 pub use error::ApiError;
-pub use status::Clients;
 pub use table::json_errors;
 use table::RouteTable;
 
 /// Largest JSON request body, in bytes.
 pub const MAX_JSON_BYTES: usize = 1024 * 1024;
 
-/// What every handler shares.
-pub struct App {
-    /// The single writer (and, through it, the shared projections and the log).
-    pub writer: Writer,
-    /// Configuration.
-    pub config: Arc<Config>,
-    /// When this server started, in microseconds since the epoch.
-    pub started_at_us: i64,
-    /// Open event streams, for `getStatus`.
-    pub clients: Clients,
-    /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
-    pub agents: std::sync::Arc<crate::vendors::runtime::Runtime>,
-    /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
-    pub mcp: Arc<crate::mcp::McpHost>,
-    /// Brings back a task's worktree removed while byre runs, before a view reads it.
-    pub worktrees: crate::reactors::worktrees::Worktrees,
-    /// Turns true when the server shuts down; event streams end then.
-    pub shutdown: tokio::sync::watch::Receiver<bool>,
-}
-
-impl App {
-    /// Submits a command; errors become their HTTP status.
-    /// # Errors
-    /// The rejection's status, or 503 when the writer stopped.
-    pub async fn submit(
-        &self,
-        cmd: byre_projections::Command,
-    ) -> Result<crate::log::Ack, ApiError> {
-        Ok(self.writer.submit(cmd, None).await?)
-    }
-}
+/// What every handler shares: the application layer's context (`web::Data<App>`).
+pub(crate) use crate::app::Ctx as App;
 
 /// Runs blocking work (redb reads, git) off the async workers.
 /// # Errors

@@ -1,58 +1,14 @@
 //! `createSession`, `listSessions`, `getSession`, `sendMessage`, `withdrawMessage`,
-//! `interruptSession`, and `listInbox`, `getInboxItem`.
-
-use std::path::PathBuf;
+//! `interruptSession`, `compactSession`, and `listInbox`, `getInboxItem`, `respondInbox`:
+//! parse, call [`crate::app::sessions`] / [`crate::app::inbox`], answer.
 
 use actix_web::{web, HttpResponse};
 use byre_projections::inbox::InboxState;
-use byre_projections::Command;
 use serde::Deserialize;
 
-use super::{blocking, ApiError, App};
-use crate::api;
+use super::{ApiError, App};
+use crate::app::{inbox, sessions as op};
 use crate::identity::Caller;
-
-/// The worktree's HEAD (an outside fact carried in message commands); empty when unreadable.
-pub(crate) async fn worktree_head(app: &App, task_id: &str) -> Result<String, ApiError> {
-    let worktree = app
-        .writer
-        .read(|s| s.tasks.get(task_id).map(|t| t.worktree_path.clone()))
-        .ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?;
-    blocking(move || Ok(crate::git::worktree_head(&PathBuf::from(worktree)).unwrap_or_default()))
-        .await
-}
-
-fn session_json(app: &App, id: &str) -> Result<api::AgentSession, ApiError> {
-    app.writer
-        .read(|s| s.sessions.get(id).map(api::AgentSession::from))
-        .ok_or_else(|| ApiError::NotFound(format!("no session `{id}`")))
-}
-
-/// Starts a session with its first turn; returns the new session's id.
-pub(crate) async fn start_session(
-    app: &App,
-    caller: &Caller,
-    task_id: &str,
-    model: Option<String>,
-    prompt: String,
-    images: Vec<String>,
-) -> Result<String, ApiError> {
-    let head = worktree_head(app, task_id).await?;
-    let ack = app
-        .submit(Command::CreateSession {
-            actor: caller.login.clone(),
-            task_id: task_id.into(),
-            model,
-            prompt,
-            images,
-            head,
-        })
-        .await?;
-    ack.events
-        .iter()
-        .find_map(|e| e.agent_session_id.clone())
-        .ok_or_else(|| ApiError::internal("session.created missing"))
-}
 
 /// Body of `createSession` (spec `SessionCreate`).
 #[derive(Deserialize)]
@@ -74,8 +30,9 @@ pub async fn create_session(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let b = body.into_inner();
-    let id = start_session(&app, &caller, &task_id, b.model, b.prompt, b.images).await?;
-    Ok(HttpResponse::Created().json(session_json(&app, &id)?))
+    let session =
+        op::create_session(&app, &caller.login, &task_id, b.model, b.prompt, b.images).await?;
+    Ok(HttpResponse::Created().json(session))
 }
 
 /// `listSessions` — GET /api/tasks/{taskId}/sessions → 200 `[AgentSession]`, oldest first
@@ -85,18 +42,7 @@ pub async fn list_sessions(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task_id.into_inner();
-    let list: Option<Vec<api::AgentSession>> = app.writer.read(|s| {
-        s.tasks.get(&task_id)?;
-        Some(
-            s.task_sessions(&task_id)
-                .into_iter()
-                .map(api::AgentSession::from)
-                .collect(),
-        )
-    });
-    Ok(HttpResponse::Ok()
-        .json(list.ok_or_else(|| ApiError::NotFound(format!("no task `{task_id}`")))?))
+    Ok(HttpResponse::Ok().json(op::list_sessions(&app, &task_id)?))
 }
 
 /// `getSession` — GET /api/sessions/{sessionId} → 200 `AgentSession`; 404.
@@ -105,7 +51,7 @@ pub async fn get_session(
     id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(session_json(&app, &id)?))
+    Ok(HttpResponse::Ok().json(op::get_session(&app, &id)?))
 }
 
 /// Body of `sendMessage` (spec `MessageCreate`).
@@ -127,23 +73,14 @@ pub async fn send_message(
     body: web::Json<MessageCreate>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = id.into_inner();
     let b = body.into_inner();
-    let task_id = app
-        .writer
-        .read(|s| s.sessions.get(&id).map(|x| x.task_id.clone()))
-        .ok_or_else(|| ApiError::NotFound(format!("no session `{id}`")))?;
-    let head = worktree_head(&app, &task_id).await?;
-    app.submit(Command::SendMessage {
-        actor: caller.login,
-        session_id: id.clone(),
+    let message = op::Message {
         text: b.text,
         images: b.images,
         model: b.model,
-        head,
-    })
-    .await?;
-    Ok(HttpResponse::Accepted().json(session_json(&app, &id)?))
+    };
+    let session = op::send_message(&app, &caller.login, &id, message).await?;
+    Ok(HttpResponse::Accepted().json(session))
 }
 
 /// `withdrawMessage` — DELETE /api/tasks/{taskId}/queue/{inputId} → 204; 404; 409 once the
@@ -154,12 +91,7 @@ pub async fn withdraw_message(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let (task_id, input_id) = path.into_inner();
-    app.submit(Command::WithdrawMessage {
-        actor: caller.login,
-        task_id,
-        input_id,
-    })
-    .await?;
+    op::withdraw_message(&app, &caller.login, &task_id, input_id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -170,13 +102,8 @@ pub async fn interrupt_session(
     id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = id.into_inner();
-    app.submit(Command::InterruptSession {
-        actor: caller.login,
-        session_id: id.clone(),
-    })
-    .await?;
-    Ok(HttpResponse::Accepted().json(session_json(&app, &id)?))
+    let session = op::interrupt_session(&app, &caller.login, &id).await?;
+    Ok(HttpResponse::Accepted().json(session))
 }
 
 /// Query of `listInbox`.
@@ -195,18 +122,12 @@ pub async fn list_inbox(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let q = query.into_inner();
-    let state = q.state.unwrap_or(InboxState::Open);
-    let mut items: Vec<(u64, api::InboxItem)> = app.writer.read(|s| {
-        s.inbox
-            .values()
-            .filter(|i| i.state == state)
-            .filter(|i| q.project_id.as_deref().is_none_or(|p| i.project_id == p))
-            .filter(|i| q.task_id.as_deref().is_none_or(|t| i.task_id == t))
-            .map(|i| (i.created_seq, api::InboxItem::from(i)))
-            .collect()
-    });
-    items.sort_by_key(|(seq, _)| *seq);
-    Ok(HttpResponse::Ok().json(items.into_iter().map(|(_, i)| i).collect::<Vec<_>>()))
+    let filter = inbox::InboxFilter {
+        project_id: q.project_id,
+        task_id: q.task_id,
+        state: q.state,
+    };
+    Ok(HttpResponse::Ok().json(inbox::list_inbox(&app, &filter)))
 }
 
 /// `getInboxItem` — GET /api/inbox/{itemId} → 200 `InboxItem`; 404.
@@ -215,12 +136,7 @@ pub async fn get_inbox_item(
     id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = id.into_inner();
-    let item = app
-        .writer
-        .read(|s| s.inbox.get(&id).map(api::InboxItem::from))
-        .ok_or_else(|| ApiError::NotFound(format!("no inbox item `{id}`")))?;
-    Ok(HttpResponse::Ok().json(item))
+    Ok(HttpResponse::Ok().json(inbox::get_inbox_item(&app, &id)?))
 }
 
 /// One response of `respondInbox` (spec `InboxResponseCreate`).
@@ -269,26 +185,7 @@ pub async fn respond_inbox(
             attachments: r.attachments,
         })
         .collect();
-    if responses
-        .iter()
-        .any(|r| !r.attachments.iter().all(|a| a.is_object()))
-    {
-        return Err(ApiError::BadRequest(
-            "each attachment must be an object".into(),
-        ));
-    }
-    let ids: Vec<String> = responses.iter().map(|r| r.item_id.clone()).collect();
-    app.submit(Command::RespondInbox {
-        actor: caller.login.clone(),
-        responses,
-    })
-    .await?;
-    let items: Vec<api::InboxItem> = app.writer.read(|s| {
-        ids.iter()
-            .filter_map(|id| s.inbox.get(id).map(api::InboxItem::from))
-            .collect()
-    });
-    Ok(HttpResponse::Ok().json(items))
+    Ok(HttpResponse::Ok().json(inbox::respond_inbox(&app, &caller.login, responses).await?))
 }
 
 /// Body of `compactSession` (spec `CompactCreate`).
@@ -331,17 +228,6 @@ pub async fn compact_session(
             .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?
             .model
     };
-    let task_id = app
-        .writer
-        .read(|s| s.sessions.get(&id).map(|x| x.task_id.clone()))
-        .ok_or_else(|| ApiError::NotFound(format!("no session `{id}`")))?;
-    let head = worktree_head(&app, &task_id).await?;
-    app.submit(Command::CompactSession {
-        actor: caller.login,
-        session_id: id.clone(),
-        model,
-        head,
-    })
-    .await?;
-    Ok(HttpResponse::Accepted().json(session_json(&app, &id)?))
+    let session = op::compact_session(&app, &caller.login, &id, model).await?;
+    Ok(HttpResponse::Accepted().json(session))
 }

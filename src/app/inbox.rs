@@ -1,0 +1,77 @@
+//! The humans' inbox: `listInbox`, `getInboxItem`, `respondInbox`.
+
+use byre_projections::inbox::{InboxState, ResponseInput};
+use byre_projections::Command;
+
+use super::{Ctx, Error};
+use crate::api;
+
+/// Which items `listInbox` lists.
+pub struct InboxFilter {
+    /// Only this project's items.
+    pub project_id: Option<String>,
+    /// Only this task's items.
+    pub task_id: Option<String>,
+    /// Items in this state (default open).
+    pub state: Option<InboxState>,
+}
+
+/// `listInbox`: the items matching `filter`, oldest first.
+pub fn list_inbox(app: &Ctx, filter: &InboxFilter) -> Vec<api::InboxItem> {
+    let state = filter.state.unwrap_or(InboxState::Open);
+    let mut items: Vec<(u64, api::InboxItem)> = app.writer.read(|s| {
+        s.inbox
+            .values()
+            .filter(|i| i.state == state)
+            .filter(|i| {
+                filter
+                    .project_id
+                    .as_deref()
+                    .is_none_or(|p| i.project_id == p)
+            })
+            .filter(|i| filter.task_id.as_deref().is_none_or(|t| i.task_id == t))
+            .map(|i| (i.created_seq, api::InboxItem::from(i)))
+            .collect()
+    });
+    items.sort_by_key(|(seq, _)| *seq);
+    items.into_iter().map(|(_, i)| i).collect()
+}
+
+/// `getInboxItem`.
+/// # Errors
+/// [`Error::NotFound`] for an unknown item.
+pub fn get_inbox_item(app: &Ctx, id: &str) -> Result<api::InboxItem, Error> {
+    app.writer
+        .read(|s| s.inbox.get(id).map(api::InboxItem::from))
+        .ok_or_else(|| Error::NotFound(format!("no inbox item `{id}`")))
+}
+
+/// `respondInbox`: answers items, all or none; returns the answered items in the
+/// submission's order.
+/// # Errors
+/// Invalid: a malformed response (options not among the item's, not exactly one for
+/// pick-one, none for pick-any, unknown images, an item twice, an attachment that is not an
+/// object); not found: an unknown item; conflict: an item that is not open.
+pub async fn respond_inbox(
+    app: &Ctx,
+    actor: &str,
+    responses: Vec<ResponseInput>,
+) -> Result<Vec<api::InboxItem>, Error> {
+    if responses
+        .iter()
+        .any(|r| !r.attachments.iter().all(|a| a.is_object()))
+    {
+        return Err(Error::Invalid("each attachment must be an object".into()));
+    }
+    let ids: Vec<String> = responses.iter().map(|r| r.item_id.clone()).collect();
+    app.submit(Command::RespondInbox {
+        actor: actor.to_owned(),
+        responses,
+    })
+    .await?;
+    Ok(app.writer.read(|s| {
+        ids.iter()
+            .filter_map(|id| s.inbox.get(id).map(api::InboxItem::from))
+            .collect()
+    }))
+}

@@ -1,0 +1,124 @@
+//! The application layer: every operation byre offers, once, for every caller. The HTTP
+//! handlers (`crate::http`), the agents' MCP tool route, the CodeBolt actions
+//! (`crate::codebolt`) and the reactors call these functions; none of them calls another
+//! adapter. An operation takes a [`Ctx`] and typed input, gathers the outside facts it needs
+//! (git, the fold), submits commands to the writer, and answers typed output or an [`Error`]
+//! that says what went wrong in domain terms. Choosing an HTTP status for an [`Error`] is the
+//! HTTP adapter's job (`src/http/error.rs`).
+//!
+//! One module per family of the contract: [`tasks`], [`sessions`], [`tools`] (the agents' byre
+//! tools), [`status`] (the server's open clients).
+
+use std::sync::Arc;
+
+use byre_projections::Rejection;
+
+use crate::config::Config;
+use crate::log::{SubmitError, Writer};
+
+pub mod inbox;
+pub mod sessions;
+pub mod status;
+pub mod tasks;
+pub mod tools;
+
+/// What every operation shares: the writer, configuration, agent runtime and the rest of the
+/// running server's state. One per server; HTTP, MCP and CodeBolt hold the same one.
+pub struct Ctx {
+    /// The single writer (and, through it, the shared projections and the log).
+    pub writer: Writer,
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// When this server started, in microseconds since the epoch.
+    pub started_at_us: i64,
+    /// Open event streams, for `getStatus`.
+    pub clients: status::Clients,
+    /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
+    pub agents: Arc<crate::vendors::runtime::Runtime>,
+    /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
+    pub mcp: Arc<crate::mcp::McpHost>,
+    /// Brings back a task's worktree removed while byre runs, before a view reads it.
+    pub worktrees: crate::reactors::worktrees::Worktrees,
+    /// Turns true when the server shuts down; event streams end then.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Ctx {
+    /// Submits a command to the writer.
+    /// # Errors
+    /// The rejection, or [`Error::Unavailable`] when the writer stopped.
+    pub async fn submit(&self, cmd: byre_projections::Command) -> Result<crate::log::Ack, Error> {
+        Ok(self.writer.submit(cmd, None).await?)
+    }
+}
+
+/// Why an operation failed, in domain terms. Each adapter says it in its own way: HTTP maps
+/// it to a status (`src/http/error.rs`), a tool call or a CodeBolt action to an error text.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The input is malformed or breaks a rule.
+    #[error("{0}")]
+    Invalid(String),
+    /// No valid identity.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The caller may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such entity.
+    #[error("{0}")]
+    NotFound(String),
+    /// Conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// The input is larger than byre accepts.
+    #[error("{0}")]
+    TooLarge(String),
+    /// Built by a later issue.
+    #[error("{0}")]
+    NotImplemented(String),
+    /// The log is not accepting writes (shutting down, or the writer stopped).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else: a bug or an outside failure; the cause is for the log, not the user.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// An internal error with `cause` for the log.
+    pub fn internal(cause: impl std::fmt::Display) -> Error {
+        Error::Internal(cause.to_string())
+    }
+}
+
+impl From<Rejection> for Error {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::NotFound(m) => Error::NotFound(m),
+            Rejection::Conflict(m) => Error::Conflict(m),
+            Rejection::Invalid(m) => Error::Invalid(m),
+            Rejection::Forbidden(m) => Error::Forbidden(m),
+        }
+    }
+}
+
+impl From<SubmitError> for Error {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::Rejected(r) => r.into(),
+            SubmitError::Unavailable(m) => Error::Unavailable(m),
+        }
+    }
+}
+
+/// Runs blocking work (redb reads, git) off the async workers.
+/// # Errors
+/// [`Error::Internal`] when the closure panicked; otherwise the closure's own error.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(Error::internal)?
+}
