@@ -400,17 +400,22 @@ pub enum Command {
         /// Why.
         reason: String,
     },
-    /// The review reactor started a pending review's reviewer session `session_id`. 409 unless
+    /// The review reactor starts a pending review's reviewer session. 409 unless
     /// pending or while another review of the task runs.
     StartReview {
         /// The review.
         review_id: String,
-        /// The reviewer session.
-        session_id: String,
-        /// Its vendor.
-        vendor: String,
-        /// Its model.
+        /// The reviewer's model (its vendor follows from it).
         model: String,
+        /// The reviewer's first (and only) message.
+        instructions: String,
+        /// The snapshot commit it reviews.
+        head: String,
+    },
+    /// The review reactor ends the reviewer session of a review that ended.
+    EndReviewer {
+        /// The review.
+        review_id: String,
     },
     /// A reviewer's `submit_review`. 400 bad arguments; 404 not a reviewer; 409 not running.
     SubmitReview {

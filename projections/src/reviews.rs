@@ -310,15 +310,18 @@ pub(crate) fn skip(
     )])
 }
 
-/// Decides `StartReview`: a pending review gets its reviewer session `session_id`. 409 unless
-/// pending, or while another review of the task runs.
+/// Decides `StartReview`: a pending review gets its reviewer, a new session (role `reviewer`,
+/// on `model`'s vendor) whose first turn is `instructions`; `head` is the snapshot commit it
+/// reviews. 409 unless pending, or while another review of the task runs.
 pub(crate) fn start(
     state: &State,
+    ctx: &DecideCtx,
     review_id: &str,
-    session_id: &str,
-    vendor: &str,
     model: &str,
+    instructions: &str,
+    head: &str,
 ) -> Result<Vec<NewEvent>, Rejection> {
+    use crate::sessions::{Session, SessionCreated, SessionRole, SessionState, Vendor};
     let r = review(state, review_id)?;
     if r.state != ReviewState::Pending {
         return Err(Rejection::Conflict(format!(
@@ -335,17 +338,91 @@ pub(crate) fn start(
             r.task_id
         )));
     }
+    let vendor = Vendor::for_model(model);
+    let id = ctx.id(0);
+    let created = SessionCreated {
+        id: id.clone(),
+        task_id: r.task_id.clone(),
+        vendor,
+        model: model.into(),
+        vendor_session_id: match vendor {
+            Vendor::Claude => ctx.id(1),
+            Vendor::Codex | Vendor::Codebolt => String::new(),
+        },
+        role: SessionRole::Reviewer,
+    };
+    let s = Session {
+        id: id.clone(),
+        task_id: r.task_id.clone(),
+        owner: String::new(),
+        vendor,
+        model: model.into(),
+        vendor_session_id: created.vendor_session_id.clone(),
+        state: SessionState::Idle,
+        role: SessionRole::Reviewer,
+        created_by: "byre".into(),
+        created_at_us: ctx.now_us,
+        subagents: 0,
+        turns: 0,
+        turn_running: false,
+        interrupt_requested: false,
+        completed: false,
+        queue: Vec::new(),
+        last_api_retry: None,
+        compact_to: None,
+        created_seq: 0,
+        turn_input: None,
+        turn_answered: false,
+    };
+    let mut out = vec![crate::sessions::session_event(
+        &s,
+        state,
+        "byre",
+        EventBody::SessionCreated(created),
+    )];
     let mut e = event(
         state,
         r,
         EventBody::ReviewStarted(ReviewStarted {
             review_id: review_id.into(),
-            vendor: vendor.into(),
+            vendor: vendor.as_str().into(),
             model: model.into(),
         }),
     );
-    e.agent_session_id = Some(session_id.into());
-    Ok(vec![e])
+    e.agent_session_id = Some(id);
+    out.push(e);
+    out.extend(crate::sessions::hand_over(
+        state,
+        &s,
+        "byre",
+        state.last_input_id + 1,
+        instructions,
+        &[],
+        head,
+        None,
+    ));
+    Ok(out)
+}
+
+/// Decides `EndReviewer`: the reviewer session of an ended review completes (its process
+/// stops). Nothing when it already did.
+pub(crate) fn end_reviewer(state: &State, review_id: &str) -> Result<Vec<NewEvent>, Rejection> {
+    let r = review(state, review_id)?;
+    let Some(s) = state.sessions.get(&r.agent_session_id) else {
+        return Ok(Vec::new());
+    };
+    if s.completed || matches!(r.state, ReviewState::Pending | ReviewState::Running) {
+        return Ok(Vec::new());
+    }
+    Ok(vec![crate::sessions::session_event(
+        s,
+        state,
+        "byre",
+        EventBody::SessionCompleted(crate::sessions::SessionCompleted {
+            reason: "review_ended".into(),
+            successor_id: String::new(),
+        }),
+    )])
 }
 
 /// Decides `SubmitReview` (the reviewer's `submit_review`): 404 unknown session or not a

@@ -322,10 +322,11 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::SkipReview { review_id, reason } => crate::reviews::skip(state, review_id, reason),
         Command::StartReview {
             review_id,
-            session_id,
-            vendor,
             model,
-        } => crate::reviews::start(state, review_id, session_id, vendor, model),
+            instructions,
+            head,
+        } => crate::reviews::start(state, ctx, review_id, model, instructions, head),
+        Command::EndReviewer { review_id } => crate::reviews::end_reviewer(state, review_id),
         Command::SubmitReview { session_id, result } => {
             crate::reviews::submit(state, session_id, result)
         }

@@ -41,7 +41,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         .unwrap_or_else(|| "nope".into());
     let reviews: Vec<String> = s.reviews.keys().cloned().collect();
     let review = rng.pick(&reviews).cloned().unwrap_or_else(|| "nope".into());
-    match rng.below(26) {
+    match rng.below(30) {
         0 => Command::EnsureUser {
             login,
             display_name: "x".into(),
@@ -213,11 +213,11 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 .values()
                 .find(|r| r.state == ReviewState::Pending && rng.below(4) != 0)
                 .map_or(review, |r| r.id.clone()),
-            session_id: format!("rev-{}", rng.below(5)),
-            vendor: "codex".into(),
-            model: "m".into(),
+            model: ["gpt-5-codex", "sonnet"][rng.below(2)].into(),
+            instructions: "review".into(),
+            head: "h".into(),
         },
-        22 => Command::SubmitReview {
+        22 | 27 => Command::SubmitReview {
             // Mostly a running one's reviewer.
             session_id: s
                 .reviews
@@ -241,6 +241,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                     .collect(),
             },
         },
+        26 => Command::EndReviewer { review_id: review },
         23 => Command::FailReview {
             review_id: review,
             error: "429".into(),
@@ -249,7 +250,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             actor: login,
             review_id: review,
         },
-        25 => Command::SetFindingState {
+        17 | 25 | 28 => Command::SetFindingState {
             actor: login,
             review_id: s
                 .reviews

@@ -143,11 +143,20 @@ fn start_submit_done_then_fixed_reaches_the_agent() {
     let r = w.only_review();
     w.ok(Command::StartReview {
         review_id: r.id.clone(),
-        session_id: "rev".into(),
-        vendor: "codex".into(),
-        model: "gpt-5".into(),
+        model: "gpt-5-codex".into(),
+        instructions: "review".into(),
+        head: "h".into(),
     });
+    let rev = w.only_review().agent_session_id;
     assert_eq!(w.task_state(), TaskState::Reviewing);
+    let reviewer = &w.state.sessions[&rev];
+    assert_eq!(reviewer.role, crate::sessions::SessionRole::Reviewer);
+    assert_eq!(reviewer.vendor, crate::sessions::Vendor::Codex);
+    assert!(w
+        .state
+        .task_sessions(&w.task_id())
+        .iter()
+        .all(|s| s.id != rev));
     let bad = ReviewResult {
         findings: vec![Finding {
             line: 0,
@@ -157,17 +166,22 @@ fn start_submit_done_then_fixed_reaches_the_agent() {
     };
     assert!(matches!(
         w.when(Command::SubmitReview {
-            session_id: "rev".into(),
+            session_id: rev.clone(),
             result: bad
         }),
         Err(Rejection::Invalid(_))
     ));
     w.ok(Command::SubmitReview {
-        session_id: "rev".into(),
+        session_id: rev.clone(),
         result: result(2),
     });
     assert_eq!(w.only_review().state, ReviewState::Done);
     assert_eq!(w.task_state(), TaskState::Idle);
+    let ended = w.ok(Command::EndReviewer {
+        review_id: r.id.clone(),
+    });
+    assert!(kinds(&ended).contains(&"session.completed"));
+    assert!(w.state.sessions[&rev].completed);
     let set = |index, state| Command::SetFindingState {
         actor: "ada".into(),
         review_id: r.id.clone(),
@@ -205,9 +219,9 @@ fn stop_fails_a_running_review_and_refuses_otherwise() {
     assert!(matches!(w.when(stop()), Err(Rejection::Conflict(_))));
     w.ok(Command::StartReview {
         review_id: r.id.clone(),
-        session_id: "rev".into(),
-        vendor: "codex".into(),
-        model: "m".into(),
+        model: "gpt-5-codex".into(),
+        instructions: "review".into(),
+        head: "h".into(),
     });
     w.ok(stop());
     let done = w.only_review();
