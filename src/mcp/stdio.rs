@@ -65,6 +65,32 @@ pub fn tools() -> Vec<Tool> {
                 "required": ["port", "name"]
             })),
         ),
+        Tool::new(
+            "submit_review",
+            "Reviewers only: report your review of the step, once, then end your turn. `summary` is Markdown; each finding names a repository path and a line of the snapshot you read.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "summary": {"type": "string", "description": "Markdown: what the step does and your verdict."},
+                    "findings": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "severity": {"type": "string", "enum": byre_projections::reviews::SEVERITIES},
+                                "category": {"type": "string", "description": "e.g. correctness, security, tests, clarity"},
+                                "title": {"type": "string"},
+                                "detail": {"type": "string", "description": "Markdown"},
+                                "path": {"type": "string", "description": "Relative to the repository root."},
+                                "line": {"type": "integer", "minimum": 1}
+                            },
+                            "required": ["severity", "category", "title", "detail", "path", "line"]
+                        }
+                    }
+                },
+                "required": ["summary", "findings"]
+            })),
+        ),
     ]
 }
 
