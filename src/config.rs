@@ -94,7 +94,7 @@ impl Default for ReviewConfig {
 /// The Claude Code reviewer's default model.
 pub const DEFAULT_CLAUDE_REVIEWER: &str = "sonnet";
 /// The Codex reviewer's default model.
-pub const DEFAULT_CODEX_REVIEWER: &str = "gpt-5-codex";
+pub const DEFAULT_CODEX_REVIEWER: &str = "gpt-5.5";
 
 impl Config {
     /// A config with defaults for `data_dir` and `auth`.

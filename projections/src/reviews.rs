@@ -497,7 +497,7 @@ pub(crate) fn stop(
 
 /// Decides `SetFindingState`: 404 unknown review; 400 a review not done or an index out of
 /// range. `fixed` also sends the finding to the task's live agent as `actor`'s message (queued
-/// if a turn runs); 409 when the task has no live agent.
+/// if a turn runs); 400 when the task has no live agent.
 pub(crate) fn set_finding_state(
     state: &State,
     actor: &str,
@@ -540,7 +540,7 @@ pub(crate) fn set_finding_state(
             })
             .max_by_key(|s| s.created_seq)
             .ok_or_else(|| {
-                Rejection::Conflict(format!("task `{}` has no live agent to fix it", r.task_id))
+                Rejection::Invalid(format!("task `{}` has no live agent to fix it", r.task_id))
             })?;
         let text = format!(
             "Please fix this review finding ({}, {}): {}\n\n{}\n\nAt {}:{}",

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
 pub mod inbox;
+pub mod reviews;
 pub mod sessions;
 pub mod status;
 pub mod tasks;

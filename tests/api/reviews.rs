@@ -1,0 +1,195 @@
+//! Reviews with the real CLIs against the fake model APIs: a Claude Code task's turn that
+//! changes a file is reviewed by a real Codex reviewer whose script calls `submit_review`
+//! (`fixtures/fake-model/codex_r_review.json`); a turn that changes nothing is skipped with no
+//! reviewer; `setFindingState` `fixed` reaches the task's agent.
+
+use std::time::Duration;
+
+use byre_fake_models::{FakeAnthropic, FakeOpenAi};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+use crate::helpers::{local_ada, until_kind, Api, Sse, TestServer};
+
+const WAIT: Duration = Duration::from_secs(180);
+
+struct Bench {
+    _server: TestServer,
+    claude: FakeAnthropic,
+    codex: FakeOpenAi,
+    api: Api,
+    project_id: String,
+    sse: Sse,
+    _repo: TempDir,
+}
+
+async fn bench(claude_script: &str, codex_script: &str) -> Bench {
+    let claude = FakeAnthropic::fixture(claude_script)
+        .await
+        .expect("fake API");
+    let codex = FakeOpenAi::fixture(codex_script).await.expect("fake API");
+    let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install Claude Code");
+    let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
+        .await
+        .expect("install Codex");
+    let env = vec![
+        ("ANTHROPIC_BASE_URL".to_owned(), claude.url.clone()),
+        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+        ("OPENAI_BASE_URL".into(), codex.base_url()),
+        ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
+        ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
+        ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
+    ];
+    // Not under /tmp: there Codex will not create its helper binaries.
+    let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
+    let server = TestServer::spawn_configured(data, local_ada(), move |c| {
+        c.claude_bin = Some(claude_bin);
+        c.codex_bin = Some(codex_bin);
+        c.agent_env = env;
+        c.reviews.enabled = true;
+        c.reviews.codex_model = "gpt-5.5".into();
+    })
+    .await;
+    let api = server.api();
+    let (repo, project_id) = api.basic_project().await;
+    let sse = api.events(&[], None).await;
+    Bench {
+        _server: server,
+        claude,
+        codex,
+        api,
+        project_id,
+        sse,
+        _repo: repo,
+    }
+}
+
+impl Bench {
+    async fn task(&self, prompt: &str) -> String {
+        let task = self
+            .api
+            .create_task_with(
+                &self.project_id,
+                json!({"title": "agent task", "prompt": prompt}),
+            )
+            .await;
+        task["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn reviews(&self, task_id: &str) -> Vec<Value> {
+        let got = self.api.call("listReviews", &[task_id], &[], None).await;
+        assert_eq!(got.status, 200, "{:?}", got.body);
+        got.body.as_array().unwrap().clone()
+    }
+
+    /// The task's `task.state` values on the stream until one of `kinds` ends it.
+    async fn states_until(&mut self, task_id: &str, kind: &str) -> Vec<String> {
+        let events = until_kind(&mut self.sse, kind, WAIT).await;
+        events
+            .iter()
+            .filter(|e| e.data["kind"] == "task.state" && e.data["task_id"] == task_id)
+            .map(|e| e.data["payload"]["state"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_turn_that_writes_a_file_is_reviewed_by_codex_and_a_fixed_finding_reaches_the_agent(
+) {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    let task_id = b.task("Please create hello.txt").await;
+    let mut states = b.states_until(&task_id, "review.done").await;
+    states.extend(b.states_until(&task_id, "task.state").await);
+    assert_eq!(
+        states,
+        ["running", "idle", "review_pending", "reviewing", "idle"],
+        "the task's states"
+    );
+    let reviews = b.reviews(&task_id).await;
+    assert_eq!(reviews.len(), 1, "{reviews:?}");
+    let r = &reviews[0];
+    assert_eq!(r["state"], "done", "{r:?}");
+    assert_eq!(r["vendor"], "codex");
+    assert_eq!(r["snapshot_n"], 1);
+    let findings = r["result"]["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 2);
+    assert_eq!(findings[0]["title"], "No trailing period");
+    assert_eq!(findings[1]["severity"], "nit");
+    let sessions = b.api.call("listSessions", &[&task_id], &[], None).await;
+    assert_eq!(
+        sessions.body.as_array().unwrap().len(),
+        1,
+        "the reviewer is not among the task's sessions"
+    );
+    let codex_asked = b.codex.responses_requests();
+    assert!(!codex_asked.is_empty(), "the Codex reviewer ran");
+    let claude_before = b.claude.messages_requests().len();
+
+    // Bad index → 400; unknown review → 404.
+    let id = r["id"].as_str().unwrap();
+    let bad = b
+        .api
+        .call(
+            "setFindingState",
+            &[id, "2"],
+            &[],
+            Some(json!({"state": "fixed"})),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{:?}", bad.body);
+    let none = b
+        .api
+        .call(
+            "setFindingState",
+            &["nope", "0"],
+            &[],
+            Some(json!({"state": "fixed"})),
+        )
+        .await;
+    assert_eq!(none.status, 404);
+    let set = b
+        .api
+        .call(
+            "setFindingState",
+            &[id, "0"],
+            &[],
+            Some(json!({"state": "fixed"})),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{:?}", set.body);
+    assert_eq!(set.body["finding_states"]["0"], "fixed");
+    until_kind(&mut b.sse, "turn.ended", WAIT).await;
+    let asked = b.claude.messages_requests();
+    assert!(asked.len() > claude_before, "the agent got a next message");
+    let later: Vec<String> = asked[claude_before..]
+        .iter()
+        .map(|r| serde_json::to_string(&r.body).unwrap())
+        .collect();
+    assert!(
+        later
+            .iter()
+            .any(|b| b.contains("No trailing period") && b.contains("hello.txt:1")),
+        "the finding is the agent's next message: {later:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_changes_no_files_is_skipped_with_no_reviewer() {
+    let mut b = bench("a_text", "codex_r_review").await;
+    let task_id = b.task("Say hello, please").await;
+    let states = b.states_until(&task_id, "review.skipped").await;
+    assert!(states.contains(&"review_pending".to_owned()), "{states:?}");
+    let reviews = b.reviews(&task_id).await;
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0]["state"], "skipped");
+    assert_eq!(reviews[0]["agent_session_id"], "");
+    let states = b.states_until(&task_id, "task.state").await;
+    assert_eq!(states, ["idle"]);
+    assert!(
+        b.codex.responses_requests().is_empty(),
+        "no reviewer process asked its model anything"
+    );
+}
