@@ -69,12 +69,13 @@ async fn bench(claude_script: &str, codex_script: &str) -> Bench {
 
 impl Bench {
     async fn task(&self, prompt: &str) -> String {
+        self.titled("agent task", prompt).await
+    }
+
+    async fn titled(&self, title: &str, prompt: &str) -> String {
         let task = self
             .api
-            .create_task_with(
-                &self.project_id,
-                json!({"title": "agent task", "prompt": prompt}),
-            )
+            .create_task_with(&self.project_id, json!({"title": title, "prompt": prompt}))
             .await;
         task["id"].as_str().unwrap().to_owned()
     }
@@ -192,4 +193,116 @@ async fn a_turn_that_changes_no_files_is_skipped_with_no_reviewer() {
         b.codex.responses_requests().is_empty(),
         "no reviewer process asked its model anything"
     );
+}
+
+/// Every Claude request asked only for the task's first turn: nothing of a review reached
+/// the task's agent.
+fn agent_got_nothing_more(claude: &FakeAnthropic) {
+    for r in claude.messages_requests() {
+        let messages = serde_json::to_string(&r.body.as_ref().unwrap()["messages"]).unwrap();
+        for word in [
+            "You are reviewing",
+            "review finding",
+            "reviewer",
+            "429",
+            "submit_review",
+        ] {
+            assert!(
+                !messages.contains(word),
+                "the task's agent was sent something of the review ({word}): {messages}"
+            );
+        }
+    }
+}
+
+async fn failed_review(b: &mut Bench, task_id: &str) -> Value {
+    until_kind(&mut b.sse, "review.failed", WAIT).await;
+    let reviews = b.reviews(task_id).await;
+    assert_eq!(reviews.len(), 1, "{reviews:?}");
+    assert_eq!(reviews[0]["state"], "failed", "{reviews:?}");
+    assert!(reviews[0].get("result").is_none(), "no findings");
+    reviews[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_that_gets_429_fails_and_the_agent_gets_nothing() {
+    let mut b = bench("b_write_file", "codex_k_429").await;
+    let task_id = b.task("Please create hello.txt").await;
+    let r = failed_review(&mut b, &task_id).await;
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("429"), "{error}");
+    agent_got_nothing_more(&b.claude);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_that_ends_without_submit_review_fails() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    let task_id = b.titled("silent review", "Please create hello.txt").await;
+    let r = failed_review(&mut b, &task_id).await;
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("without calling submit_review"),
+        "{r:?}"
+    );
+    agent_got_nothing_more(&b.claude);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_review_ends_the_reviewer_and_fails_the_review() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    let task_id = b.titled("slow review", "Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.started", WAIT).await;
+    let running = b.reviews(&task_id).await;
+    assert_eq!(running[0]["state"], "running");
+    let id = running[0]["id"].as_str().unwrap().to_owned();
+    let reviewer = running[0]["agent_session_id"].as_str().unwrap().to_owned();
+    let stopped = b.api.call("stopReview", &[&id], &[], None).await;
+    assert_eq!(stopped.status, 200, "{:?}", stopped.body);
+    assert_eq!(stopped.body["state"], "failed");
+    assert!(stopped.body["error"].as_str().unwrap().contains("stopped"));
+    let again = b.api.call("stopReview", &[&id], &[], None).await;
+    assert_eq!(again.status, 409);
+    let none = b.api.call("stopReview", &["nope"], &[], None).await;
+    assert_eq!(none.status, 404);
+    until_kind(&mut b.sse, "session.completed", WAIT).await;
+    let s = b.api.call("getSession", &[&reviewer], &[], None).await;
+    assert_eq!(s.body["state"], "completed", "{:?}", s.body);
+    agent_got_nothing_more(&b.claude);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_that_writes_leaves_the_task_worktree_and_branch_alone() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    let task_id = b.titled("writer review", "Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.done", WAIT).await;
+    let reviews = b.reviews(&task_id).await;
+    assert_eq!(reviews[0]["state"], "done", "{reviews:?}");
+    let task = b.api.call("getTask", &[&task_id], &[], None).await.body;
+    let worktree = std::path::PathBuf::from(task["worktree_path"].as_str().unwrap());
+    assert!(!worktree.join("reviewer.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("hello.txt")).unwrap(),
+        "hello from the fake model\n"
+    );
+    let snaps = b
+        .api
+        .call("listSnapshots", &[&task_id], &[], None)
+        .await
+        .body;
+    let repo = git2::Repository::open(&worktree).unwrap();
+    let tip = repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    assert_eq!(
+        tip, snaps[0]["commit_sha"],
+        "the branch is where the snapshot left it"
+    );
+    let statuses = repo.statuses(None).unwrap();
+    assert_eq!(statuses.len(), 0, "nothing changed in the worktree");
 }
