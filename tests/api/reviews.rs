@@ -51,6 +51,7 @@ async fn bench(claude_script: &str, codex_script: &str) -> Bench {
         c.agent_env = env;
         c.reviews.enabled = true;
         c.reviews.codex_model = "gpt-5.5".into();
+        c.reviews.claude_model = "sonnet".into();
     })
     .await;
     let api = server.api();
@@ -305,4 +306,31 @@ async fn a_reviewer_that_writes_leaves_the_task_worktree_and_branch_alone() {
     );
     let statuses = repo.statuses(None).unwrap();
     assert_eq!(statuses.len(), 0, "nothing changed in the worktree");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_turn_that_writes_a_file_is_reviewed_by_claude_code() {
+    let mut b = bench("r_review", "codex_b_shell").await;
+    let task = b
+        .api
+        .create_task_with(
+            &b.project_id,
+            json!({"title": "shell task", "prompt": "Please create the file", "model": "gpt-5.5"}),
+        )
+        .await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let mut states = b.states_until(&task_id, "review.done").await;
+    states.extend(b.states_until(&task_id, "task.state").await);
+    assert_eq!(
+        states,
+        ["running", "idle", "review_pending", "reviewing", "idle"],
+        "the task's states"
+    );
+    let reviews = b.reviews(&task_id).await;
+    assert_eq!(reviews.len(), 1, "{reviews:?}");
+    assert_eq!(reviews[0]["state"], "done", "{reviews:?}");
+    assert_eq!(reviews[0]["vendor"], "claude");
+    let findings = reviews[0]["result"]["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 2);
+    assert_eq!(findings[0]["severity"], "major");
 }
