@@ -334,3 +334,77 @@ async fn a_codex_turn_that_writes_a_file_is_reviewed_by_claude_code() {
     assert_eq!(findings.len(), 2);
     assert_eq!(findings[0]["severity"], "major");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_running_when_byre_is_killed_is_failed_at_start_up() {
+    let claude = FakeAnthropic::fixture("b_write_file")
+        .await
+        .expect("fake API");
+    let codex = FakeOpenAi::fixture("codex_r_review")
+        .await
+        .expect("fake API");
+    let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install Claude Code");
+    let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
+        .await
+        .expect("install Codex");
+    let env: Vec<(String, String)> = vec![
+        (
+            "BYRE_CLAUDE_BIN".into(),
+            claude_bin.to_string_lossy().into(),
+        ),
+        ("BYRE_CODEX_BIN".into(), codex_bin.to_string_lossy().into()),
+        ("ANTHROPIC_BASE_URL".into(), claude.url.clone()),
+        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+        ("OPENAI_BASE_URL".into(), codex.base_url()),
+        ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
+        ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
+        ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
+        ("BYRE_REVIEWS".into(), "true".into()),
+        ("BYRE_REVIEW_MODEL_CODEX".into(), "gpt-5.5".into()),
+    ];
+    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
+    let server = crate::process::ServeProcess::start_with_env(data.path(), &env_refs);
+    let api = Api::for_url(&server.url);
+    let (_repo, pid) = api.basic_project().await;
+    let mut sse = api.events(&[], None).await;
+    let task = api
+        .create_task_with(
+            &pid,
+            json!({"title": "slow review", "prompt": "Please create hello.txt"}),
+        )
+        .await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    until_kind(&mut sse, "review.started", WAIT).await;
+    let reviews = api.call("listReviews", &[&task_id], &[], None).await.body;
+    let review_id = reviews[0]["id"].as_str().unwrap().to_owned();
+    assert!(data.path().join("reviews").join(&review_id).is_dir());
+    drop(sse);
+    server.kill_9();
+
+    let server = crate::process::ServeProcess::start_with_env(data.path(), &env_refs);
+    let api = Api::for_url(&server.url);
+    let mut sse = api.events(&[("task_id", &task_id)], None).await;
+    until_kind(&mut sse, "session.completed", WAIT).await;
+    let reviews = api.call("listReviews", &[&task_id], &[], None).await.body;
+    assert_eq!(reviews[0]["state"], "failed", "{reviews:?}");
+    assert!(
+        reviews[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("byre stopped"),
+        "{reviews:?}"
+    );
+    assert!(
+        !data.path().join("reviews").join(&review_id).exists(),
+        "the reviewer's copy is removed"
+    );
+    for r in claude.messages_requests() {
+        let messages = serde_json::to_string(&r.body.as_ref().unwrap()["messages"]).unwrap();
+        assert!(!messages.contains("You are reviewing") && !messages.contains("byre stopped"));
+    }
+    server.terminate();
+}
