@@ -412,6 +412,16 @@ pub enum Command {
         /// The snapshot commit it reviews.
         head: String,
     },
+    /// `cancelMergeAfterReview` (`reason` `None`), or the review reactor dropping a merge it
+    /// could not make (`reason` says why). 404 unknown task or no merge waiting.
+    CancelMergeAfterReview {
+        /// The caller (`byre` for the reactor).
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// Why, when not a caller's withdrawal.
+        reason: Option<String>,
+    },
     /// The review reactor ends the reviewer session of a review that ended.
     EndReviewer {
         /// The review.

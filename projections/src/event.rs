@@ -263,6 +263,10 @@ event_kinds! {
     ReviewFailed = "review.failed" (crate::reviews::ReviewFailed),
     /// A human marked a finding of a done review fixed or ignored.
     FindingStateSet = "review.finding_state_set" (crate::reviews::FindingStateSet),
+    /// `mergeTask` with `after_review`: a merge waits for the running review.
+    MergeAfterReviewSet = "task.merge_after_review_set" (crate::reviews::after::MergeAfterReviewSet),
+    /// A merge that waited for a review will not be made (withdrawn, findings, …).
+    MergeAfterReviewDropped = "task.merge_after_review_dropped" (crate::reviews::after::MergeAfterReviewDropped),
 }
 
 /// `user.created` payload.

@@ -442,14 +442,16 @@ pub(crate) fn submit(
         )));
     }
     result.check().map_err(Rejection::Invalid)?;
-    Ok(vec![event(
+    let mut out = vec![event(
         state,
         r,
         EventBody::ReviewDone(ReviewDone {
             review_id: r.id.clone(),
             result: result.clone(),
         }),
-    )])
+    )];
+    out.extend(after::on_review_end(state, r, Some(result.findings.len())));
+    Ok(out)
 }
 
 /// Decides `FailReview`: a pending or running review failed. Nothing once it ended (a repeat,
@@ -463,14 +465,16 @@ pub(crate) fn fail(
     if !matches!(r.state, ReviewState::Pending | ReviewState::Running) {
         return Ok(Vec::new());
     }
-    Ok(vec![event(
+    let mut out = vec![event(
         state,
         r,
         EventBody::ReviewFailed(ReviewFailed {
             review_id: review_id.into(),
             error: error.into(),
         }),
-    )])
+    )];
+    out.extend(after::on_review_end(state, r, None));
+    Ok(out)
 }
 
 /// Decides `StopReview`: 404 unknown; 409 unless running.
@@ -485,14 +489,16 @@ pub(crate) fn stop(
             "review `{review_id}` is not running"
         )));
     }
-    Ok(vec![event(
+    let mut out = vec![event(
         state,
         r,
         EventBody::ReviewFailed(ReviewFailed {
             review_id: review_id.into(),
             error: format!("stopped by {actor}"),
         }),
-    )])
+    )];
+    out.extend(after::on_review_end(state, r, None));
+    Ok(out)
 }
 
 /// Decides `SetFindingState`: 404 unknown review; 400 a review not done or an index out of
@@ -639,6 +645,8 @@ pub(crate) fn task_review_state(state: &State, task_id: &str) -> Option<crate::t
     }
     pending.then_some(crate::tasks::TaskState::ReviewPending)
 }
+
+pub mod after;
 
 #[cfg(test)]
 mod tests;

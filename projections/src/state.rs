@@ -56,6 +56,9 @@ pub struct State {
     /// Reviews by id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub reviews: BTreeMap<String, crate::reviews::Review>,
+    /// Merges waiting for a review, by task id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub after_review: BTreeMap<String, crate::reviews::after::PendingMerge>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -81,6 +84,7 @@ impl State {
         crate::tools::apply(self, e);
         crate::snapshots::apply(self, e);
         crate::reviews::apply(self, e);
+        crate::reviews::after::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -327,6 +331,11 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             head,
         } => crate::reviews::start(state, ctx, review_id, model, instructions, head),
         Command::EndReviewer { review_id } => crate::reviews::end_reviewer(state, review_id),
+        Command::CancelMergeAfterReview {
+            actor,
+            task_id,
+            reason,
+        } => crate::reviews::after::cancel(state, actor, task_id, reason.as_deref()),
         Command::SubmitReview { session_id, result } => {
             crate::reviews::submit(state, session_id, result)
         }

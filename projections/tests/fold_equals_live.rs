@@ -41,7 +41,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         .unwrap_or_else(|| "nope".into());
     let reviews: Vec<String> = s.reviews.keys().cloned().collect();
     let review = rng.pick(&reviews).cloned().unwrap_or_else(|| "nope".into());
-    match rng.below(30) {
+    match rng.below(32) {
         0 => Command::EnsureUser {
             login,
             display_name: "x".into(),
@@ -242,6 +242,19 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             },
         },
         26 => Command::EndReviewer { review_id: review },
+        29 => Command::MergeTask {
+            actor: login,
+            task_id: task,
+            merge_title: Some("Merge it".into()),
+            target_parent: false,
+            after_review: true,
+            head: "h".into(),
+        },
+        30 => Command::CancelMergeAfterReview {
+            actor: login,
+            task_id: task,
+            reason: None,
+        },
         23 => Command::FailReview {
             review_id: review,
             error: "429".into(),

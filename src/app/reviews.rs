@@ -73,3 +73,20 @@ pub async fn stop_review(app: &Ctx, actor: &str, review_id: &str) -> Result<api:
     .await?;
     get_review(app, review_id)
 }
+
+/// `cancelMergeAfterReview`: withdraws a merge waiting for its review; nothing is merged.
+/// # Errors
+/// Not found: unknown task, or no merge waits.
+pub async fn cancel_merge_after_review(
+    app: &Ctx,
+    actor: &str,
+    task_id: &str,
+) -> Result<api::Task, Error> {
+    app.submit(Command::CancelMergeAfterReview {
+        actor: actor.into(),
+        task_id: task_id.into(),
+        reason: None,
+    })
+    .await?;
+    super::tasks::get_task(app, task_id)
+}

@@ -227,7 +227,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/tasks/{taskId}/merge-after-review",
             Method::DELETE,
-            not_implemented("cancelMergeAfterReview", LATER),
+            web::to(reviews::cancel_merge_after_review),
         )
         .route(
             "/api/tasks/{taskId}/merge-in",

@@ -55,3 +55,16 @@ pub async fn stop_review(
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(op::stop_review(&app, &caller.login, &review_id).await?))
 }
+
+/// `cancelMergeAfterReview` — DELETE /api/tasks/{taskId}/merge-after-review → 200 `Task`; 404 unknown task
+/// or no merge waiting.
+pub async fn cancel_merge_after_review(
+    caller: Caller,
+    task_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(
+        HttpResponse::Ok()
+            .json(op::cancel_merge_after_review(&app, &caller.login, &task_id).await?),
+    )
+}

@@ -139,6 +139,9 @@ impl Reactor {
                 let v: serde_json::Value = serde_json::from_str(&rec.json).unwrap_or_default();
                 if let Some(id) = v["payload"]["review_id"].as_str() {
                     self.end(id).await;
+                    if rec.kind == "review.done" {
+                        self.merge_after(id).await;
+                    }
                 }
                 self.schedule().await;
             }
@@ -166,6 +169,45 @@ impl Reactor {
                 self.submit(Command::FailReview { review_id, error }).await;
             }
             _ => {}
+        }
+    }
+
+    /// Makes the merge that waited for review `review_id` (its decide left it waiting only
+    /// when the review was clean, on the latest snapshot, with no turn running), as its caller;
+    /// a refused merge is dropped with the refusal as its note.
+    async fn merge_after(&mut self, review_id: &str) {
+        let pending = self.writer.read(|s| {
+            s.after_review
+                .iter()
+                .find(|(_, p)| p.review_id == review_id)
+                .and_then(|(task_id, p)| {
+                    let t = s.tasks.get(task_id)?;
+                    Some((task_id.clone(), p.clone(), t.worktree_path.clone()))
+                })
+        });
+        let Some((task_id, p, worktree)) = pending else {
+            return;
+        };
+        let head = tokio::task::spawn_blocking(move || {
+            crate::git::worktree_head(Path::new(&worktree)).unwrap_or_default()
+        })
+        .await
+        .unwrap_or_default();
+        let cmd = Command::MergeTask {
+            actor: p.by.clone(),
+            task_id: task_id.clone(),
+            merge_title: Some(p.merge_title.clone()),
+            target_parent: false,
+            after_review: false,
+            head,
+        };
+        if let Err(e) = self.writer.submit(cmd, None).await {
+            self.submit(Command::CancelMergeAfterReview {
+                actor: "byre".into(),
+                task_id,
+                reason: Some(format!("The merge after review was dropped: {e}.")),
+            })
+            .await;
         }
     }
 

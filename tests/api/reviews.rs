@@ -408,3 +408,57 @@ async fn a_review_running_when_byre_is_killed_is_failed_at_start_up() {
     }
     server.terminate();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_after_review_is_dropped_after_a_review_with_findings() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    let merge = json!({"merge_title": "Add hello", "after_review": true});
+
+    // Findings: the waiting merge is dropped with a note.
+    let task_id = b.task("Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.started", WAIT).await;
+    let r = b
+        .api
+        .call("mergeTask", &[&task_id], &[], Some(merge.clone()))
+        .await;
+    if r.status == 202 {
+        assert_eq!(r.body["merge_after_review"], true, "{:?}", r.body);
+        let events = until_kind(&mut b.sse, "task.merge_after_review_dropped", WAIT).await;
+        let note = &events.last().unwrap().data["payload"]["reason"];
+        assert!(note.as_str().unwrap().contains("2 findings"), "{note}");
+        let t = b.api.call("getTask", &[&task_id], &[], None).await.body;
+        assert_eq!(t["merge_after_review"], false);
+        assert_eq!(t["merging"], false, "nothing was merged");
+    } else {
+        // The fast reviewer finished before the request: then it is refused.
+        assert_eq!(r.status, 409, "{:?}", r.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_merge_after_review_withdraws_a_waiting_merge() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    let merge = json!({"merge_title": "Add hello", "after_review": true});
+    // A slow review: the merge waits, and cancelMergeAfterReview withdraws it.
+    let slow = b.titled("slow review", "Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.started", WAIT).await;
+    let r = b
+        .api
+        .call("mergeTask", &[&slow], &[], Some(merge.clone()))
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(r.body["merge_after_review"], true);
+    let again = b.api.call("mergeTask", &[&slow], &[], Some(merge)).await;
+    assert_eq!(again.status, 409, "already waiting");
+    let c = b
+        .api
+        .call("cancelMergeAfterReview", &[&slow], &[], None)
+        .await;
+    assert_eq!(c.status, 200, "{:?}", c.body);
+    assert_eq!(c.body["merge_after_review"], false);
+    let c = b
+        .api
+        .call("cancelMergeAfterReview", &[&slow], &[], None)
+        .await;
+    assert_eq!(c.status, 404);
+}

@@ -241,3 +241,82 @@ fn stop_fails_a_running_review_and_refuses_otherwise() {
         Err(Rejection::NotFound(_))
     ));
 }
+
+#[test]
+fn a_merge_after_review_waits_for_the_running_review_and_is_dropped_on_findings() {
+    let (mut w, _, seq) = World::reviewed_task();
+    let task_id = w.task_id();
+    let merge = |w: &mut World| {
+        w.when(Command::MergeTask {
+            actor: "ada".into(),
+            task_id: w.task_id(),
+            merge_title: Some("Add hello".into()),
+            target_parent: false,
+            after_review: true,
+            head: "h".into(),
+        })
+    };
+    assert!(
+        matches!(merge(&mut w), Err(Rejection::Conflict(_))),
+        "no review runs"
+    );
+    w.snap(seq, 1);
+    let r = w.only_review();
+    w.ok(Command::StartReview {
+        review_id: r.id.clone(),
+        model: "gpt-5.5".into(),
+        instructions: "review".into(),
+        head: "h".into(),
+    });
+    let rev = w.only_review().agent_session_id;
+    merge(&mut w).unwrap();
+    assert!(w.state.tasks[&task_id].merge_after_review);
+    assert!(
+        matches!(merge(&mut w), Err(Rejection::Conflict(_))),
+        "already waiting"
+    );
+    let done = w.ok(Command::SubmitReview {
+        session_id: rev,
+        result: result(1),
+    });
+    assert!(kinds(&done).contains(&"task.merge_after_review_dropped"));
+    assert!(!w.state.tasks[&task_id].merge_after_review);
+    assert!(w.state.after_review.is_empty());
+}
+
+#[test]
+fn a_clean_review_leaves_the_merge_waiting_and_cancel_withdraws_it() {
+    let (mut w, _, seq) = World::reviewed_task();
+    let task_id = w.task_id();
+    w.snap(seq, 1);
+    let r = w.only_review();
+    w.ok(Command::StartReview {
+        review_id: r.id.clone(),
+        model: "gpt-5.5".into(),
+        instructions: "review".into(),
+        head: "h".into(),
+    });
+    let rev = w.only_review().agent_session_id;
+    w.ok(Command::MergeTask {
+        actor: "ada".into(),
+        task_id: task_id.clone(),
+        merge_title: Some("Add hello".into()),
+        target_parent: false,
+        after_review: true,
+        head: "h".into(),
+    });
+    let done = w.ok(Command::SubmitReview {
+        session_id: rev,
+        result: result(0),
+    });
+    assert!(!kinds(&done).contains(&"task.merge_after_review_dropped"));
+    assert_eq!(w.state.after_review[&task_id].by, "ada");
+    let cancel = || Command::CancelMergeAfterReview {
+        actor: "ada".into(),
+        task_id: task_id.clone(),
+        reason: None,
+    };
+    w.ok(cancel());
+    assert!(!w.state.tasks[&task_id].merge_after_review);
+    assert!(matches!(w.when(cancel()), Err(Rejection::NotFound(_))));
+}
