@@ -316,6 +316,15 @@ function fold(ev) {
       }
       break;
     }
+    case "inbox.closed": {
+      // The item's task closed while it was open: byre dismissed it (schema/events.md).
+      const item = state.inbox.get(p.id);
+      if (item) {
+        state.inbox.set(item.id, { ...item, state: "dismissed", resolved_by: ev.actor, resolved_at: ev.created_at });
+        state.inboxVersion++;
+      }
+      break;
+    }
     default:
       break;
   }

@@ -176,6 +176,8 @@ export function Item({ item, taskId }) {
     }
     case "inbox.superseded":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>a question was superseded by a newer one</div>`;
+    case "inbox.closed":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>an open inbox item closed with its task</div>`;
     case "agent.api_retry":
       return html`<div class="item note warn" data-testid="item-api-retry" data-seq=${ev.seq}>API retry ${p.attempt}/${p.max_retries}${p.error_status ? ` after HTTP ${p.error_status}` : ""} (${p.error})</div>`;
     case "session.created":
