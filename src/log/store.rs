@@ -419,12 +419,8 @@ impl Store {
                 break;
             }
             let (key, _) = entry.map_err(StoreError::from)?;
-            let seq = key.value().1;
-            if let Some(bytes) = events.get(seq).map_err(StoreError::from)? {
-                out.push(Arc::new(Record::from_stored(&StoredEvent::decode(
-                    seq,
-                    bytes.value(),
-                )?)));
+            if let Some(record) = record_at(&events, key.value().1)? {
+                out.push(record);
             }
         }
         Ok(out)
@@ -456,12 +452,8 @@ impl Store {
                 break;
             }
             let (key, _) = entry.map_err(StoreError::from)?;
-            let seq = key.value().1;
-            if let Some(bytes) = events.get(seq).map_err(StoreError::from)? {
-                out.push(Arc::new(Record::from_stored(&StoredEvent::decode(
-                    seq,
-                    bytes.value(),
-                )?)));
+            if let Some(record) = record_at(&events, key.value().1)? {
+                out.push(record);
             }
         }
         out.reverse();
@@ -656,5 +648,20 @@ impl<'a> StoredEventRef<'a> {
             actor: self.actor.to_owned(),
             body,
         })
+    }
+}
+
+/// The record at `seq` of the events table, `None` when there is none: one task-index entry
+/// read back for [`Store::task_records`] and [`Store::task_records_before`].
+fn record_at(
+    events: &redb::ReadOnlyTable<u64, &[u8]>,
+    seq: u64,
+) -> Result<Option<Arc<Record>>, OpenError> {
+    match events.get(seq).map_err(StoreError::from)? {
+        Some(bytes) => Ok(Some(Arc::new(Record::from_stored(&StoredEvent::decode(
+            seq,
+            bytes.value(),
+        )?)))),
+        None => Ok(None),
     }
 }
