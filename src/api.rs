@@ -428,3 +428,57 @@ impl From<&p::snapshots::Snapshot> for Snapshot {
         }
     }
 }
+
+/// Spec `Review`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Review {
+    /// Id.
+    pub id: String,
+    /// Task.
+    pub task_id: String,
+    /// The snapshot reviewed.
+    pub snapshot_n: u32,
+    /// The reviewer's session; empty when skipped.
+    pub agent_session_id: String,
+    /// The reviewer's vendor; empty when skipped.
+    pub vendor: String,
+    /// The reviewer's model; empty when skipped.
+    pub model: String,
+    /// `running`, `done`, `failed` or `skipped`.
+    pub state: p::reviews::ReviewState,
+    /// `done`: the `submit_review` arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<p::reviews::ReviewResult>,
+    /// `failed` (or `skipped`): why.
+    pub error: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339, once ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// By finding index (as a string key).
+    pub finding_states: std::collections::BTreeMap<String, p::reviews::FindingState>,
+}
+
+impl From<&p::reviews::Review> for Review {
+    fn from(r: &p::reviews::Review) -> Self {
+        Review {
+            id: r.id.clone(),
+            task_id: r.task_id.clone(),
+            snapshot_n: r.snapshot_n,
+            agent_session_id: r.agent_session_id.clone(),
+            vendor: r.vendor.clone(),
+            model: r.model.clone(),
+            state: r.state,
+            result: r.result.clone(),
+            error: r.error.clone(),
+            created_at: rfc3339(r.created_at_us),
+            finished_at: r.finished_at_us.map(rfc3339),
+            finding_states: r
+                .finding_states
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        }
+    }
+}

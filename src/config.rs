@@ -59,7 +59,42 @@ pub struct Config {
     /// Bytes of committed events held for event streams (`serve --stream-buffer`): a reader
     /// further behind reads from the log (`log::bus`).
     pub stream_buffer_bytes: usize,
+    /// Snapshot reviews (`serve --reviews`, on by default there; off in `Config::new`, so a
+    /// server built without asking runs no reviewers).
+    pub reviews: ReviewConfig,
 }
+
+/// How snapshots are reviewed (README.md, "Reviews").
+#[derive(Debug, Clone)]
+pub struct ReviewConfig {
+    /// Whether each snapshot gets a review.
+    pub enabled: bool,
+    /// The Claude Code reviewer's model (reviews Codex and CodeBolt tasks).
+    pub claude_model: String,
+    /// The Codex reviewer's model (reviews Claude Code tasks).
+    pub codex_model: String,
+    /// At most this many reviewers run at once across the server; the rest wait.
+    pub max_running: usize,
+    /// A reviewer running longer is stopped and its review failed.
+    pub timeout: Duration,
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        ReviewConfig {
+            enabled: false,
+            claude_model: DEFAULT_CLAUDE_REVIEWER.into(),
+            codex_model: DEFAULT_CODEX_REVIEWER.into(),
+            max_running: 2,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The Claude Code reviewer's default model.
+pub const DEFAULT_CLAUDE_REVIEWER: &str = "sonnet";
+/// The Codex reviewer's default model.
+pub const DEFAULT_CODEX_REVIEWER: &str = "gpt-5.5";
 
 impl Config {
     /// A config with defaults for `data_dir` and `auth`.
@@ -76,6 +111,7 @@ impl Config {
             byre_bin: None,
             tailscale_bin: None,
             stream_buffer_bytes: crate::log::bus::DEFAULT_LIMIT_BYTES,
+            reviews: ReviewConfig::default(),
         }
     }
 

@@ -175,7 +175,18 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             config.tailscale_bin.clone(),
             shutdown_rx.clone(),
         ),
-        crate::reactors::snapshots::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
+        crate::reactors::snapshots::start(
+            writer.clone(),
+            worktrees.clone(),
+            config.reviews.enabled,
+            shutdown_rx.clone(),
+        ),
+        crate::reactors::reviews::start(
+            writer.clone(),
+            config.reviews.clone(),
+            config.data_dir.clone(),
+            shutdown_rx.clone(),
+        ),
         agents_task,
     ];
 

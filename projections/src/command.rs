@@ -390,5 +390,75 @@ pub enum Command {
         cause_seq: u64,
         /// What was made, or why nothing was.
         outcome: Result<crate::snapshots::TakenSnapshot, String>,
+        /// Whether a snapshot made is to be reviewed (`review.requested` in the same batch).
+        review: bool,
+    },
+    /// The review reactor found a pending review's step changed no files.
+    SkipReview {
+        /// The review.
+        review_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The review reactor starts a pending review's reviewer session. 409 unless
+    /// pending or while another review of the task runs.
+    StartReview {
+        /// The review.
+        review_id: String,
+        /// The reviewer's model (its vendor follows from it).
+        model: String,
+        /// The reviewer's first (and only) message.
+        instructions: String,
+        /// The snapshot commit it reviews.
+        head: String,
+    },
+    /// `cancelMergeAfterReview` (`reason` `None`), or the review reactor dropping a merge it
+    /// could not make (`reason` says why). 404 unknown task or no merge waiting.
+    CancelMergeAfterReview {
+        /// The caller (`byre` for the reactor).
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// Why, when not a caller's withdrawal.
+        reason: Option<String>,
+    },
+    /// The review reactor ends the reviewer session of a review that ended.
+    EndReviewer {
+        /// The review.
+        review_id: String,
+    },
+    /// A reviewer's `submit_review`. 400 bad arguments; 404 not a reviewer; 409 not running.
+    SubmitReview {
+        /// The reviewer session.
+        session_id: String,
+        /// Its arguments.
+        result: crate::reviews::ReviewResult,
+    },
+    /// A pending or running review failed (its reviewer's error, a restart).
+    FailReview {
+        /// The review.
+        review_id: String,
+        /// Why, in words.
+        error: String,
+    },
+    /// `stopReview`: 404 unknown; 409 unless running.
+    StopReview {
+        /// The caller.
+        actor: String,
+        /// The review.
+        review_id: String,
+    },
+    /// `setFindingState`: 404 unknown review; 400 not done or index out of range.
+    SetFindingState {
+        /// The caller.
+        actor: String,
+        /// The review.
+        review_id: String,
+        /// The finding's index.
+        index: u32,
+        /// Fixed or ignored.
+        state: crate::reviews::FindingState,
+        /// The task worktree's HEAD (for the message a `fixed` sends).
+        head: String,
     },
 }

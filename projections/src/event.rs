@@ -251,6 +251,22 @@ event_kinds! {
     SnapshotTaken = "snapshot.taken" (crate::snapshots::SnapshotTaken),
     /// A snapshot could not be made; no ref was written (outcome).
     SnapshotFailed = "snapshot.failed" (crate::snapshots::SnapshotFailed),
+    /// A snapshot's review was asked for (intent); it waits for a reviewer.
+    ReviewRequested = "review.requested" (crate::reviews::ReviewRequested),
+    /// A review runs no reviewer: its step changed no files, or a newer one covers it.
+    ReviewSkipped = "review.skipped" (crate::reviews::ReviewSkipped),
+    /// A review's reviewer session was started.
+    ReviewStarted = "review.started" (crate::reviews::ReviewStarted),
+    /// A reviewer reported with `submit_review`.
+    ReviewDone = "review.done" (crate::reviews::ReviewDone),
+    /// A review ended without a report: the reviewer failed, was stopped, or byre stopped.
+    ReviewFailed = "review.failed" (crate::reviews::ReviewFailed),
+    /// A human marked a finding of a done review fixed or ignored.
+    FindingStateSet = "review.finding_state_set" (crate::reviews::FindingStateSet),
+    /// `mergeTask` with `after_review`: a merge waits for the running review.
+    MergeAfterReviewSet = "task.merge_after_review_set" (crate::reviews::after::MergeAfterReviewSet),
+    /// A merge that waited for a review will not be made (withdrawn, findings, …).
+    MergeAfterReviewDropped = "task.merge_after_review_dropped" (crate::reviews::after::MergeAfterReviewDropped),
 }
 
 /// `user.created` payload.

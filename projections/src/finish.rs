@@ -146,7 +146,7 @@ fn task_event(t: &Task, actor: &str, body: EventBody) -> NewEvent {
 }
 
 /// Checks a merge title: one line of 1 to 72 characters.
-fn check_merge_title(title: &str) -> Result<(), Rejection> {
+pub(crate) fn check_merge_title(title: &str) -> Result<(), Rejection> {
     if title.trim().is_empty()
         || title.chars().count() > MAX_MERGE_TITLE_CHARS
         || title.chars().any(char::is_control)
@@ -213,7 +213,7 @@ fn agent_turn(
     Ok((events, sid, turn))
 }
 
-fn check_open(t: &Task) -> Result<(), Rejection> {
+pub(crate) fn check_open(t: &Task) -> Result<(), Rejection> {
     if t.status != TaskStatus::Active {
         return Err(Rejection::Conflict(format!("task `{}` is closed", t.id)));
     }
@@ -226,8 +226,9 @@ fn check_open(t: &Task) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// Decides `MergeTask` (target main). The target `parent` and `after_review` come with
-/// subtasks and reviews and are refused (400) until then.
+/// Decides `MergeTask` (target main). The target `parent` comes with subtasks and is refused
+/// (400) until then; `after_review` records a merge waiting for a review
+/// (`crate::reviews::after`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn merge(
     state: &State,
@@ -246,9 +247,7 @@ pub(crate) fn merge(
         ));
     }
     if after_review {
-        return Err(Rejection::Invalid(
-            "after_review waits for a review of the latest snapshot; reviews are not built yet, so merge without it".into(),
-        ));
+        return crate::reviews::after::request(state, actor, task_id, merge_title);
     }
     let title = merge_title
         .ok_or_else(|| Rejection::Invalid("merge_title is required for target main".into()))?;

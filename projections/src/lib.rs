@@ -22,6 +22,7 @@ pub mod finish;
 pub mod focus;
 pub mod inbox;
 pub mod projects;
+pub mod reviews;
 pub mod sessions;
 pub mod snapshots;
 pub mod tasks;

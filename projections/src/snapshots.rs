@@ -199,13 +199,15 @@ pub(crate) fn request(
 /// Decides `RecordSnapshot`: the reactor's outcome for the cause at `cause_seq`. Nothing when
 /// that cause is already answered (a repeat after a restart). A snapshot taken for a turn end
 /// that a newer one replaced meanwhile is recorded all the same ([`replaced_turn_end`]). 404
-/// unknown task; 409 when `n` is not the task's next position.
+/// unknown task; 409 when `n` is not the task's next position. With `review`, a snapshot
+/// taken is also given its review (`crate::reviews::request`) in the same batch.
 pub(crate) fn record(
     state: &State,
     ctx: &DecideCtx,
     task_id: &str,
     cause_seq: u64,
     outcome: &Result<TakenSnapshot, String>,
+    review: bool,
 ) -> Result<Vec<NewEvent>, Rejection> {
     let task = state
         .tasks
@@ -252,7 +254,18 @@ pub(crate) fn record(
         .task(task_id);
     e.agent_session_id =
         (!pending.agent_session_id.is_empty()).then(|| pending.agent_session_id.clone());
-    Ok(vec![e])
+    let mut out = vec![e];
+    if let (true, Ok(t)) = (review, outcome) {
+        out.extend(crate::reviews::request(
+            state,
+            ctx,
+            1,
+            task_id,
+            &task.project_id,
+            t.n,
+        ));
+    }
+    Ok(out)
 }
 
 /// For the outcome of a cause no longer pending: the newer turn end that replaced it, when the
@@ -408,6 +421,7 @@ mod tests {
                     event_seq: cause_seq,
                     branch_advanced: true,
                 }),
+                review: false,
             })
         }
 
@@ -474,6 +488,7 @@ mod tests {
                 task_id: w.task_id(),
                 cause_seq: first,
                 outcome: Err("late".into()),
+                review: false,
             })
             .unwrap();
         assert_eq!(failed, vec![], "a replaced cause's failure is not recorded");
@@ -513,6 +528,7 @@ mod tests {
                 task_id: task_id.clone(),
                 cause_seq: turn,
                 outcome: Err("a rebase is in progress".into()),
+                review: false,
             })
             .unwrap();
         assert_eq!(failed[0].body.kind(), "snapshot.failed");

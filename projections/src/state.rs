@@ -53,6 +53,12 @@ pub struct State {
     /// Snapshots and unanswered snapshot causes by task id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
+    /// Reviews by id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub reviews: BTreeMap<String, crate::reviews::Review>,
+    /// Merges waiting for a review, by task id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub after_review: BTreeMap<String, crate::reviews::after::PendingMerge>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -77,6 +83,8 @@ impl State {
         crate::finish::apply(self, e.created_at_us, &e.actor, &e.body, task_id);
         crate::tools::apply(self, e);
         crate::snapshots::apply(self, e);
+        crate::reviews::apply(self, e);
+        crate::reviews::after::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -313,7 +321,35 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             task_id,
             cause_seq,
             outcome,
-        } => crate::snapshots::record(state, ctx, task_id, *cause_seq, outcome),
+            review,
+        } => crate::snapshots::record(state, ctx, task_id, *cause_seq, outcome, *review),
+        Command::SkipReview { review_id, reason } => crate::reviews::skip(state, review_id, reason),
+        Command::StartReview {
+            review_id,
+            model,
+            instructions,
+            head,
+        } => crate::reviews::start(state, ctx, review_id, model, instructions, head),
+        Command::EndReviewer { review_id } => crate::reviews::end_reviewer(state, review_id),
+        Command::CancelMergeAfterReview {
+            actor,
+            task_id,
+            reason,
+        } => crate::reviews::after::cancel(state, actor, task_id, reason.as_deref()),
+        Command::SubmitReview { session_id, result } => {
+            crate::reviews::submit(state, session_id, result)
+        }
+        Command::FailReview { review_id, error } => crate::reviews::fail(state, review_id, error),
+        Command::StopReview { actor, review_id } => crate::reviews::stop(state, actor, review_id),
+        Command::SetFindingState {
+            actor,
+            review_id,
+            index,
+            state: finding_state,
+            head,
+        } => {
+            crate::reviews::set_finding_state(state, actor, review_id, *index, *finding_state, head)
+        }
     }
 }
 

@@ -134,8 +134,8 @@ pub struct Task {
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
-/// discarding, merging, the state of its latest live session when that isn't idle, idle, or
-/// no_agent. `task.state` is emitted whenever it differs from [`Task::state`].
+/// discarding, merging, the state of its latest live session when that isn't idle, reviewing
+/// while a review runs, review_pending while one waits, idle, or no_agent. `task.state` is emitted whenever it differs from [`Task::state`].
 pub fn computed_state(state: &State, t: &Task) -> TaskState {
     match t.status {
         TaskStatus::Merged => TaskState::Merged,
@@ -152,10 +152,12 @@ pub fn computed_state(state: &State, t: &Task) -> TaskState {
                         && !s.completed
                 })
                 .max_by_key(|s| s.created_seq);
-            match latest_live {
-                Some(s) if s.turn_running => TaskState::Running,
-                Some(_) => TaskState::Idle,
-                None => TaskState::NoAgent,
+            let reviewing = crate::reviews::task_review_state(state, &t.id);
+            match (latest_live, reviewing) {
+                (Some(s), _) if s.turn_running => TaskState::Running,
+                (_, Some(r)) => r,
+                (Some(_), None) => TaskState::Idle,
+                (None, None) => TaskState::NoAgent,
             }
         }
     }

@@ -3,7 +3,9 @@
 //! their stored form (kind + payload JSON, upcast). DESIGN.md invariant 2.
 
 use byre_projections::digest::digest;
+use byre_projections::reviews::{Finding, FindingState, ReviewResult, ReviewState};
 use byre_projections::sessions::{ProcessExited, TurnEnded, TurnOutcome, Usage, VendorItem};
+use byre_projections::snapshots::TakenSnapshot;
 use byre_projections::upcast::{upcast, CURRENT_FORMAT};
 use byre_projections::workflows::{Stage, WorkflowDefinition};
 use byre_projections::{decide, derived_events, Command, DecideCtx, Event, State};
@@ -37,7 +39,9 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         .pick(&sessions)
         .cloned()
         .unwrap_or_else(|| "nope".into());
-    match rng.below(18) {
+    let reviews: Vec<String> = s.reviews.keys().cloned().collect();
+    let review = rng.pick(&reviews).cloned().unwrap_or_else(|| "nope".into());
+    match rng.below(32) {
         0 => Command::EnsureUser {
             login,
             display_name: "x".into(),
@@ -180,6 +184,102 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 },
             },
         },
+        18 | 19 => {
+            // The snapshot of a pending cause, reviewed.
+            let snaps = s.snapshots.get(&task);
+            let cause = snaps.and_then(|t| t.pending.keys().next().copied());
+            let n = snaps.map_or(0, |t| t.taken.len()) as u32 + 1;
+            Command::RecordSnapshot {
+                task_id: task,
+                cause_seq: cause.unwrap_or(1),
+                outcome: Ok(TakenSnapshot {
+                    n,
+                    commit: format!("{n:040}"),
+                    tree: "t".repeat(40),
+                    event_seq: 1,
+                    branch_advanced: true,
+                }),
+                review: rng.below(4) != 0,
+            }
+        }
+        20 => Command::SkipReview {
+            review_id: review,
+            reason: "no files changed".into(),
+        },
+        21 => Command::StartReview {
+            // Mostly a pending one, so reviews get going.
+            review_id: s
+                .reviews
+                .values()
+                .find(|r| r.state == ReviewState::Pending && rng.below(4) != 0)
+                .map_or(review, |r| r.id.clone()),
+            model: ["gpt-5-codex", "sonnet"][rng.below(2)].into(),
+            instructions: "review".into(),
+            head: "h".into(),
+        },
+        22 | 27 => Command::SubmitReview {
+            // Mostly a running one's reviewer.
+            session_id: s
+                .reviews
+                .values()
+                .find(|r| r.state == ReviewState::Running && rng.below(4) != 0)
+                .map_or_else(
+                    || format!("rev-{}", rng.below(5)),
+                    |r| r.agent_session_id.clone(),
+                ),
+            result: ReviewResult {
+                summary: "s".into(),
+                findings: (0..rng.below(3) + 1)
+                    .map(|i| Finding {
+                        severity: "minor".into(),
+                        category: "c".into(),
+                        title: "t".into(),
+                        detail: "d".into(),
+                        path: "a.rs".into(),
+                        line: i as u32 + 1,
+                    })
+                    .collect(),
+            },
+        },
+        26 => Command::EndReviewer { review_id: review },
+        29 => Command::MergeTask {
+            actor: login,
+            task_id: task,
+            merge_title: Some("Merge it".into()),
+            target_parent: false,
+            after_review: true,
+            head: "h".into(),
+        },
+        30 => Command::CancelMergeAfterReview {
+            actor: login,
+            task_id: task,
+            reason: None,
+        },
+        23 => Command::FailReview {
+            review_id: review,
+            error: "429".into(),
+        },
+        24 => Command::StopReview {
+            actor: login,
+            review_id: review,
+        },
+        17 | 25 | 28 => Command::SetFindingState {
+            actor: login,
+            review_id: s
+                .reviews
+                .values()
+                .filter(|r| r.result.as_ref().is_some_and(|x| !x.findings.is_empty()))
+                .map(|r| r.id.clone())
+                .last()
+                .unwrap_or(review),
+            index: rng.below(2) as u32,
+            state: if rng.below(2) == 0 {
+                FindingState::Fixed
+            } else {
+                FindingState::Ignored
+            },
+            head: "h".into(),
+        },
         _ => Command::CompactSession {
             actor: login,
             session_id: session,
@@ -191,6 +291,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
 
 #[test]
 fn the_live_state_equals_the_fold_of_the_stored_log() {
+    let mut seen = std::collections::BTreeSet::new();
     for seed in 1..=150u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let mut live = State::default();
@@ -216,6 +317,7 @@ fn the_live_state_equals_the_fold_of_the_stored_log() {
                 committed.push(e);
             }
             for e in committed {
+                seen.insert(e.body.kind());
                 let payload = e.body.payload_json();
                 log.push((e.seq, e.created_at_us, e, payload));
             }
@@ -234,5 +336,15 @@ fn the_live_state_equals_the_fold_of_the_stored_log() {
             "seed {seed}: fold(log) == live"
         );
         assert_eq!(folded, live, "seed {seed}");
+    }
+    for kind in [
+        "review.requested",
+        "review.skipped",
+        "review.started",
+        "review.done",
+        "review.failed",
+        "review.finding_state_set",
+    ] {
+        assert!(seen.contains(kind), "the random commands reach `{kind}`");
     }
 }

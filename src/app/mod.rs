@@ -21,6 +21,7 @@ pub mod inbox;
 #[cfg(test)]
 mod layering;
 pub mod projects;
+pub mod reviews;
 pub mod sessions;
 pub mod signin;
 pub mod status;

@@ -1,4 +1,5 @@
-//! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`):
+//! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`, and
+//! a reviewer's `submit_review`):
 //! who may call them, what a call's arguments mean, what it does and what the agent reads
 //! back. Claude Code and Codex agents call them through their `byre mcp` child and the
 //! internal HTTP route; CodeBolt agents through their socket's MCP actions. Both come here.
@@ -52,14 +53,21 @@ pub fn session_of_token(app: &Ctx, token: &str) -> Result<String, Error> {
     Ok(session_id)
 }
 
-/// Why session `session_id` may not call `tool` (a tool error), or `None` when it may: the
-/// tools are for a task's implementing agent only.
+/// Why session `session_id` may not call `tool` (a tool error), or `None` when it may:
+/// `submit_review` is a reviewer's only tool; the others are for a task's implementing agent
+/// only.
 pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
-    let implementer = app.writer.read(|s| {
-        s.sessions
-            .get(session_id)
-            .is_some_and(|x| x.role == SessionRole::Implementer)
-    });
+    let role = app
+        .writer
+        .read(|s| s.sessions.get(session_id).map(|x| x.role));
+    if tool == "submit_review" || role == Some(SessionRole::Reviewer) {
+        return (role != Some(SessionRole::Reviewer) || tool != "submit_review").then(|| {
+            ToolResult::error(format!(
+                "`{tool}`: a reviewer has only `submit_review`, and only a reviewer may use it"
+            ))
+        });
+    }
+    let implementer = role == Some(SessionRole::Implementer);
     (!implementer).then(|| {
         ToolResult::error(format!(
             "`{tool}` is for a task's implementing agent only; this session may not use it"
@@ -158,6 +166,32 @@ pub fn definitions() -> Vec<ToolSpec> {
                 "required": ["port", "name"]
             }),
         },
+        ToolSpec {
+            name: "submit_review",
+            description: "Reviewers only: report your review of the step, once, then end your turn. `summary` is Markdown; each finding names a repository path and a line of the snapshot you read.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "summary": {"type": "string", "description": "Markdown: what the step does and your verdict."},
+                    "findings": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "severity": {"type": "string", "enum": byre_projections::reviews::SEVERITIES},
+                                "category": {"type": "string", "description": "e.g. correctness, security, tests, clarity"},
+                                "title": {"type": "string"},
+                                "detail": {"type": "string", "description": "Markdown"},
+                                "path": {"type": "string", "description": "Relative to the repository root."},
+                                "line": {"type": "integer", "minimum": 1}
+                            },
+                            "required": ["severity", "category", "title", "detail", "path", "line"]
+                        }
+                    }
+                },
+                "required": ["summary", "findings"]
+            }),
+        },
     ]
 }
 
@@ -216,8 +250,16 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 port,
             })
         }
+        "submit_review" => {
+            let result: byre_projections::reviews::ReviewResult =
+                serde_json::from_value(args.clone()).map_err(|e| {
+                    format!("submit_review wants `summary` (a string) and `findings` (an array of objects with severity, category, title, detail, path, line): {e}")
+                })?;
+            result.check()?;
+            Ok(Command::SubmitReview { session_id, result })
+        }
         other => Err(format!(
-            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title and expose_port"
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port and (for reviewers) submit_review"
         )),
     }
 }
@@ -241,6 +283,7 @@ pub fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
         "expose_port" => {
             "The port is exposed as a preview; the humans see its link in the task.".into()
         }
+        "submit_review" => "Your review is recorded. End your turn now.".into(),
         _ => "Done.".into(),
     }
 }

@@ -61,6 +61,21 @@ pub enum Cmd {
         /// memory of slow readers, not what they receive.
         #[arg(long, env = "BYRE_STREAM_BUFFER", default_value = "64MiB", value_parser = crate::log::bus::parse_size)]
         stream_buffer: usize,
+        /// Review every snapshot with an agent of the other vendor (`--reviews false`: none).
+        #[arg(long, env = "BYRE_REVIEWS", default_value_t = true, action = clap::ArgAction::Set)]
+        reviews: bool,
+        /// The Claude Code reviewer's model (it reviews Codex and CodeBolt tasks).
+        #[arg(long, env = "BYRE_REVIEW_MODEL_CLAUDE", default_value = config::DEFAULT_CLAUDE_REVIEWER)]
+        review_model_claude: String,
+        /// The Codex reviewer's model (it reviews Claude Code tasks).
+        #[arg(long, env = "BYRE_REVIEW_MODEL_CODEX", default_value = config::DEFAULT_CODEX_REVIEWER)]
+        review_model_codex: String,
+        /// At most this many reviewers run at once; the rest wait.
+        #[arg(long, env = "BYRE_MAX_REVIEWERS", default_value_t = 2)]
+        max_reviewers: usize,
+        /// Seconds a reviewer may run before its review fails.
+        #[arg(long, env = "BYRE_REVIEW_TIMEOUT", default_value_t = 600)]
+        review_timeout: u64,
     },
     /// Print events of the log.
     Log {
@@ -149,6 +164,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             login,
             default_model,
             stream_buffer,
+            reviews,
+            review_model_claude,
+            review_model_codex,
+            max_reviewers,
+            review_timeout,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -175,6 +195,13 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             let mut config = Config::new(data_dir.clone(), auth);
             config.default_model = default_model;
             config.stream_buffer_bytes = stream_buffer;
+            config.reviews = config::ReviewConfig {
+                enabled: reviews,
+                claude_model: review_model_claude,
+                codex_model: review_model_codex,
+                max_running: max_reviewers.max(1),
+                timeout: std::time::Duration::from_secs(review_timeout.max(1)),
+            };
             let running = crate::startup::run(listener, config).await?;
             println!(
                 "byre listening on {} (data: {})",

@@ -1072,6 +1072,8 @@ async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
     let definitions = || -> Vec<Value> {
         crate::app::tools::definitions()
             .into_iter()
+            // A CodeBolt agent is a task's agent, never a reviewer.
+            .filter(|t| t.name != "submit_review")
             .map(|t| {
                 json!({"type": "function", "function": {
                     "name": format!("byre--{}", t.name),

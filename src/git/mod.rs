@@ -5,6 +5,7 @@
 //! (its HEAD, index or working files): agents work in linked worktrees.
 
 pub mod merge;
+pub mod reviews;
 pub mod snapshots;
 pub mod views;
 

@@ -14,6 +14,7 @@ mod events;
 mod finish;
 mod me;
 mod projects;
+mod reviews;
 pub mod security;
 mod sessions;
 mod snapshots;
@@ -228,7 +229,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/tasks/{taskId}/merge-after-review",
             Method::DELETE,
-            not_implemented("cancelMergeAfterReview", LATER),
+            web::to(reviews::cancel_merge_after_review),
         )
         .route(
             "/api/tasks/{taskId}/merge-in",
@@ -288,17 +289,17 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/tasks/{taskId}/reviews",
             Method::GET,
-            not_implemented("listReviews", LATER),
+            web::to(reviews::list_reviews),
         )
         .route(
             "/api/reviews/{reviewId}/findings/{index}",
             Method::PUT,
-            not_implemented("setFindingState", LATER),
+            web::to(reviews::set_finding_state),
         )
         .route(
             "/api/reviews/{reviewId}/stop",
             Method::POST,
-            not_implemented("stopReview", LATER),
+            web::to(reviews::stop_review),
         )
         .route(
             "/api/tasks/{taskId}/snapshots/{n}/fork",

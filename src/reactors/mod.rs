@@ -4,5 +4,6 @@
 
 pub mod finish;
 pub mod previews;
+pub mod reviews;
 pub mod snapshots;
 pub mod worktrees;

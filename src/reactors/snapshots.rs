@@ -68,15 +68,15 @@ fn job(writer: &Writer, task_id: &str, cause_seq: u64) -> Option<Job> {
 
 /// Does one job and records its outcome; a worktree removed while byre runs is made again
 /// first.
-async fn handle(writer: &Writer, worktrees: &Worktrees, job: Job) {
+async fn handle(writer: &Writer, worktrees: &Worktrees, job: Job, review: bool) {
     if job.place.is_ok() {
         worktrees.restore_if_missing(&job.task_id).await;
     }
     let span = tracing::info_span!("snapshot", task_id = %job.task_id, cause_seq = job.cause_seq);
-    handle_in_span(writer, job).instrument(span).await;
+    handle_in_span(writer, job, review).instrument(span).await;
 }
 
-async fn handle_in_span(writer: &Writer, job: Job) {
+async fn handle_in_span(writer: &Writer, job: Job, review: bool) {
     let Job {
         task_id,
         cause_seq,
@@ -119,6 +119,7 @@ async fn handle_in_span(writer: &Writer, job: Job) {
         task_id,
         cause_seq,
         outcome,
+        review,
     };
     if let Err(e) = writer.submit(cmd, None).await {
         tracing::error!(error = %e, "could not record a snapshot's outcome");
@@ -129,6 +130,7 @@ async fn handle_in_span(writer: &Writer, job: Job) {
 pub fn start(
     writer: Writer,
     worktrees: Worktrees,
+    review: bool,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -146,7 +148,7 @@ pub fn start(
                 return;
             }
             if let Some(j) = job(&writer, &task_id, seq) {
-                handle(&writer, &worktrees, j).await;
+                handle(&writer, &worktrees, j, review).await;
             }
         }
         let mut events = Box::pin(subscribe(writer.clone(), from));
@@ -155,7 +157,7 @@ pub fn start(
                 next = events.next() => match next {
                     Some(Ok(r)) if r.kind == "turn.ended" || r.kind == "snapshot.requested" => {
                         if let Some(j) = r.task_id.as_deref().and_then(|id| job(&writer, id, r.seq)) {
-                            handle(&writer, &worktrees, j).await;
+                            handle(&writer, &worktrees, j, review).await;
                         }
                     }
                     Some(Ok(_)) => {}

@@ -268,6 +268,11 @@ impl Runtime {
         entry.1 += 1;
     }
 
+    /// The data directory (the parent of `run/`).
+    fn data_dir(&self) -> &Path {
+        self.run_dir.parent().unwrap_or(Path::new("."))
+    }
+
     /// The worktree restorer.
     pub(crate) fn worktrees(&self) -> &crate::reactors::worktrees::Worktrees {
         &self.worktrees
@@ -453,12 +458,19 @@ impl Runtime {
         let found = self.writer.read(|s| {
             let sess = s.sessions.get(session_id)?;
             let task = s.tasks.get(&sess.task_id)?;
+            // A reviewer works in its review's read-only checkout, never the task's worktree.
+            let cwd = match s.review_of_session(session_id) {
+                Some(r) => crate::reactors::reviews::checkout_dir(self.data_dir(), &r.id)
+                    .to_string_lossy()
+                    .into_owned(),
+                None => task.worktree_path.clone(),
+            };
             Some((
                 sess.vendor,
                 sess.vendor_session_id.clone(),
                 sess.model.clone(),
                 task.id.clone(),
-                task.worktree_path.clone(),
+                cwd,
                 task.port_base,
             ))
         });

@@ -749,8 +749,8 @@ async fn merge_requests_are_checked() {
         ),
         (
             json!({"merge_title": "t", "after_review": true}),
-            400,
-            "reviews",
+            409,
+            "no review of task",
         ),
         (
             json!({"merge_title": "t", "target": "elsewhere"}),

@@ -25,6 +25,7 @@ mod me;
 mod old_logs;
 mod projects;
 mod recovery;
+mod reviews;
 mod snapshots;
 mod tasks;
 mod ui;

@@ -38,6 +38,8 @@ impl ServeProcess {
             ])
             .arg(data)
             .env("BYRE_LOG", "warn")
+            // Reviews only where a test asks for them (`BYRE_REVIEWS=true` in `env`).
+            .env("BYRE_REVIEWS", "false")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -66,6 +66,7 @@ impl World {
                 task_id: task_id.into(),
                 cause_seq,
                 outcome: Err("not in this test".into()),
+                review: false,
             });
         }
     }
