@@ -122,6 +122,9 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         n_events = state.n_events,
         "log folded"
     );
+    let mut state = state;
+    // A decide-time setting: turn ends record whether their snapshot will be reviewed.
+    state.reviews_on = config.reviews.enabled;
     let (writer, writer_thread) = Writer::start_with(store, state, config.stream_buffer_bytes);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let sessions: std::collections::HashSet<String> =

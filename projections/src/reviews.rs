@@ -633,9 +633,15 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
 }
 
 /// A task's review state for `Task.state`: `Reviewing` while one runs, `ReviewPending` while
-/// one waits, else `None`.
+/// one waits or a turn end's snapshot that will be reviewed is still to be taken
+/// (`turn.ended.review`), else `None`. So a reviewed turn goes running → review_pending →
+/// reviewing → idle, with no idle between the turn's end and its snapshot.
 pub(crate) fn task_review_state(state: &State, task_id: &str) -> Option<crate::tasks::TaskState> {
-    let mut pending = false;
+    let mut pending = state.snapshots.get(task_id).is_some_and(|s| {
+        s.pending
+            .values()
+            .any(|p| p.review && p.trigger == crate::snapshots::SnapshotTrigger::TurnEnd)
+    });
     for r in state.reviews.values().filter(|r| r.task_id == task_id) {
         match r.state {
             ReviewState::Running => return Some(crate::tasks::TaskState::Reviewing),

@@ -528,6 +528,7 @@ fn end_turn(
         ended.outcome = TurnOutcome::Interrupted;
     }
     ended.turn = s.turns;
+    ended.review = state.reviews_on && s.role == crate::sessions::SessionRole::Implementer;
     ended.summary = ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty();
     let outcome = ended.outcome;
     let mut events = Vec::new();
@@ -697,6 +698,7 @@ pub(crate) fn record_exit(
             num_turns: 0,
             api_error_status: None,
             rate_limits: None,
+            review: false,
             raw: String::new(),
         };
         events.extend(end_turn(state, ctx, s, ended, false));
@@ -729,6 +731,7 @@ pub(crate) fn resume_after_restart(
         num_turns: 0,
         api_error_status: None,
         rate_limits: None,
+        review: false,
         raw: String::new(),
     };
     let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];

@@ -117,6 +117,10 @@ pub struct PendingSnapshot {
     pub agent_session_id: String,
     /// For `turn_end`, the turn's number; else 0.
     pub turn: u32,
+    /// For `turn_end`, whether its snapshot is to be reviewed (`turn.ended.review`): the
+    /// task is `review_pending` meanwhile.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub review: bool,
 }
 
 /// A task's snapshots and the causes still waiting for one.
@@ -319,6 +323,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     trigger: SnapshotTrigger::TurnEnd,
                     agent_session_id: session_id,
                     turn: p.turn,
+                    review: p.review,
                 },
             );
         }
@@ -334,6 +339,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                         trigger: p.trigger,
                         agent_session_id: session_id,
                         turn: 0,
+                        review: false,
                     },
                 );
         }

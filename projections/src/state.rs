@@ -59,6 +59,11 @@ pub struct State {
     /// Merges waiting for a review, by task id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub after_review: BTreeMap<String, crate::reviews::after::PendingMerge>,
+    /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
+    /// before the writer decides anything. Deciding an implementer's turn end records it in
+    /// `turn.ended.review`; folds read only that recorded fact.
+    #[serde(skip)]
+    pub reviews_on: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -321,6 +321,7 @@ impl Protocol for CodeboltProtocol {
                     num_turns: 0,
                     api_error_status: None,
                     rate_limits: None,
+                    review: false,
                     raw: cut_raw(line),
                 }));
             }

@@ -296,6 +296,7 @@ fn turn_ended() -> TurnEnded {
         num_turns: 1,
         api_error_status: None,
         rate_limits: None,
+        review: false,
         raw: "{}".into(),
     }
 }

@@ -92,6 +92,68 @@ fn a_snapshot_asks_for_its_review_and_the_task_waits_for_it() {
 }
 
 #[test]
+fn a_turn_end_on_a_reviewing_server_goes_straight_to_review_pending() {
+    let mut w = World::with_task();
+    w.state.reviews_on = true;
+    let task_id = w.task_id();
+    w.ok(Command::RecordWorktree {
+        task_id: task_id.clone(),
+        outcome: Ok("abc".into()),
+    });
+    let sid = w.start("go");
+    assert_eq!(w.task_state(), TaskState::Running);
+    let ended = w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
+    let turn_end = ended
+        .iter()
+        .find(|e| e.body.kind() == "turn.ended")
+        .unwrap();
+    assert!(
+        matches!(&turn_end.body, crate::EventBody::TurnEnded(p) if p.review),
+        "the turn end records that its snapshot will be reviewed"
+    );
+    let states: Vec<_> = ended
+        .iter()
+        .filter_map(|e| match &e.body {
+            crate::EventBody::TaskState(p) => Some(p.state),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, [TaskState::ReviewPending], "never idle in between");
+    w.snap(turn_end.seq, 1);
+    assert_eq!(w.task_state(), TaskState::ReviewPending);
+}
+
+#[test]
+fn a_failed_turn_end_snapshot_ends_review_pending() {
+    let mut w = World::with_task();
+    w.state.reviews_on = true;
+    let task_id = w.task_id();
+    w.ok(Command::RecordWorktree {
+        task_id: task_id.clone(),
+        outcome: Ok("abc".into()),
+    });
+    let sid = w.start("go");
+    let ended = w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
+    let seq = ended
+        .iter()
+        .find(|e| e.body.kind() == "turn.ended")
+        .unwrap()
+        .seq;
+    assert_eq!(w.task_state(), TaskState::ReviewPending);
+    w.ok(Command::RecordSnapshot {
+        task_id,
+        cause_seq: seq,
+        outcome: Err("a rebase is in progress".into()),
+        review: true,
+    });
+    assert_eq!(
+        w.task_state(),
+        TaskState::Idle,
+        "no snapshot, nothing to review"
+    );
+}
+
+#[test]
 fn no_review_unless_asked() {
     let (mut w, _, seq) = World::reviewed_task();
     let task_id = w.task_id();

@@ -147,6 +147,12 @@ TurnEnded {
     /// last `account/rateLimits/updated`); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rate_limits: Option<Value>,
+    /// Whether byre reviews the snapshot this turn ends in (set by byre when it records the
+    /// end of an implementer's turn on a server that reviews snapshots; absent when false, and
+    /// in logs written before reviews). The task is `review_pending` from this event on until
+    /// that snapshot's review starts or is skipped, or no snapshot is taken.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    review: bool,
     /// The vendor line (empty when byre ended the turn itself).
     raw: String,
 });

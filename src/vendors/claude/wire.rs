@@ -278,6 +278,7 @@ fn result(v: &Value, raw: String) -> TurnEnded {
             .and_then(Value::as_u64)
             .map(|s| s as u16),
         rate_limits: None,
+        review: false,
         raw,
     }
 }

@@ -176,6 +176,7 @@ impl CodexProtocol {
             num_turns: 0,
             api_error_status: None,
             rate_limits: None,
+            review: false,
             raw: String::new(),
         }));
     }
@@ -383,6 +384,7 @@ impl CodexProtocol {
             num_turns: turn.requests,
             api_error_status: error.and_then(wire::error_status).or(turn.error_status),
             rate_limits: self.rate_limits.clone(),
+            review: false,
             raw: line.to_owned(),
         }));
         if left_commands && outcome == TurnOutcome::Interrupted {
