@@ -213,6 +213,17 @@ fn agent_turn(
     Ok((events, sid, turn))
 }
 
+/// 400 unless `actor` has a git identity to author the squash commit.
+pub(crate) fn check_identity(state: &State, actor: &str) -> Result<(), Rejection> {
+    let user = state.users.get(actor);
+    if user.is_none_or(|u| u.git_name.is_empty() || u.git_email.is_empty()) {
+        return Err(Rejection::Invalid(format!(
+            "`{actor}` has no git identity to author the squash commit: set git_name and git_email with updateMe first"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_open(t: &Task) -> Result<(), Rejection> {
     if t.status != TaskStatus::Active {
         return Err(Rejection::Conflict(format!("task `{}` is closed", t.id)));
@@ -268,12 +279,7 @@ pub(crate) fn merge(
             "task `{task_id}` is running a turn; merge once it is idle"
         )));
     }
-    let user = state.users.get(actor);
-    if user.is_none_or(|u| u.git_name.is_empty() || u.git_email.is_empty()) {
-        return Err(Rejection::Invalid(format!(
-            "`{actor}` has no git identity to author the squash commit: set git_name and git_email with updateMe first"
-        )));
-    }
+    check_identity(state, actor)?;
     let queued = state.tasks.values().any(|o| {
         o.id != t.id && o.project_id == t.project_id && o.merging && o.status == TaskStatus::Active
     });

@@ -9,7 +9,39 @@ use byre_fake_models::{FakeAnthropic, FakeOpenAi};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{local_ada, until_kind, Api, Sse, TestServer};
+use crate::helpers::{local_ada, until_kind, Api, Sse, SseEvent, TestServer};
+
+/// `git args` in `dir` (argv, no shell); its trimmed stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The stream's events up to and including the first that `pred` accepts.
+async fn until(
+    sse: &mut Sse,
+    timeout: Duration,
+    pred: impl Fn(&SseEvent) -> bool,
+) -> Vec<SseEvent> {
+    let mut seen = Vec::new();
+    loop {
+        let e = sse
+            .next(timeout)
+            .await
+            .unwrap_or_else(|| panic!("not seen; saw {:?}", crate::helpers::kinds(&seen)));
+        let done = pred(&e);
+        seen.push(e);
+        if done {
+            return seen;
+        }
+    }
+}
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -55,6 +87,9 @@ async fn bench(claude_script: &str, codex_script: &str) -> Bench {
     })
     .await;
     let api = server.api();
+    let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
+    let r = api.call("updateMe", &[], &[], Some(me)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
     let (repo, project_id) = api.basic_project().await;
     let sse = api.events(&[], None).await;
     Bench {
@@ -424,26 +459,91 @@ async fn a_review_running_when_byre_is_killed_is_failed_at_start_up() {
 async fn a_merge_after_review_is_dropped_after_a_review_with_findings() {
     let mut b = bench("b_write_file", "codex_r_review").await;
     let merge = json!({"merge_title": "Add hello", "after_review": true});
-
-    // Findings: the waiting merge is dropped with a note.
-    let task_id = b.task("Please create hello.txt").await;
+    // The reviewer ("findings review") answers after 5 s with two findings.
+    let task_id = b.titled("findings review", "Please create hello.txt").await;
     until_kind(&mut b.sse, "review.started", WAIT).await;
     let r = b
         .api
         .call("mergeTask", &[&task_id], &[], Some(merge.clone()))
         .await;
-    if r.status == 202 {
-        assert_eq!(r.body["merge_after_review"], true, "{:?}", r.body);
-        let events = until_kind(&mut b.sse, "task.merge_after_review_dropped", WAIT).await;
-        let note = &events.last().unwrap().data["payload"]["reason"];
-        assert!(note.as_str().unwrap().contains("2 findings"), "{note}");
-        let t = b.api.call("getTask", &[&task_id], &[], None).await.body;
-        assert_eq!(t["merge_after_review"], false);
-        assert_eq!(t["merging"], false, "nothing was merged");
-    } else {
-        // The fast reviewer finished before the request: then it is refused.
-        assert_eq!(r.status, 409, "{:?}", r.body);
-    }
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(r.body["merge_after_review"], true, "{:?}", r.body);
+    let events = until_kind(&mut b.sse, "task.merge_after_review_dropped", WAIT).await;
+    let note = &events.last().unwrap().data["payload"]["reason"];
+    assert!(note.as_str().unwrap().contains("2 findings"), "{note}");
+    let t = b.api.call("getTask", &[&task_id], &[], None).await.body;
+    assert_eq!(t["merge_after_review"], false);
+    assert_eq!(t["merging"], false, "nothing was merged");
+    assert_eq!(t["status"], "active");
+    // The review is over: a new merge after review is refused.
+    let late = b.api.call("mergeTask", &[&task_id], &[], Some(merge)).await;
+    assert_eq!(late.status, 409, "{:?}", late.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_after_review_is_made_after_a_clean_review() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    // The reviewer ("clean review") answers after 5 s with no findings.
+    let task_id = b.titled("clean review", "Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.started", WAIT).await;
+    let main_before = git(b._repo.path(), &["rev-parse", "main"]);
+    let merge = json!({"merge_title": "Add hello after review", "after_review": true});
+    // With no git identity to author the squash commit, the request is refused at once.
+    let none = json!({"git_name": "", "git_email": ""});
+    let r = b.api.call("updateMe", &[], &[], Some(none)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = b
+        .api
+        .call("mergeTask", &[&task_id], &[], Some(merge.clone()))
+        .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    assert!(r.body["message"].as_str().unwrap().contains("git identity"));
+    let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
+    let r = b.api.call("updateMe", &[], &[], Some(me)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = b.api.call("mergeTask", &[&task_id], &[], Some(merge)).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(r.body["merge_after_review"], true);
+    assert_eq!(
+        r.body["merging"], false,
+        "nothing starts before the review ends"
+    );
+    let events = until(&mut b.sse, WAIT, |e| {
+        e.data["kind"] == "task.state"
+            && e.data["task_id"] == task_id.as_str()
+            && e.data["payload"]["state"] == "merged"
+    })
+    .await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter(|e| e.data["task_id"] == task_id.as_str())
+        .filter_map(|e| e.data["kind"].as_str())
+        .collect();
+    let done = kinds
+        .iter()
+        .position(|k| *k == "review.done")
+        .expect("review.done");
+    let merging = kinds
+        .iter()
+        .position(|k| *k == "task.merge_started" || *k == "task.merging")
+        .unwrap_or(usize::MAX);
+    assert!(
+        merging == usize::MAX || merging > done,
+        "the merge started after the review: {kinds:?}"
+    );
+    let t = b.api.call("getTask", &[&task_id], &[], None).await.body;
+    assert_eq!(t["status"], "merged", "{t:?}");
+    assert_eq!(t["merge_after_review"], false);
+    let main_after = git(b._repo.path(), &["rev-parse", "main"]);
+    assert_ne!(main_after, main_before, "main moved");
+    assert_eq!(
+        git(b._repo.path(), &["log", "-1", "--format=%s", "main"]),
+        "Add hello after review"
+    );
+    assert_eq!(
+        git(b._repo.path(), &["show", "main:hello.txt"]),
+        "hello from the fake model"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -62,6 +62,8 @@ pub(crate) fn request(
         .ok_or_else(|| Rejection::Invalid("merge_title is required for target main".into()))?;
     crate::finish::check_merge_title(title)?;
     crate::finish::check_open(t)?;
+    // Refused now, not dropped later, when the merge itself would be refused for it.
+    crate::finish::check_identity(state, actor)?;
     if t.merge_after_review {
         return Err(Rejection::Conflict(format!(
             "task `{task_id}` already has a merge waiting for its review"

@@ -12,6 +12,11 @@ impl World {
     /// session and the seq of its `turn.ended`.
     fn reviewed_task() -> (World, String, u64) {
         let mut w = World::with_task();
+        w.ok(Command::UpdateMe {
+            login: "ada".into(),
+            git_name: "Ada".into(),
+            git_email: "ada@example.com".into(),
+        });
         let task_id = w.task_id();
         w.ok(Command::RecordWorktree {
             task_id,
