@@ -18,7 +18,7 @@ use crate::helpers::{find, local_ada, Api, Sse, TestServer, WAIT};
 
 /// The pids of live (not zombie) processes whose environment marks them as session
 /// `session_id`'s (`BYRE_AGENT_SESSION=<id>`), with their command lines.
-fn marked(session_id: &str) -> Vec<(i32, String)> {
+pub(crate) fn marked(session_id: &str) -> Vec<(i32, String)> {
     let needle = format!("BYRE_AGENT_SESSION={session_id}");
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {

@@ -56,6 +56,11 @@ struct Bench {
 }
 
 async fn bench(claude_script: &str, codex_script: &str) -> Bench {
+    bench_with(claude_script, codex_script, Duration::from_secs(600)).await
+}
+
+/// [`bench`] with reviewers stopped after `review_timeout`.
+async fn bench_with(claude_script: &str, codex_script: &str, review_timeout: Duration) -> Bench {
     let claude = FakeAnthropic::fixture(claude_script)
         .await
         .expect("fake API");
@@ -84,6 +89,7 @@ async fn bench(claude_script: &str, codex_script: &str) -> Bench {
         c.reviews.enabled = true;
         c.reviews.codex_model = "gpt-5.5".into();
         c.reviews.claude_model = "sonnet".into();
+        c.reviews.timeout = review_timeout;
     })
     .await;
     let api = server.api();
@@ -316,6 +322,46 @@ async fn stop_review_ends_the_reviewer_and_fails_the_review() {
     until_kind(&mut b.sse, "session.completed", WAIT).await;
     let s = b.api.call("getSession", &[&reviewer], &[], None).await;
     assert_eq!(s.body["state"], "completed", "{:?}", s.body);
+    no_process_left(&reviewer).await;
+    agent_got_nothing_more(&b.claude);
+}
+
+/// Waits (up to 10 s) until no process marked as session `session_id`'s is alive.
+async fn no_process_left(session_id: &str) {
+    for _ in 0..100 {
+        if crate::agent_exits::marked(session_id).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the reviewer's processes outlived it: {:?}",
+        crate::agent_exits::marked(session_id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_past_the_review_timeout_is_stopped_and_the_review_fails() {
+    let mut b = bench_with("b_write_file", "codex_r_review", Duration::from_secs(3)).await;
+    // The "slow review" reviewer answers only after 60 s.
+    let task_id = b.titled("slow review", "Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.started", WAIT).await;
+    let reviewer = b.reviews(&task_id).await[0]["agent_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until_kind(&mut b.sse, "review.failed", WAIT).await;
+    let r = &b.reviews(&task_id).await[0];
+    assert_eq!(r["state"], "failed", "{r:?}");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("longer than 3 s"), "{error}");
+    assert!(
+        r.get("result").is_none_or(Value::is_null),
+        "no findings: {r:?}"
+    );
+    no_process_left(&reviewer).await;
+    let t = b.api.call("getTask", &[&task_id], &[], None).await.body;
+    assert_eq!(t["state"], "idle", "{t:?}");
     agent_got_nothing_more(&b.claude);
 }
 
