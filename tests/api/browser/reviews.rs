@@ -15,6 +15,15 @@ use serde_json::{json, Value};
 use super::{Browser, WIRE_TAP};
 use crate::helpers::WAIT;
 
+/// Writes `<target>/screenshots/{name}-desktop.png` at the current (desktop) size only: a
+/// dialog under the task's header has no phone counterpart on the pane's own page.
+async fn desktop_screenshot(b: &Browser, name: &str) {
+    let dir = super::screenshot_dir();
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    let png = b.client.screenshot().await.expect("screenshot");
+    std::fs::write(dir.join(format!("{name}-desktop.png")), png).expect("write png");
+}
+
 /// The text of every element matching `css` inside `el`.
 async fn texts(el: &fantoccini::elements::Element, css: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -183,6 +192,7 @@ async fn the_reviews_tab_shows_a_reviews_findings_live_and_marks_one_fixed() {
         .unwrap();
     assert!(warning.contains("2 review findings"), "{warning}");
     assert!(warning.contains("No trailing period"), "{warning}");
+    desktop_screenshot(&b, "merge-open-findings").await;
     b.testid("merge-cancel", "").await.click().await.unwrap();
 
     // path:line opens the changes tab at that file, the line marked.
@@ -298,6 +308,19 @@ async fn the_merge_dialog_offers_merge_after_a_running_review_and_stop_fails_it(
         "document.querySelector('[data-testid=task-header-state]').textContent === 'reviewing'",
     )
     .await;
+    // The sidebar's task list says so too.
+    let row = b
+        .testid("task-row", &format!("[data-task-id=\"{slow_id}\"]"))
+        .await;
+    let badge = row
+        .find(Locator::Css("[data-testid=task-state]"))
+        .await
+        .unwrap();
+    assert_eq!(badge.text().await.unwrap(), "reviewing");
+    assert_eq!(
+        badge.attr("class").await.unwrap().as_deref(),
+        Some("badge st-reviewing")
+    );
     b.testid("merge-button", "").await.click().await.unwrap();
     b.testid("merge-after-review", "")
         .await
@@ -311,6 +334,7 @@ async fn the_merge_dialog_offers_merge_after_a_running_review_and_stop_fails_it(
     b.screenshots("review-running").await;
     b.testid("merge-button", "").await.click().await.unwrap();
     b.testid("merge-after-review-waiting", "").await;
+    desktop_screenshot(&b, "merge-after-review").await;
     b.testid("merge-after-review-cancel", "")
         .await
         .click()
