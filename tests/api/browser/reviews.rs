@@ -33,8 +33,9 @@ async fn texts(el: &fantoccini::elements::Element, css: &str) -> Vec<String> {
     out
 }
 
-/// Polls the fake Messages API's log until a request made after the first `after` carries
-/// `needle` in its messages; that request's last message, as JSON.
+/// Polls the fake Messages API's log until a request made after the first `after` ends its
+/// conversation with a user message carrying `needle` (Claude Code may append a system
+/// message after it); that user message, as JSON.
 async fn next_message_with(
     claude: &byre_fake_models::FakeAnthropic,
     after: usize,
@@ -45,10 +46,9 @@ async fn next_message_with(
         let asked = claude.messages_requests();
         let hit = asked.iter().skip(after).find_map(|r| {
             let messages = r.body.as_ref()?.get("messages")?.as_array()?;
-            let all = serde_json::to_string(messages).ok()?;
-            all.contains(needle)
-                .then(|| serde_json::to_string(messages.last()?).ok())
-                .flatten()
+            let last_user = messages.iter().rev().find(|m| m["role"] == "user")?;
+            let text = serde_json::to_string(last_user).ok()?;
+            text.contains(needle).then_some(text)
         });
         if let Some(last) = hit {
             return last;
