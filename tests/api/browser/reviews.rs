@@ -13,7 +13,21 @@ use fantoccini::Locator;
 use serde_json::{json, Value};
 
 use super::{Browser, WIRE_TAP};
-use crate::helpers::WAIT;
+
+/// How long a turn and its review may take (real CLIs on a loaded machine), as in
+/// `tests/api/reviews.rs`.
+const REVIEW_WAIT: Duration = Duration::from_secs(180);
+
+/// Waits up to [`REVIEW_WAIT`] for the element with `data-testid` = `id` and CSS `extra`.
+async fn wait_review(b: &Browser, id: &str, extra: &str) -> fantoccini::elements::Element {
+    let css = format!("[data-testid=\"{id}\"]{extra}");
+    b.client
+        .wait()
+        .at_most(REVIEW_WAIT)
+        .for_element(Locator::Css(&css))
+        .await
+        .unwrap_or_else(|e| panic!("no element {css} within {REVIEW_WAIT:?}: {e}"))
+}
 
 /// Writes `<target>/screenshots/{name}-desktop.png` at the current (desktop) size only: a
 /// dialog under the task's header has no phone counterpart on the pane's own page.
@@ -41,7 +55,7 @@ async fn next_message_with(
     after: usize,
     needle: &str,
 ) -> String {
-    let deadline = tokio::time::Instant::now() + WAIT * 3;
+    let deadline = tokio::time::Instant::now() + REVIEW_WAIT;
     loop {
         let asked = claude.messages_requests();
         let hit = asked.iter().skip(after).find_map(|r| {
@@ -96,9 +110,7 @@ async fn the_reviews_tab_shows_a_reviews_findings_live_and_marks_one_fixed() {
     b.testid("composer-send", "").await.click().await.unwrap();
 
     // The review arrives over the event stream: running, then done with two findings.
-    let review = b
-        .testid("review", "[data-state=done][data-snapshot=\"1\"]")
-        .await;
+    let review = wait_review(&b, "review", "[data-state=done][data-snapshot=\"1\"]").await;
     let findings = review
         .find_all(Locator::Css("[data-testid=finding]"))
         .await
@@ -300,9 +312,7 @@ async fn the_merge_dialog_offers_merge_after_a_running_review_and_stop_fails_it(
     b.on_every_page(WIRE_TAP).await;
     b.goto(&format!("/tasks/{slow_id}/reviews")).await;
     // Merge after review is offered while the review runs, shown while it waits, withdrawn.
-    let running = b
-        .testid("review", "[data-state=running][data-snapshot=\"1\"]")
-        .await;
+    let running = wait_review(&b, "review", "[data-state=running][data-snapshot=\"1\"]").await;
     b.wait_js(
         "the task's state badge says it is being reviewed",
         "document.querySelector('[data-testid=task-header-state]').textContent === 'reviewing'",
