@@ -84,6 +84,7 @@ export async function boot(hint = {}) {
   state.transcripts = new Map();
   state.sessions = new Map();
   state.deltas = new Map();
+  turnEnded.clear();
   state.reviews = new Map();
   state.reviewsVersion++;
   pending.clear();
@@ -379,6 +380,8 @@ function fold(ev) {
   if (ev.agent_session_id && ["agent.text", "tool.call", "turn.ended", "turn.started"].includes(ev.kind)) {
     state.deltas.delete(ev.agent_session_id);
     incoming.delete(ev.agent_session_id);
+    if (ev.kind === "turn.ended") turnEnded.add(ev.agent_session_id);
+    else if (ev.kind === "turn.started") turnEnded.delete(ev.agent_session_id);
   }
 }
 
@@ -460,13 +463,16 @@ function foldSession(ev) {
 // ---------------------------------------------------------------- live text
 
 const incoming = new Map();
+// Sessions whose latest turn the page saw end: a delta frame for one of them is late (the
+// server's stream interleaves live frames and logged events in no fixed order) and dropped.
+const turnEnded = new Set();
 let deltaFrame = false;
 /** Takes one `agent.delta` frame (exported for the page-speed bench, which feeds it directly). */
 export function ingestDelta(d) {
   delta(d);
 }
 function delta(d) {
-  if (!d.agent_session_id) return;
+  if (!d.agent_session_id || turnEnded.has(d.agent_session_id)) return;
   const prev = incoming.get(d.agent_session_id);
   incoming.set(d.agent_session_id, { task_id: d.task_id, text: (prev ? prev.text : "") + ((d.payload && d.payload.text) || "") });
   if (deltaFrame) return;
