@@ -21,6 +21,7 @@ use crate::helpers::WAIT;
 
 mod hostile;
 mod resume;
+mod reviews;
 mod signin;
 mod speed;
 mod task_flow;
