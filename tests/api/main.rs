@@ -28,6 +28,7 @@ mod recovery;
 mod reviews;
 mod snapshots;
 mod tasks;
+mod todo;
 mod ui;
 mod views;
 mod workflows;
