@@ -25,6 +25,7 @@ mod reviews;
 mod signin;
 mod speed;
 mod task_flow;
+mod todo;
 
 /// Desktop and phone viewports of the screenshots: (label, width, height).
 pub const VIEWPORTS: [(&str, u32, u32); 2] = [("desktop", 1280, 800), ("phone", 390, 844)];

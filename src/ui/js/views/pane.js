@@ -9,6 +9,7 @@ import { Files } from "./files.js";
 import { InboxList } from "./inbox.js";
 import { EventLog } from "./eventlog.js";
 import { Reviews } from "./reviews.js";
+import { TodoList } from "./todo.js";
 import { openFindings } from "../reviews.js";
 import { when, short } from "../util.js";
 
@@ -62,6 +63,8 @@ function ProjectTab({ task, state }) {
     ${previews.length ? html`<h3>Previews</h3><ul>${previews.map((p) => html`<li>${p.name}: port ${p.port}</li>`)}</ul>` : null}
     <h3>Snapshots</h3>
     ${snaps.length ? html`<ul class="snaps">${snaps.map((s) => html`<li><a href=${`/tasks/${task.id}/changes?snapshot=${s.n}`}>#${s.n}</a> <code>${short(s.commit_sha)}</code> ${s.trigger} · ${when(s.created_at)}</li>`)}</ul>` : html`<p class="hint">None yet: one is taken at the end of every turn.</p>`}
+    ${task.todo_item ? html`<p>Started from the TODO.md item <strong data-testid="task-todo-item">${task.todo_item}</strong>.</p>` : null}
+    <${TodoList} projectId=${task.project_id} state=${state} />
   </div>`;
 }
 
