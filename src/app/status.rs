@@ -144,5 +144,10 @@ pub async fn status(app: &Ctx) -> Result<serde_json::Value, Error> {
         "protocol_errors": agents["protocol_errors"],
         "previews_published": app.config.tailscale_bin.is_some(),
         "agent_clis": app.agents.agent_clis(),
+        "auth_mode": match app.config.auth {
+            crate::config::AuthMode::Local { .. } => "local",
+            crate::config::AuthMode::Tailscale => "tailscale",
+            crate::config::AuthMode::Token { .. } => "token",
+        },
     }))
 }

@@ -93,6 +93,7 @@ export async function boot(hint = {}) {
   reviewReadAt.clear();
   const status = await api.getStatus();
   const head = status.last_event_seq;
+  state.authMode = status.auth_mode || "local";
   state.lastSeq = head;
   const early = [];
   if (hint.projectId) early.push(ensureProject(hint.projectId));

@@ -215,6 +215,14 @@ async fn signing_in_out_and_a_second_user_in_a_real_browser() {
     assert_eq!(adas.len(), 3, "three model changes of ada's");
     assert!(seen_seqs.is_disjoint(&adas), "{seen_seqs:?} {adas:?}");
     assert_eq!(b.alert_text().await, None);
+
+    // Bob signs out with the page's own control: the sign-in page, no cookie, no way back.
+    b.goto("/").await;
+    b.testid("sign-out", "").await.click().await.unwrap();
+    b.wait_path("/signin").await;
+    assert!(b.client.get_named_cookie("byre_session").await.is_err());
+    b.goto("/").await;
+    b.wait_path("/signin?next=%2F").await;
     let _ = WAIT;
     b.close().await;
 }
@@ -244,6 +252,13 @@ async fn behind_tailscale_serve_the_page_works_as_is() {
         who.contains("grace@example.com") || who.contains("Grace Hopper"),
         "{who}"
     );
+    let sign_out = b
+        .js(
+            "return document.querySelectorAll('[data-testid=sign-out]').length;",
+            vec![],
+        )
+        .await;
+    assert_eq!(sign_out, 0, "tailscale mode has no sign-out");
     // A state change from the page, without the cookie's CSRF header: the mode needs none.
     let r = fetch(
         &b,

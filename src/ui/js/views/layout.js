@@ -41,6 +41,19 @@ function NotifyButton({ state }) {
     onClick=${() => Notification.requestPermission().then(touch)}>Enable notifications</button>`;
 }
 
+/** Token mode only: ends the browser's session, then the sign-in page. */
+function SignOut({ state }) {
+  if (state.authMode !== "token") return null;
+  const out = async () => {
+    try {
+      await fetch("/auth/signout", { method: "POST", headers: { "X-Byre-CSRF": "1" }, credentials: "same-origin" });
+    } finally {
+      location.assign("/signin");
+    }
+  };
+  return html`<button type="button" class="link small" data-testid="sign-out" onClick=${out}>Sign out</button>`;
+}
+
 function Sidebar({ state, route }) {
   const pid = currentProjectId(route, state);
   const projects = useMemo(() => [...state.projects.values()].sort((a, b) => a.name.localeCompare(b.name)), [state.projects.size, state.version]);
@@ -58,7 +71,7 @@ function Sidebar({ state, route }) {
       <div class="side-title">Active tasks <a class="small" href=${`/projects/${pid}/new`}>new</a></div>
       ${tasks.slice(0, shown).map((t) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inboxBy.get(t.id) || 0} compact=${true} current=${t.id === route.taskId} />`)}
     </div>` : null}
-    <div class="side-foot"><span data-testid="signed-in-as" title="signed in as">${state.me.login}</span> <${NotifyButton} state=${state} /></div>
+    <div class="side-foot"><span data-testid="signed-in-as" title="signed in as">${state.me.login}</span> <${NotifyButton} state=${state} /> <${SignOut} state=${state} /></div>
   </aside>`;
 }
 
@@ -66,6 +79,7 @@ function TopBar({ state, route }) {
   return html`<header class="topbar">
     <a href="/" class="brand">byre</a> <${StreamDot} state=${state} />
     <${Nav} state=${state} route=${route} />
+    <${SignOut} state=${state} />
   </header>`;
 }
 
