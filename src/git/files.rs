@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use git2::{BranchType, ErrorCode, ObjectType};
+use git2::{ErrorCode, ObjectType};
 
 use super::{open_top, GitError};
 
@@ -42,22 +42,8 @@ pub fn file_at_branch(
     path: &str,
     max_bytes: usize,
 ) -> Result<Option<Vec<u8>>, FileAtBranch> {
-    if !super::is_valid_branch_name(branch) {
-        return Err(GitError::Other(format!("invalid branch name {branch:?}")).into());
-    }
     let (repo, top) = open_top(repo_path)?;
-    let b = match repo.find_branch(branch, BranchType::Local) {
-        Ok(b) => b,
-        Err(e) if e.code() == ErrorCode::NotFound => {
-            return Err(GitError::Other(format!(
-                "branch {branch} does not exist in {}",
-                top.display()
-            ))
-            .into())
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let tree = b.get().peel_to_commit()?.tree()?;
+    let tree = super::tip_commit(&repo, &top, branch)?.tree()?;
     let entry = match tree.get_path(Path::new(path)) {
         Ok(e) => e,
         Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),

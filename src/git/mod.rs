@@ -103,10 +103,23 @@ pub fn inspect_repo(path: &Path) -> Result<RepoFacts, GitError> {
 /// [`GitError::NotARepository`] as for [`inspect_repo`]; [`GitError::Other`] if the name is
 /// invalid, the branch does not exist, or libgit2 fails.
 pub fn branch_tip(repo_path: &Path, branch: &str) -> Result<String, GitError> {
+    let (repo, top) = open_top(repo_path)?;
+    let tip = tip_commit(&repo, &top, branch)?.id();
+    Ok(tip.to_string())
+}
+
+/// The tip commit of local branch `branch` of `repo` (whose top is `top`, for messages).
+///
+/// # Errors
+/// [`GitError::Other`] if the name is invalid, the branch does not exist, or libgit2 fails.
+pub(crate) fn tip_commit<'r>(
+    repo: &'r Repository,
+    top: &Path,
+    branch: &str,
+) -> Result<git2::Commit<'r>, GitError> {
     if !is_valid_branch_name(branch) {
         return Err(GitError::Other(format!("invalid branch name {branch:?}")));
     }
-    let (repo, top) = open_top(repo_path)?;
     let b = match repo.find_branch(branch, BranchType::Local) {
         Ok(b) => b,
         Err(e) if e.code() == ErrorCode::NotFound => {
@@ -117,8 +130,7 @@ pub fn branch_tip(repo_path: &Path, branch: &str) -> Result<String, GitError> {
         }
         Err(e) => return Err(e.into()),
     };
-    let tip = b.get().peel_to_commit()?.id();
-    Ok(tip.to_string())
+    Ok(b.get().peel_to_commit()?)
 }
 
 /// The 40-hex sha of HEAD's commit in the worktree (or repository) at `worktree`.
