@@ -20,6 +20,7 @@ pub mod finish;
 pub mod inbox;
 #[cfg(test)]
 mod layering;
+pub mod me;
 pub mod projects;
 pub mod reviews;
 pub mod sessions;
