@@ -16,6 +16,7 @@ use byre_projections::Rejection;
 use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
+pub mod blobs;
 pub mod finish;
 pub mod inbox;
 #[cfg(test)]
