@@ -29,6 +29,7 @@ pub mod signin;
 pub mod status;
 pub mod tasks;
 pub mod tools;
+pub mod workflows;
 
 /// What every operation shares: the writer, configuration, agent runtime and the rest of the
 /// running server's state. One per server; HTTP, MCP and CodeBolt hold the same one.
