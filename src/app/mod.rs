@@ -26,6 +26,7 @@ pub mod projects;
 pub mod reviews;
 pub mod sessions;
 pub mod signin;
+pub mod snapshots;
 pub mod status;
 pub mod tasks;
 pub mod tools;
