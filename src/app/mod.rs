@@ -30,6 +30,7 @@ pub mod snapshots;
 pub mod status;
 pub mod tasks;
 pub mod tools;
+pub mod views;
 pub mod workflows;
 
 /// What every operation shares: the writer, configuration, agent runtime and the rest of the
