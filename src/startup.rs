@@ -141,7 +141,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         None => std::env::current_exe().context("cannot find byre's own executable")?,
     };
     let mcp = Arc::new(
-        crate::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
+        crate::vendors::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
             .context("cannot read or make the MCP secret")?,
     );
     let (agents, agents_task) = crate::vendors::runtime::Runtime::start(

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
 pub mod blobs;
+pub mod choices;
 pub mod finish;
 pub mod inbox;
 #[cfg(test)]
@@ -47,7 +48,7 @@ pub struct Ctx {
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
     pub agents: Arc<crate::vendors::runtime::Runtime>,
     /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
-    pub mcp: Arc<crate::mcp::McpHost>,
+    pub mcp: Arc<crate::vendors::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
     /// Signed-in browser sessions (token mode).
