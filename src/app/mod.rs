@@ -18,6 +18,7 @@ use crate::log::{SubmitError, Writer};
 
 pub mod blobs;
 pub mod choices;
+pub mod events;
 pub mod finish;
 pub mod inbox;
 #[cfg(test)]
