@@ -183,20 +183,9 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
         attachments: Vec::new(),
     };
     let session_id = ctx.link.session_id.clone();
-    let cmd = byre_projections::Command::AskHuman {
-        session_id: session_id.clone(),
-        question,
-    };
-    let ack = match ctx.writer.submit(cmd, None).await {
-        Ok(a) => a,
+    let item_id = match crate::app::inbox::ask_human(&ctx.app, &session_id, question).await {
+        Ok(id) => id,
         Err(e) => return question_failed(ty, &format!("the question could not be asked: {e}")),
-    };
-    let item = ack.events.iter().find_map(|e| match &e.body {
-        byre_projections::EventBody::InboxItemCreated(p) => Some(p.id.clone()),
-        _ => None,
-    });
-    let Some(item_id) = item else {
-        return question_failed(ty, "the question could not be posted");
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     ctx.link
