@@ -6,8 +6,10 @@
 //! that says what went wrong in domain terms. Choosing an HTTP status for an [`Error`] is the
 //! HTTP adapter's job (`src/http/error.rs`).
 //!
-//! One module per family of the contract: [`projects`], [`tasks`], [`sessions`], [`inbox`], [`finish`],
-//! [`tools`] (the agents' byre tools), [`status`] (the server's figures and open clients).
+//! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
+//! [`inbox`], [`finish`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
+//! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
+//! choices), [`status`] (the server's figures and open clients).
 
 use std::sync::Arc;
 
