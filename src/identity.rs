@@ -12,7 +12,6 @@ use std::future::Future;
 use std::pin::Pin;
 
 use actix_web::{dev::Payload, http::Method, web, FromRequest, HttpRequest};
-use byre_projections::Command;
 
 use crate::app::signin::{CSRF_HEADER, SESSION_COOKIE};
 use crate::app::{Ctx as App, Error};
@@ -158,14 +157,7 @@ impl FromRequest for Caller {
                 .app_data::<web::Data<App>>()
                 .ok_or_else(|| Error::Internal("app data missing".into()))?;
             let (login, display_name) = resolve(&req, app)?;
-            if !app.writer.read(|s| s.users.contains_key(&login)) {
-                let cmd = Command::EnsureUser {
-                    display_name: display_name.unwrap_or_else(|| login.clone()),
-                    login: login.clone(),
-                    default_model: app.config.default_model.clone(),
-                };
-                app.writer.submit(cmd, None).await?;
-            }
+            crate::app::me::ensure_user(app, &login, display_name).await?;
             Ok(Caller { login })
         })
     }

@@ -9,7 +9,7 @@
 //! - [`identity`]: who is calling (local, Tailscale headers, bearer tokens).
 //! - [`git`]: repository facts and worktrees, through git2.
 //! - [`reactors`]: effects that follow committed events (worktrees).
-//! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, session tokens, choices).
+//! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, session tokens).
 //! - [`api`]: the contract's JSON types, converted from the projections.
 //! - [`codebolt`]: the WebSocket CodeBolt agents speak, and what their requests do.
 //! - [`cli`]: `byre serve | log | rebuild | replay`.

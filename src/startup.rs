@@ -144,7 +144,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         None => std::env::current_exe().context("cannot find byre's own executable")?,
     };
     let mcp = Arc::new(
-        crate::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
+        crate::vendors::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
             .context("cannot read or make the MCP secret")?,
     );
     let (agents, agents_task) = crate::vendors::runtime::Runtime::start(
@@ -170,29 +170,6 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     if config.tailscale_bin.is_none() {
         config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
     }
-    let reactors = vec![
-        crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
-        crate::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
-        crate::reactors::previews::start(
-            writer.clone(),
-            config.tailscale_bin.clone(),
-            shutdown_rx.clone(),
-        ),
-        crate::reactors::snapshots::start(
-            writer.clone(),
-            worktrees.clone(),
-            config.reviews.enabled,
-            shutdown_rx.clone(),
-        ),
-        crate::reactors::reviews::start(
-            writer.clone(),
-            config.reviews.clone(),
-            config.data_dir.clone(),
-            shutdown_rx.clone(),
-        ),
-        agents_task,
-    ];
-
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
         config: Arc::new(config),
@@ -200,10 +177,33 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         clients: Clients::default(),
         agents,
         mcp,
-        worktrees,
+        worktrees: worktrees.clone(),
         sessions: crate::app::signin::Sessions::default(),
-        shutdown: shutdown_rx,
+        shutdown: shutdown_rx.clone(),
     });
+    let reactors = vec![
+        crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
+        crate::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::previews::start(
+            writer.clone(),
+            app.config.tailscale_bin.clone(),
+            shutdown_rx.clone(),
+        ),
+        crate::reactors::snapshots::start(
+            writer.clone(),
+            worktrees.clone(),
+            app.config.reviews.enabled,
+            shutdown_rx.clone(),
+        ),
+        crate::reactors::reviews::start(
+            app.clone().into_inner(),
+            app.config.reviews.clone(),
+            app.config.data_dir.clone(),
+            shutdown_rx.clone(),
+        ),
+        agents_task,
+    ];
+
     // CodeBolt agents connect to `localhost` (v1 clients cannot be told another host): when
     // the API does not listen there, they get a loopback listener of their own that serves
     // only their socket (never the API, whose Tailscale identity trusts loopback peers).

@@ -1,7 +1,8 @@
-//! The humans' inbox: `listInbox`, `getInboxItem`, `respondInbox`.
+//! The humans' inbox: `listInbox`, `getInboxItem`, `respondInbox`; and [`ask_human`], an
+//! agent's question to them.
 
-use byre_projections::inbox::{InboxState, ResponseInput};
-use byre_projections::Command;
+use byre_projections::inbox::{InboxState, Question, ResponseInput};
+use byre_projections::{Command, EventBody};
 
 use super::{Ctx, Error};
 use crate::api;
@@ -74,4 +75,25 @@ pub async fn respond_inbox(
             .filter_map(|id| s.inbox.get(id).map(api::InboxItem::from))
             .collect()
     }))
+}
+
+/// Asks the humans `question` for session `session_id` (a CodeBolt agent's `waitforReply` or
+/// `confirmationRequest`; the `ask_human` tool goes through [`super::tools::call`]): posts an
+/// inbox item. Answers the item's id.
+/// # Errors
+/// The rejection (unknown or ended session, …); [`Error::Unavailable`] when the writer
+/// stopped.
+pub async fn ask_human(app: &Ctx, session_id: &str, question: Question) -> Result<String, Error> {
+    let cmd = Command::AskHuman {
+        session_id: session_id.to_owned(),
+        question,
+    };
+    let ack = app.submit(cmd).await?;
+    ack.events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::InboxItemCreated(p) => Some(p.id.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| Error::internal("the question could not be posted"))
 }

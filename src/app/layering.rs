@@ -1,8 +1,13 @@
 //! The layering check: no adapter (`src/http`, `src/mcp`, `src/codebolt`) imports another;
-//! they meet in [`crate::app`], and only `startup.rs` wires them together.
+//! they meet in [`crate::app`], and only `startup.rs` wires them together. The layers the
+//! adapters call, the application layer (`src/app`) and the reactors (`src/reactors`), import
+//! no adapter at all.
 
 /// The adapters: each a directory of `src/` and the path it is named by in code.
 const ADAPTERS: [&str; 3] = ["http", "mcp", "codebolt"];
+
+/// Directories of `src/` below the adapters: they may import none of them.
+const INNER: [&str; 2] = ["app", "reactors"];
 
 /// Every use of adapter `other` in `code` (comments skipped), as the offending lines.
 fn uses_of(code: &str, other: &str) -> Vec<String> {
@@ -53,6 +58,32 @@ fn adapters_import_no_other_adapter() {
     assert!(
         offences.is_empty(),
         "adapters must call crate::app, not each other:\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn app_and_reactors_import_no_adapter() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut offences = Vec::new();
+    for inner in INNER {
+        let mut files = Vec::new();
+        rust_files(&src.join(inner), &mut files);
+        assert!(!files.is_empty(), "no sources under src/{inner}");
+        // This file names the paths it looks for.
+        files.retain(|f| !f.ends_with("app/layering.rs"));
+        for file in files {
+            let code = std::fs::read_to_string(&file).expect("read a source file");
+            for adapter in ADAPTERS {
+                for line in uses_of(&code, adapter) {
+                    offences.push(format!("{}: {line}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "src/app and src/reactors are called by the adapters and import none of them:\n{}",
         offences.join("\n")
     );
 }

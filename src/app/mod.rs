@@ -6,8 +6,10 @@
 //! that says what went wrong in domain terms. Choosing an HTTP status for an [`Error`] is the
 //! HTTP adapter's job (`src/http/error.rs`).
 //!
-//! One module per family of the contract: [`projects`], [`tasks`], [`sessions`], [`inbox`], [`finish`],
-//! [`tools`] (the agents' byre tools), [`status`] (the server's figures and open clients).
+//! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
+//! [`inbox`], [`finish`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
+//! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
+//! choices), [`status`] (the server's figures and open clients).
 
 use std::sync::Arc;
 
@@ -16,18 +18,25 @@ use byre_projections::Rejection;
 use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
+pub mod blobs;
+pub mod choices;
+pub mod events;
 pub mod finish;
 pub mod inbox;
 #[cfg(test)]
 mod layering;
+pub mod me;
 pub mod projects;
 pub mod reviews;
 pub mod sessions;
 pub mod signin;
+pub mod snapshots;
 pub mod status;
 pub mod tasks;
 pub mod todo;
 pub mod tools;
+pub mod views;
+pub mod workflows;
 
 /// What every operation shares: the writer, configuration, agent runtime and the rest of the
 /// running server's state. One per server; HTTP, MCP and CodeBolt hold the same one.
@@ -43,7 +52,7 @@ pub struct Ctx {
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
     pub agents: Arc<crate::vendors::runtime::Runtime>,
     /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
-    pub mcp: Arc<crate::mcp::McpHost>,
+    pub mcp: Arc<crate::vendors::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
     /// Signed-in browser sessions (token mode).

@@ -1,13 +1,17 @@
 //! Token mode's signed-in browser sessions (README.md "Authentication"): a session cookie's
 //! id, held only as its SHA-256, maps to a login until sign-out, its lifetime, or byre's
-//! restart. The HTTP adapter (`src/http/auth.rs`) signs in and out; `crate::identity` reads
-//! the login of a request's cookie.
+//! restart. [`sign_in`] and [`sign_out`] are the operations; the HTTP adapter
+//! (`src/http/auth.rs`) sets and clears the cookie; `crate::identity` reads the login of a
+//! request's cookie.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+
+use super::{Ctx, Error};
+use crate::config::AuthMode;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "byre_session";
@@ -92,4 +96,47 @@ impl Sessions {
             None => false,
         }
     }
+}
+
+/// The tokens of token mode.
+/// # Errors
+/// Not found outside token mode: there is nothing to sign in to.
+pub fn token_mode(app: &Ctx) -> Result<&HashMap<String, String>, Error> {
+    match &app.config.auth {
+        AuthMode::Token { tokens } => Ok(tokens),
+        AuthMode::Local { .. } => Err(Error::NotFound(
+            "this server runs with --auth local: there is nothing to sign in to".into(),
+        )),
+        AuthMode::Tailscale => Err(Error::NotFound(
+            "this server runs with --auth tailscale: Tailscale says who you are".into(),
+        )),
+    }
+}
+
+/// Signs in with a bearer `token`: a new session for its login. Answers the login and the
+/// session cookie's value.
+/// # Errors
+/// Unauthenticated for an unknown token; not found outside token mode.
+pub fn sign_in(app: &Ctx, token: &str) -> Result<(String, String), Error> {
+    let tokens = token_mode(app)?;
+    let login = crate::identity::login_for_token(tokens, token.trim())
+        .ok_or_else(|| Error::Unauthenticated("unknown token".into()))?;
+    let id = app.sessions.open(&login);
+    tracing::info!(login = %login, "signed in");
+    Ok((login, id))
+}
+
+/// Signs out the session whose cookie value is `id` (also when it had already ended), and
+/// ends the streams opened on it.
+/// # Errors
+/// Not found outside token mode.
+pub fn sign_out(app: &Ctx, id: Option<&str>) -> Result<(), Error> {
+    token_mode(app)?;
+    if let Some(id) = id {
+        if let Some(login) = app.sessions.login(id) {
+            tracing::info!(login = %login, "signed out");
+        }
+        app.sessions.close(id);
+    }
+    Ok(())
 }

@@ -34,7 +34,7 @@ impl ToolResult {
     }
 }
 
-/// The live session a session token (`crate::mcp::McpHost::token`) stands for.
+/// The live session a session token (`crate::vendors::mcp::McpHost::token`) stands for.
 /// # Errors
 /// [`Error::Forbidden`] for a token that is not a live session's (forged, of no session, or
 /// of a completed one).
@@ -217,7 +217,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 Value::Array(a) if a.iter().all(Value::is_object) => a.clone(),
                 _ => return Err("`attachments` must be an array of objects".into()),
             };
-            let choices = crate::mcp::choices::parse(&context);
+            let choices = super::choices::parse(&context);
             Ok(Command::AskHuman {
                 session_id,
                 question: byre_projections::inbox::Question {

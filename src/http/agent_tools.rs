@@ -1,7 +1,7 @@
 //! `POST /internal/mcp/tools/{tool}`: a task agent's byre tool call, forwarded by its `byre mcp`
 //! child (`crate::mcp::stdio`). Internal, not in the public contract.
 //!
-//! Request: `Authorization: Bearer <session token>` (`crate::mcp::McpHost::token`), the tool's
+//! Request: `Authorization: Bearer <session token>` (`crate::vendors::mcp::McpHost::token`), the tool's
 //! arguments as a JSON object of at most `MAX_TOOL_ARGS_BYTES`. Answer: 200
 //! `{"is_error": bool, "text": "…"}`, the tool result the model reads — a refused, malformed
 //! or oversized call is a tool error, never an HTTP error; 401

@@ -10,8 +10,6 @@
 //! came over HTTPS. `identity::resolve` accepts it on REST and SSE, and refuses a
 //! state-changing request on it without `X-Byre-CSRF: 1`.
 
-use std::collections::HashMap;
-
 use actix_web::body::MessageBody;
 use actix_web::cookie::{time, Cookie, SameSite};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -21,6 +19,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
 use super::{ApiError, App};
+use crate::app::signin;
 use crate::config::AuthMode;
 use crate::identity;
 
@@ -58,18 +57,6 @@ fn session_cookie(req: &HttpRequest, value: String, max_age: time::Duration) -> 
         .finish()
 }
 
-fn token_mode(app: &App) -> Result<&HashMap<String, String>, ApiError> {
-    match &app.config.auth {
-        AuthMode::Token { tokens } => Ok(tokens),
-        AuthMode::Local { .. } => Err(ApiError::NotFound(
-            "this server runs with --auth local: there is nothing to sign in to".into(),
-        )),
-        AuthMode::Tailscale => Err(ApiError::NotFound(
-            "this server runs with --auth tailscale: Tailscale says who you are".into(),
-        )),
-    }
-}
-
 /// `POST /auth/signin` `{"token"}` with `X-Byre-CSRF: 1` → 200 `{"login"}` and the session
 /// cookie; 401 for an unknown token, 403 without the header, 404 outside token mode.
 pub async fn signin(
@@ -77,14 +64,11 @@ pub async fn signin(
     body: web::Json<SigninBody>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let tokens = token_mode(&app)?;
+    signin::token_mode(&app)?;
     identity::refuse_cross_site(&req)?;
     identity::require_csrf_header(&req)?;
-    let login = identity::login_for_token(tokens, body.token.trim())
-        .ok_or_else(|| ApiError::Unauthorized("unknown token".into()))?;
-    let id = app.sessions.open(&login);
+    let (login, id) = signin::sign_in(&app, &body.token)?;
     let max_age = time::Duration::seconds(SESSION_LIFETIME.as_secs() as i64);
-    tracing::info!(login = %login, "signed in");
     Ok(HttpResponse::Ok()
         .cookie(session_cookie(&req, id, max_age))
         .insert_header((header::CACHE_CONTROL, "no-store"))
@@ -94,15 +78,11 @@ pub async fn signin(
 /// `POST /auth/signout` with `X-Byre-CSRF: 1` → 204, the session forgotten and the cookie
 /// cleared (also when it had already ended); 403 without the header, 404 outside token mode.
 pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    token_mode(&app)?;
+    signin::token_mode(&app)?;
     identity::refuse_cross_site(&req)?;
     identity::require_csrf_header(&req)?;
-    if let Some(cookie) = req.cookie(SESSION_COOKIE) {
-        if let Some(login) = app.sessions.login(cookie.value()) {
-            tracing::info!(login = %login, "signed out");
-        }
-        app.sessions.close(cookie.value());
-    }
+    let cookie = req.cookie(SESSION_COOKIE);
+    signin::sign_out(&app, cookie.as_ref().map(|c| c.value()))?;
     Ok(HttpResponse::NoContent()
         .cookie(session_cookie(&req, String::new(), time::Duration::ZERO))
         .finish())

@@ -7,7 +7,8 @@
 //! `task_id` keeps one task's events (404 for an unknown task); `lead=true` keeps the
 //! caller's lead agent's events. Events with an owner reach only that user. A stream signed
 //! in with the session cookie ends when its session does. An idle stream gets a `: heartbeat`
-//! comment every `Config::heartbeat`.
+//! comment every `Config::heartbeat`. Which records a stream sends is
+//! [`crate::app::events`]; this module frames them, adds the live-only deltas and heartbeats.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
@@ -15,8 +16,8 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::{ApiError, App};
+use crate::app::events as op;
 use crate::identity::Caller;
-use crate::log::subscription::subscribe;
 
 /// Query of `streamEvents`.
 #[derive(Deserialize)]
@@ -44,32 +45,21 @@ pub async fn stream_events(
             })?)
         }
     };
-    let after = last_event_id.or(query.after).unwrap_or(0);
-    // A cursor ahead of the log (a log replaced under the client, or a made-up seq) would
-    // otherwise skip every event up to it without a word.
-    let head = app.writer.head();
-    if after > head {
-        let source = if last_event_id.is_some() {
+    let cursor = op::Cursor {
+        after: last_event_id.or(query.after).unwrap_or(0),
+        source: if last_event_id.is_some() {
             "Last-Event-ID"
         } else {
             "after"
-        };
-        return Err(ApiError::BadRequest(format!(
-            "{source} {after} is beyond the log's last seq {head}: reload, then resume from a seq of at most {head}"
-        )));
-    }
-    if let Some(task_id) = &query.task_id {
-        if !app.writer.read(|s| s.tasks.contains_key(task_id)) {
-            return Err(ApiError::NotFound(format!("no task `{task_id}`")));
-        }
-    }
+        },
+    };
+    let after = cursor.after;
     let lead = query.lead.unwrap_or(false);
+    let (records, filter) = op::open_stream(&app, &caller.login, cursor, query.task_id, lead)?;
     let (host, commit, _) = super::status::client_of(&req);
     let registration = app.clients.open(&caller.login, &host, &commit);
     let heartbeat = app.config.heartbeat;
     let login = caller.login;
-    let task_filter = query.task_id;
-    let records = subscribe(app.writer.clone(), after);
     let mut deltas = app.agents.ephemeral();
     let mut shutdown = app.shutdown.clone();
     // A stream signed in by cookie ends when its session does (sign-out).
@@ -84,15 +74,7 @@ pub async fn stream_events(
             tokio::select! {
                 next = records.next() => match next {
                     Some(Ok(r)) => {
-                        if !r.visible_to(&login) {
-                            continue;
-                        }
-                        if let Some(t) = &task_filter {
-                            if r.task_id.as_deref() != Some(t.as_str()) {
-                                continue;
-                            }
-                        }
-                        if lead && (r.owner.as_deref() != Some(login.as_str()) || r.agent_session_id.is_none()) {
+                        if !filter.keeps(&r) {
                             continue;
                         }
                         // Serialized once by the writer, shared by every stream.
@@ -106,7 +88,7 @@ pub async fn stream_events(
                 },
                 delta = deltas.recv() => match delta {
                     Ok(d) => {
-                        if task_filter.as_deref().is_some_and(|t| t != d.task_id) || lead {
+                        if !filter.keeps_delta(&d.task_id) {
                             continue;
                         }
                         // Live-only: no `id:`, so a reconnect neither skips nor replays it; a named

@@ -1,30 +1,19 @@
 //! The calling user: `getMe`, `updateMe`, `updateNotificationPrefs`, `updateDefaultModel`,
-//! `getFocus`, `setFocus`, `getSummaryReads`, `setPaneFocus`, and `markSummaryRead`.
+//! `getFocus`, `setFocus`, `getSummaryReads`, `setPaneFocus`, and `markSummaryRead`: parse,
+//! call [`crate::app::me`], answer.
 
 use actix_web::{web, HttpResponse};
 use byre_projections::focus::{Focus, TaskTab};
 use byre_projections::users::NotificationPrefs;
-use byre_projections::Command;
 use serde::Deserialize;
 
 use super::{ApiError, App};
-use crate::api;
+use crate::app::me as op;
 use crate::identity::Caller;
-
-fn me(app: &App, caller: &Caller) -> Result<api::User, ApiError> {
-    app.writer
-        .read(|s| s.users.get(&caller.login).map(api::User::from))
-        .ok_or_else(|| {
-            ApiError::internal(format!(
-                "user {} missing after it was ensured",
-                caller.login
-            ))
-        })
-}
 
 /// `getMe` — GET /api/me → 200 `User`.
 pub async fn get_me(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(me(&app, &caller)?))
+    Ok(HttpResponse::Ok().json(op::get_me(&app, &caller.login)?))
 }
 
 /// Body of `updateMe` (spec `UserUpdate`).
@@ -42,13 +31,8 @@ pub async fn update_me(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    app.submit(Command::UpdateMe {
-        login: caller.login.clone(),
-        git_name: body.git_name,
-        git_email: body.git_email,
-    })
-    .await?;
-    Ok(HttpResponse::Ok().json(me(&app, &caller)?))
+    let user = op::update_me(&app, &caller.login, body.git_name, body.git_email).await?;
+    Ok(HttpResponse::Ok().json(user))
 }
 
 /// Body of `updateNotificationPrefs` (spec `NotificationPrefs`; the stored payload type
@@ -69,17 +53,14 @@ pub async fn update_notification_prefs(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let b = body.into_inner();
-    app.submit(Command::UpdateNotificationPrefs {
-        login: caller.login.clone(),
-        prefs: NotificationPrefs {
-            questions: b.questions,
-            reports: b.reports,
-            errors: b.errors,
-            rate_limits: b.rate_limits,
-        },
-    })
-    .await?;
-    Ok(HttpResponse::Ok().json(me(&app, &caller)?))
+    let prefs = NotificationPrefs {
+        questions: b.questions,
+        reports: b.reports,
+        errors: b.errors,
+        rate_limits: b.rate_limits,
+    };
+    let user = op::update_notification_prefs(&app, &caller.login, prefs).await?;
+    Ok(HttpResponse::Ok().json(user))
 }
 
 /// Body of `updateDefaultModel` (spec `DefaultModel`).
@@ -96,22 +77,13 @@ pub async fn update_default_model(
     body: web::Json<DefaultModel>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    app.submit(Command::UpdateDefaultModel {
-        login: caller.login.clone(),
-        model: body.into_inner().model,
-    })
-    .await?;
-    Ok(HttpResponse::Ok().json(me(&app, &caller)?))
+    let user = op::update_default_model(&app, &caller.login, body.into_inner().model).await?;
+    Ok(HttpResponse::Ok().json(user))
 }
 
 /// `getFocus` — GET /api/me/focus → 200 `Focus` (the transcript tab of nothing until set).
 pub async fn get_focus(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    let focus = app.writer.read(|s| {
-        s.ui.get(&caller.login)
-            .map(|u| u.focus.clone())
-            .unwrap_or_default()
-    });
-    Ok(HttpResponse::Ok().json(focus))
+    Ok(HttpResponse::Ok().json(op::get_focus(&app, &caller.login)))
 }
 
 /// Body of `setFocus` (spec `Focus`).
@@ -133,17 +105,12 @@ pub async fn set_focus(
 ) -> Result<HttpResponse, ApiError> {
     let b = body.into_inner();
     let focus = Focus {
-        project_id: b.project_id.filter(|p| !p.is_empty()),
-        task_id: b.task_id.filter(|t| !t.is_empty()),
+        project_id: b.project_id,
+        task_id: b.task_id,
         tabs: b.tabs,
         tab: b.tab,
     };
-    app.submit(Command::SetFocus {
-        login: caller.login.clone(),
-        focus,
-    })
-    .await?;
-    get_focus(caller, app).await
+    Ok(HttpResponse::Ok().json(op::set_focus(&app, &caller.login, focus).await?))
 }
 
 /// `getSummaryReads` — GET /api/me/summary-reads → 200 `{task_id: seq}` for active tasks.
@@ -151,10 +118,7 @@ pub async fn get_summary_reads(
     caller: Caller,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let reads = app
-        .writer
-        .read(|s| byre_projections::focus::active_summary_reads(s, &caller.login));
-    Ok(HttpResponse::Ok().json(reads))
+    Ok(HttpResponse::Ok().json(op::get_summary_reads(&app, &caller.login)))
 }
 
 /// Body of `setPaneFocus` (spec `PaneFocus`).
@@ -172,12 +136,7 @@ pub async fn set_pane_focus(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let b = body.into_inner();
-    app.submit(Command::SetPaneFocus {
-        login: caller.login,
-        focused: b.focused,
-        drafting: b.drafting,
-    })
-    .await?;
+    op::set_pane_focus(&app, &caller.login, b.focused, b.drafting).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -196,11 +155,6 @@ pub async fn mark_summary_read(
     body: web::Json<SummaryRead>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    app.submit(Command::MarkSummaryRead {
-        login: caller.login,
-        task_id: task_id.into_inner(),
-        seq: body.into_inner().seq,
-    })
-    .await?;
+    op::mark_summary_read(&app, &caller.login, &task_id, body.into_inner().seq).await?;
     Ok(HttpResponse::NoContent().finish())
 }

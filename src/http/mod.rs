@@ -1,7 +1,8 @@
 //! The HTTP surface of `schema/byre.openapi.yaml`: the route table ([`routes`]) with all 64
-//! operations, and one module per family of handlers. Handlers parse, submit one command to
-//! the writer, and answer from the fold; they never open a redb write transaction, write git
-//! or spawn processes. Operations that later issues build answer 501.
+//! operations, and one module per family of handlers. Handlers parse, call one
+//! [`crate::app`] function, and answer (an `app::Error` becomes its status in `error.rs`);
+//! they never open a redb write transaction, write git or spawn processes. Operations that
+//! later issues build answer 501.
 
 use actix_web::http::Method;
 use actix_web::{web, HttpResponse};

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use byre_projections::reviews::{Review, ReviewState};
@@ -42,6 +43,9 @@ pub fn reviewer_model(cfg: &ReviewConfig, task_vendor: Option<Vendor>) -> String
 
 struct Reactor {
     writer: Writer,
+    /// The application layer, for the operations this reactor makes as a human (a merge
+    /// after review).
+    app: Arc<crate::app::Ctx>,
     cfg: ReviewConfig,
     data_dir: PathBuf,
     /// When each running review started here (for the timeout).
@@ -50,15 +54,17 @@ struct Reactor {
 
 /// Starts the reactor; it ends when `shutdown` turns true.
 pub fn start(
-    writer: Writer,
+    app: Arc<crate::app::Ctx>,
     cfg: ReviewConfig,
     data_dir: PathBuf,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let writer = app.writer.clone();
         let from = writer.head();
         let mut r = Reactor {
             writer,
+            app,
             cfg,
             data_dir,
             started: HashMap::new(),
@@ -181,27 +187,20 @@ impl Reactor {
                 .iter()
                 .find(|(_, p)| p.review_id == review_id)
                 .and_then(|(task_id, p)| {
-                    let t = s.tasks.get(task_id)?;
-                    Some((task_id.clone(), p.clone(), t.worktree_path.clone()))
+                    s.tasks.get(task_id)?;
+                    Some((task_id.clone(), p.clone()))
                 })
         });
-        let Some((task_id, p, worktree)) = pending else {
+        let Some((task_id, p)) = pending else {
             return;
         };
-        let head = tokio::task::spawn_blocking(move || {
-            crate::git::worktree_head(Path::new(&worktree)).unwrap_or_default()
-        })
-        .await
-        .unwrap_or_default();
-        let cmd = Command::MergeTask {
-            actor: p.by.clone(),
-            task_id: task_id.clone(),
+        // mergeTask's own path, as the human who asked for it.
+        let merge = crate::app::finish::Merge {
             merge_title: Some(p.merge_title.clone()),
-            target_parent: false,
+            target: None,
             after_review: false,
-            head,
         };
-        if let Err(e) = self.writer.submit(cmd, None).await {
+        if let Err(e) = crate::app::finish::merge_task(&self.app, &p.by, &task_id, merge).await {
             self.submit(Command::CancelMergeAfterReview {
                 actor: "byre".into(),
                 task_id,

@@ -19,6 +19,7 @@ use byre_projections::sessions::{Vendor, VendorItem};
 pub mod claude;
 pub mod codebolt;
 pub mod codex;
+pub mod mcp;
 mod reaper;
 pub mod runtime;
 mod session;
@@ -76,7 +77,7 @@ pub struct SpawnSpec {
     /// CodeBolt: the port the agent connects to (byre's own).
     pub socket_port: u16,
     /// How the CLI starts byre's MCP server for this session (`None`: no byre tools).
-    pub mcp: Option<crate::mcp::McpLaunch>,
+    pub mcp: Option<crate::vendors::mcp::McpLaunch>,
 }
 
 /// What one output line of an agent process means, once its [`Protocol`] read it.

@@ -137,7 +137,7 @@ pub struct Runtime {
     leftover_zombies: Mutex<Vec<Zombie>>,
     ephemeral: broadcast::Sender<Arc<Ephemeral>>,
     /// Session tokens and how agents start byre's MCP server.
-    mcp: Arc<crate::mcp::McpHost>,
+    mcp: Arc<crate::vendors::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a turn.
     worktrees: crate::reactors::worktrees::Worktrees,
     /// Set when the runtime stops: no process starts after it.
@@ -151,7 +151,7 @@ impl Runtime {
         writer: Writer,
         config: &crate::config::Config,
         leftovers: Vec<Zombie>,
-        mcp: Arc<crate::mcp::McpHost>,
+        mcp: Arc<crate::vendors::mcp::McpHost>,
         worktrees: crate::reactors::worktrees::Worktrees,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Arc<Runtime>, tokio::task::JoinHandle<()>) {

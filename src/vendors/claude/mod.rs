@@ -121,7 +121,7 @@ impl Driver for ClaudeDriver {
         }
         if let Some(mcp) = &spec.mcp {
             // PROTOCOL.md §8: a stdio server, started before the first `system/init`.
-            let config = json!({"mcpServers": {crate::mcp::SERVER_NAME: {
+            let config = json!({"mcpServers": {crate::vendors::mcp::SERVER_NAME: {
                 "type": "stdio",
                 "command": mcp.program,
                 "args": mcp.args,
@@ -129,7 +129,7 @@ impl Driver for ClaudeDriver {
             cmd.args(["--mcp-config", &config.to_string(), "--strict-mcp-config"]);
             cmd.args([
                 "--allowedTools",
-                &format!("mcp__{}", crate::mcp::SERVER_NAME),
+                &format!("mcp__{}", crate::vendors::mcp::SERVER_NAME),
             ]);
         }
         cmd.current_dir(&spec.cwd).env_clear();
