@@ -131,6 +131,9 @@ pub struct Task {
     /// The humans with a `user.message` in the task's transcript, in order of their first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub participants: Vec<String>,
+    /// The task whose agent started this one as its subtask (`task.subtask_started`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_task_id: Option<String>,
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
@@ -141,7 +144,7 @@ pub fn computed_state(state: &State, t: &Task) -> TaskState {
         TaskStatus::Merged => TaskState::Merged,
         TaskStatus::Discarded => TaskState::Discarded,
         TaskStatus::Active if t.discarding => TaskState::Discarding,
-        TaskStatus::Active if t.merging => TaskState::Merging,
+        TaskStatus::Active if t.merging || t.merging_into_parent => TaskState::Merging,
         TaskStatus::Active => {
             let latest_live = state
                 .sessions
@@ -374,6 +377,7 @@ pub(crate) fn apply(
                 discard_turn: None,
                 cleanup_failed: None,
                 participants: Vec::new(),
+                parent_task_id: None,
             });
         }
         EventBody::TaskWorktreeCreated(_) => {

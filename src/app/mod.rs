@@ -25,6 +25,7 @@ pub mod reviews;
 pub mod sessions;
 pub mod signin;
 pub mod status;
+pub mod subtasks;
 pub mod tasks;
 pub mod tools;
 

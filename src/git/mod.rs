@@ -7,6 +7,7 @@
 pub mod merge;
 pub mod reviews;
 pub mod snapshots;
+pub mod subtasks;
 pub mod views;
 
 use std::ffi::OsStr;
