@@ -63,6 +63,7 @@ pub static ASSETS: &[Asset] = assets![
     "js/views/files.js" => JS,
     "js/views/inbox.js" => JS,
     "js/views/finish.js" => JS,
+    "js/views/subtasks.js" => JS,
     "js/views/status.js" => JS,
     "vendor/preact.module.js" => JS,
     "vendor/hooks.module.js" => JS,
