@@ -278,3 +278,117 @@ async fn merge_target_parent_is_400_for_a_task_that_is_no_subtask_and_404_for_no
     assert!(t.get("parent_task_id").is_none());
     server.stop().await;
 }
+
+/// A tool call as `byre mcp` forwards it (`{is_error, text}`), with session `session_id`'s
+/// token.
+async fn tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
+    let host = byre::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
+        .expect("the server's MCP secret");
+    let r = reqwest::Client::new()
+        .post(format!("{}/internal/mcp/tools/{tool}", server.url))
+        .bearer_auth(host.token(session_id))
+        .json(&args)
+        .send()
+        .await
+        .expect("byre answers");
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}
+
+/// A server whose Claude Code is missing (turns fail at once, sessions stay idle).
+async fn server_without_cli(data: TempDir) -> TestServer {
+    TestServer::spawn_configured(data, local_ada(), |c| {
+        c.claude_bin = Some("/nonexistent/claude".into());
+    })
+    .await
+}
+
+#[tokio::test]
+async fn start_subtask_refusals_are_tool_errors_and_the_link_survives_a_restart() {
+    let server = server_without_cli(TempDir::new().unwrap()).await;
+    let api = server.api();
+    let (_repo, project_id) = api.basic_project().await;
+    let mut sse = api.events(&[], None).await;
+    let parent = api
+        .create_task_with(&project_id, json!({"title": "Parent", "prompt": "hello"}))
+        .await;
+    let parent_id = str_of(&parent, "id").to_owned();
+    crate::helpers::until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
+    let session_id = api.first_session_id(&parent_id).await;
+
+    let errors: Vec<(Value, &str)> = vec![
+        (json!({"prompt": "p"}), "`title` is required"),
+        (json!({"title": "t"}), "`prompt` is required"),
+        (
+            json!({"title": 3, "prompt": "p"}),
+            "`title` must be a string",
+        ),
+        (json!({"title": "t", "prompt": " "}), "must not be empty"),
+        (
+            json!({"title": " ", "prompt": "p"}),
+            "title must be one line",
+        ),
+    ];
+    for (args, says) in errors {
+        let r = tool(&server, &session_id, "start_subtask", args.clone()).await;
+        assert_eq!(r["is_error"], true, "{args}: {r}");
+        assert!(str_of(&r, "text").contains(says), "{args}: {r}");
+    }
+    let r = tool(&server, &session_id, "list_subtasks", json!({})).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(
+        serde_json::from_str::<Value>(str_of(&r, "text")).unwrap(),
+        json!([])
+    );
+    let tasks = api.call("listTasks", &[&project_id], &[], None).await;
+    assert_eq!(
+        tasks.body.as_array().unwrap().len(),
+        1,
+        "a refusal leaves no task"
+    );
+
+    let r = tool(
+        &server,
+        &session_id,
+        "start_subtask",
+        json!({"title": "Child", "prompt": "do the part"}),
+    )
+    .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let list = tool(&server, &session_id, "list_subtasks", json!({})).await;
+    let list: Value = serde_json::from_str(str_of(&list, "text")).unwrap();
+    let child_id = str_of(&list[0], "task_id").to_owned();
+    assert!(str_of(&r, "text").contains(&child_id), "{r}");
+    assert_eq!(list[0]["title"], "Child");
+    assert_eq!(list[0]["status"], "active");
+    assert_eq!(list[0]["unmerged"]["commits"], 0, "{list}");
+    let child = get_task(&api, &child_id).await;
+    assert_eq!(child["parent_task_id"], parent_id.as_str());
+    let sessions = api.call("listSessions", &[&child_id], &[], None).await;
+    assert_eq!(sessions.body[0]["model"], "sonnet", "the parent's model");
+
+    // Consistent after a restart: still linked, the parent still refused.
+    let data = server.stop().await;
+    let server = server_without_cli(data).await;
+    let api = server.api();
+    let child = get_task(&api, &child_id).await;
+    assert_eq!(child["parent_task_id"], parent_id.as_str());
+    let r = api.call("discardTask", &[&parent_id], &[], None).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    let r = merge(&api, &parent_id, json!({"merge_title": "Parent"})).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+
+    // Discarding the subtask ends it; then the parent may be discarded.
+    let mut sse = api.events(&[], None).await;
+    let r = api.call("discardTask", &[&child_id], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    loop {
+        let e = sse.next(TURN_WAIT).await.expect("the subtask's discard");
+        if e.data["kind"] == "task.discarded" && e.data["task_id"] == child_id.as_str() {
+            break;
+        }
+    }
+    let r = api.call("discardTask", &[&parent_id], &[], None).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    server.stop().await;
+}
