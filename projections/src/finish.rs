@@ -260,6 +260,11 @@ pub(crate) fn merge(
             "task `{task_id}` is already merging"
         )));
     }
+    if t.merging_into_parent {
+        return Err(Rejection::Conflict(format!(
+            "task `{task_id}` is merging into its parent task"
+        )));
+    }
     if t.merge_queued_at_us.is_some() {
         return Err(Rejection::Conflict(format!(
             "task `{task_id}`'s merge is already held behind another merge in its project"

@@ -258,6 +258,11 @@ fn merge_into_parent_asks_the_idle_parent_under_the_callers_name() {
     );
     let r = w.sub_merge(&child, true);
     assert!(matches!(r, Err(Rejection::Conflict(ref m)) if m.contains("already")));
+    let r = w.sub_merge(&child, false);
+    assert!(
+        matches!(r, Err(Rejection::Conflict(ref m)) if m.contains("into its parent")),
+        "{r:?}"
+    );
     w.sub_end_turn(&psid);
     let t = &w.state.tasks[&child];
     assert_eq!(
