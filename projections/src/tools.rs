@@ -40,9 +40,9 @@ pub struct PreviewExposed {
 pub struct SubtaskStarted {
     /// The new task.
     pub task_id: String,
-    /// The task of the agent that called `startAgent`.
+    /// The task of the agent that started it.
     pub parent_task_id: String,
-    /// The session of the agent that called `startAgent`.
+    /// The session of the agent that started it.
     pub parent_session_id: String,
     /// The CodeBolt agent started on the new task (the `codebolt:<agent>` model's name);
     /// empty for a subtask started with `start_subtask`.

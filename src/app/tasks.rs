@@ -89,7 +89,7 @@ pub async fn create_task(
         .ok_or_else(|| Error::internal("task missing after commit"))
 }
 
-/// `createTask`'s command path (also CodeBolt's `startAgent`): `CreateTask` from the head of
+/// `createTask`'s command path: `CreateTask` from the head of
 /// the project's default branch, then waits until the task's worktree exists. Returns the
 /// task's id.
 /// # Errors

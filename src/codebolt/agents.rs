@@ -19,7 +19,8 @@
 //!   in the calling task's project from the default branch's tip (title: the task text's first
 //!   line, at most 80 characters; actor: the calling task's creator), linked to the caller in
 //!   the same batch (`task.subtask_started`), its session started with model `codebolt:<id>`
-//!   and the task text as its first message, then waits (beside the agent's other requests) for that session's first `turn.ended`:
+//!   and the task text as its first message, then waits (beside the agent's other requests)
+//!   for that session's first `turn.ended`:
 //!   `{success: true, agentId, result, task_id, session_id}` when it completed (`result`: the
 //!   turn's result, else its last `agent.text`); `success: false` with an `error` when the
 //!   agent is unknown, the task could not be made, the turn failed or was interrupted, or the
