@@ -115,6 +115,9 @@ pub struct Task {
     pub merging: bool,
     /// A discard runs.
     pub discarding: bool,
+    /// The task whose agent started this one as its subtask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_task_id: Option<String>,
     /// A merge into the parent is pending.
     pub merging_into_parent: bool,
     /// A merge waits for a review.
@@ -149,6 +152,7 @@ impl From<&p::tasks::Task> for Task {
             state: t.state,
             merging: t.merging,
             discarding: t.discarding,
+            parent_task_id: t.parent_task_id.clone(),
             merging_into_parent: t.merging_into_parent,
             merge_after_review: t.merge_after_review,
             summary_seq: t.summary_seq,

@@ -283,7 +283,7 @@ pub enum Command {
         task_id: String,
         /// The confirmed title (required for target main).
         merge_title: Option<String>,
-        /// Target `parent` (refused until subtasks exist).
+        /// Target `parent`: merge a subtask into its parent task.
         target_parent: bool,
         /// `after_review` (refused until reviews exist).
         after_review: bool,
@@ -366,16 +366,26 @@ pub enum Command {
         /// The title.
         merge_title: String,
     },
-    /// A CodeBolt agent's `startAgent`: links the new task `task_id` (created by `CreateTask`
-    /// just before) to the calling session and its task. 404 unknown session or task; 409
-    /// the calling task is closed.
-    LinkSubtask {
+    /// A task agent's `start_subtask` tool or CodeBolt's `startAgent`: a new task in the
+    /// calling session's project from `base_ref`, linked to the caller
+    /// (`crate::subtasks::start`).
+    StartSubtask {
         /// The calling agent's session.
         session_id: String,
-        /// The new task.
-        task_id: String,
-        /// The CodeBolt agent started on it (its directory name).
+        /// The new task's title.
+        title: String,
+        /// The commit it branches from.
+        base_ref: String,
+        /// The CodeBolt agent started on it (its directory name); empty for `start_subtask`.
         agent: String,
+    },
+    /// The finish reactor: subtask `task_id`'s branch is in its parent's HEAD and its
+    /// worktree was removed (`crate::subtasks::record_into_parent`).
+    RecordMergeIntoParent {
+        /// The subtask.
+        task_id: String,
+        /// The parent's HEAD holding the branch, the kept snapshot ref, a clean-up error.
+        done: crate::finish::MergeDone,
     },
     /// A task agent's `expose_port` tool.
     ExposePort {

@@ -242,8 +242,10 @@ event_kinds! {
     MergeTitleSet = "task.merge_title_set" (crate::tools::MergeTitleSet),
     /// The task's agent exposed a port of its block as a preview (`expose_port`).
     PreviewExposed = "preview.exposed" (crate::tools::PreviewExposed),
-    /// A CodeBolt agent started another agent on a new task (`startAgent`): the link.
+    /// A task's agent started a subtask (`start_subtask`, CodeBolt's `startAgent`): the link.
     SubtaskStarted = "task.subtask_started" (crate::tools::SubtaskStarted),
+    /// `mergeTask` target `parent`: the parent's agent is asked to merge the subtask (intent).
+    MergeIntoParentRequested = "task.merge_into_parent_requested" (crate::subtasks::MergeIntoParentRequested),
     /// A snapshot of a task's worktree was asked for (intent).
     SnapshotRequested = "snapshot.requested" (crate::snapshots::SnapshotRequested),
     /// A snapshot's commit and ref exist; a `turn_end` one may have moved the task branch

@@ -237,9 +237,10 @@ pub(crate) fn check_open(t: &Task) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// Decides `MergeTask` (target main). The target `parent` comes with subtasks and is refused
-/// (400) until then; `after_review` records a merge waiting for a review
-/// (`crate::reviews::after`).
+/// Decides `MergeTask`: target main here, target `parent` in
+/// [`crate::subtasks::merge_into_parent`]; `after_review` records a merge waiting for a review
+/// (`crate::reviews::after`). Either target is refused (409) while the task has active
+/// subtasks.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn merge(
     state: &State,
@@ -253,9 +254,10 @@ pub(crate) fn merge(
 ) -> Result<Vec<NewEvent>, Rejection> {
     let t = task(state, task_id)?;
     if target_parent {
-        return Err(Rejection::Invalid(
-            "target parent merges a subtask into its parent task; subtasks are not built yet, so only target main is accepted".into(),
-        ));
+        return crate::subtasks::merge_into_parent(state, ctx, actor, task_id, after_review, head);
+    }
+    if t.status == TaskStatus::Active {
+        crate::subtasks::check_no_active_subtasks(state, t)?;
     }
     if after_review {
         return crate::reviews::after::request(state, actor, task_id, merge_title);
@@ -267,6 +269,11 @@ pub(crate) fn merge(
     if t.merging {
         return Err(Rejection::Conflict(format!(
             "task `{task_id}` is already merging"
+        )));
+    }
+    if t.merging_into_parent {
+        return Err(Rejection::Conflict(format!(
+            "task `{task_id}` is merging into its parent task"
         )));
     }
     if t.merge_queued_at_us.is_some() {
@@ -380,7 +387,7 @@ pub struct MergeDone {
 }
 
 /// Every live session of the task completes (its task closed).
-fn complete_sessions(state: &State, t: &Task) -> Vec<NewEvent> {
+pub(crate) fn complete_sessions(state: &State, t: &Task) -> Vec<NewEvent> {
     state
         .sessions
         .values()
@@ -456,7 +463,8 @@ pub(crate) fn record_landed(
     )])
 }
 
-/// Decides `DiscardTask`.
+/// Decides `DiscardTask`: refused (409) while the task is closed, merging, already being
+/// discarded (unless its clean-up failed: a retry) or has active subtasks.
 pub(crate) fn discard(
     state: &State,
     ctx: &DecideCtx,
@@ -471,6 +479,7 @@ pub(crate) fn discard(
     if t.merging {
         return Err(Rejection::Conflict(format!("task `{task_id}` is merging")));
     }
+    crate::subtasks::check_no_active_subtasks(state, t)?;
     if t.discarding {
         if t.cleanup_failed.is_none() {
             return Err(Rejection::Conflict(format!(

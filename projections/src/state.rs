@@ -86,6 +86,7 @@ impl State {
         crate::sessions::apply(self, e);
         crate::inbox::apply(self, e);
         crate::finish::apply(self, e.created_at_us, &e.actor, &e.body, task_id);
+        crate::subtasks::apply(self, e);
         crate::tools::apply(self, e);
         crate::snapshots::apply(self, e);
         crate::reviews::apply(self, e);
@@ -321,11 +322,15 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             name,
             port,
         } => crate::tools::expose_port(state, session_id, name, *port),
-        Command::LinkSubtask {
+        Command::StartSubtask {
             session_id,
-            task_id,
+            title,
+            base_ref,
             agent,
-        } => crate::tools::link_subtask(state, session_id, task_id, agent),
+        } => crate::subtasks::start(state, ctx, session_id, title, base_ref, agent),
+        Command::RecordMergeIntoParent { task_id, done } => {
+            crate::subtasks::record_into_parent(state, task_id, done)
+        }
         Command::RequestSnapshot { task_id, trigger } => {
             crate::snapshots::request(state, task_id, *trigger)
         }

@@ -134,6 +134,9 @@ pub struct Task {
     /// The TODO.md item it was started from; empty for other tasks.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub todo_item: String,
+    /// The task whose agent started this one as its subtask (`task.subtask_started`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_task_id: Option<String>,
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
@@ -144,7 +147,7 @@ pub fn computed_state(state: &State, t: &Task) -> TaskState {
         TaskStatus::Merged => TaskState::Merged,
         TaskStatus::Discarded => TaskState::Discarded,
         TaskStatus::Active if t.discarding => TaskState::Discarding,
-        TaskStatus::Active if t.merging => TaskState::Merging,
+        TaskStatus::Active if t.merging || t.merging_into_parent => TaskState::Merging,
         TaskStatus::Active => {
             let latest_live = state
                 .sessions
@@ -412,6 +415,7 @@ pub(crate) fn apply(
                 cleanup_failed: None,
                 participants: Vec::new(),
                 todo_item: p.todo_item.clone(),
+                parent_task_id: None,
             });
         }
         EventBody::TaskWorktreeCreated(_) => {

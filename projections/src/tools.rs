@@ -33,17 +33,19 @@ pub struct PreviewExposed {
     pub port: u32,
 }
 
-/// `task.subtask_started` payload: a CodeBolt agent's `startAgent` created the task
-/// `task_id` (envelope: the new task) for the agent `agent`, on behalf of the calling session.
+/// `task.subtask_started` payload: a task's agent started the task `task_id` (envelope: the
+/// new task) as its subtask, with `start_subtask` or CodeBolt's `startAgent` (for the agent
+/// `agent`), from the calling session (`crate::subtasks::start`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubtaskStarted {
     /// The new task.
     pub task_id: String,
-    /// The task of the agent that called `startAgent`.
+    /// The task of the agent that started it.
     pub parent_task_id: String,
-    /// The session of the agent that called `startAgent`.
+    /// The session of the agent that started it.
     pub parent_session_id: String,
-    /// The CodeBolt agent started on the new task (the `codebolt:<agent>` model's name).
+    /// The CodeBolt agent started on the new task (the `codebolt:<agent>` model's name);
+    /// empty for a subtask started with `start_subtask`.
     pub agent: String,
 }
 
@@ -154,35 +156,8 @@ pub(crate) fn expose_port(
     )])
 }
 
-/// Decides `LinkSubtask`: `task.subtask_started`, actor `byre`, envelope the new task.
-/// # Errors
-/// 404 unknown new task; 404/409 as [`task_session`] for the caller.
-pub(crate) fn link_subtask(
-    state: &State,
-    session_id: &str,
-    task_id: &str,
-    agent: &str,
-) -> Result<Vec<NewEvent>, Rejection> {
-    let (s, parent) = task_session(state, session_id)?;
-    let child = state
-        .tasks
-        .get(task_id)
-        .ok_or_else(|| Rejection::NotFound(format!("no task `{task_id}`")))?;
-    Ok(vec![NewEvent::new(
-        "byre",
-        EventBody::SubtaskStarted(SubtaskStarted {
-            task_id: child.id.clone(),
-            parent_task_id: parent.id.clone(),
-            parent_session_id: s.id.clone(),
-            agent: agent.to_owned(),
-        }),
-    )
-    .project(&child.project_id)
-    .task(&child.id)])
-}
-
-/// Folds `task.merge_title_set` and `preview.exposed` (`task.subtask_started` changes no
-/// projection: the event is the record).
+/// Folds `task.merge_title_set` and `preview.exposed` (`task.subtask_started` is folded by
+/// `crate::subtasks`).
 pub(crate) fn apply(state: &mut State, e: &crate::Event) {
     match &e.body {
         EventBody::MergeTitleSet(p) => {

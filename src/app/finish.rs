@@ -91,10 +91,12 @@ pub struct Merge {
     pub after_review: bool,
 }
 
-/// `mergeTask`: merging, or held with `merge_queued_at`. Returns the task.
+/// `mergeTask`: merging, or held with `merge_queued_at`; with target parent, merging into its
+/// parent (`merging_into_parent`). Returns the task.
 /// # Errors
-/// Invalid (no or bad merge_title, target, after_review, a caller without a git identity),
-/// not found, conflict (closed, merging, held, being discarded, a turn running).
+/// Invalid (no or bad merge_title, target, after_review, a caller without a git identity,
+/// target parent for a task that is no subtask), not found, conflict (closed, merging, held,
+/// being discarded, a turn running, active subtasks, already merging into its parent).
 pub async fn merge_task(
     app: &Ctx,
     actor: &str,
@@ -110,7 +112,15 @@ pub async fn merge_task(
             )))
         }
     };
-    submit_at_head(app, task_id, |head| Command::MergeTask {
+    // Target parent hands a message to the parent's agent: the head is its worktree's.
+    let head_of = if target_parent {
+        app.writer
+            .read(|s| s.tasks.get(task_id).and_then(|t| t.parent_task_id.clone()))
+            .unwrap_or_else(|| task_id.to_owned())
+    } else {
+        task_id.to_owned()
+    };
+    submit_at_head(app, &head_of, |head| Command::MergeTask {
         actor: actor.to_owned(),
         task_id: task_id.to_owned(),
         merge_title: merge.merge_title,
@@ -144,7 +154,7 @@ pub async fn merge_in(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Agen
 
 /// `discardTask`: discarding; on a task whose clean-up failed, retries it. Returns the task.
 /// # Errors
-/// Not found; conflict (closed, merging, already being discarded).
+/// Not found; conflict (closed, merging, already being discarded, active subtasks).
 pub async fn discard_task(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Task, Error> {
     submit_at_head(app, task_id, |head| Command::DiscardTask {
         actor: actor.to_owned(),

@@ -32,6 +32,7 @@ pub mod sessions;
 pub mod signin;
 pub mod snapshots;
 pub mod status;
+pub mod subtasks;
 pub mod tasks;
 pub mod todo;
 pub mod tools;

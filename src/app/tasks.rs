@@ -89,7 +89,7 @@ pub async fn create_task(
         .ok_or_else(|| Error::internal("task missing after commit"))
 }
 
-/// `createTask`'s command path (also CodeBolt's `startAgent`): `CreateTask` from the head of
+/// `createTask`'s command path: `CreateTask` from the head of
 /// the project's default branch, then waits until the task's worktree exists. Returns the
 /// task's id.
 /// # Errors
@@ -151,7 +151,11 @@ pub async fn create_with(app: &Ctx, cmd: Command) -> Result<String, Error> {
     Ok(task_id)
 }
 
-async fn wait_for_worktree(app: &Ctx, task_id: &str, after: u64) -> Result<(), Error> {
+/// Waits until task `task_id`'s worktree exists (the worktree reactor's outcome after seq
+/// `after`).
+/// # Errors
+/// Internal when it could not be made or the wait timed out.
+pub(super) async fn wait_for_worktree(app: &Ctx, task_id: &str, after: u64) -> Result<(), Error> {
     let ready = app
         .writer
         .read(|s| s.tasks.get(task_id).map(|t| t.worktree_ready))

@@ -1,5 +1,5 @@
-//! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`, and
-//! a reviewer's `submit_review`):
+//! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`,
+//! `start_subtask` and `list_subtasks` (`super::subtasks`), and a reviewer's `submit_review`):
 //! who may call them, what a call's arguments mean, what it does and what the agent reads
 //! back. Claude Code and Codex agents call them through their `byre mcp` child and the
 //! internal HTTP route; CodeBolt agents through their socket's MCP actions. Both come here.
@@ -94,6 +94,9 @@ pub async fn call(
         Value::Null => json!({}),
         _ => return Ok(ToolResult::error("the arguments must be a JSON object")),
     };
+    if let Some(answer) = super::subtasks::call(app, session_id, tool, &args).await {
+        return answer;
+    }
     let task_id = app
         .writer
         .read(|s| s.sessions.get(session_id).map(|x| x.task_id.clone()))
@@ -125,6 +128,12 @@ pub struct ToolSpec {
 /// The tools, their descriptions for the model and their argument schemas: the same for
 /// every vendor (MCP for the CLIs, the CodeBolt toolbox `byre`).
 pub fn definitions() -> Vec<ToolSpec> {
+    let mut tools = base_definitions();
+    tools.extend(super::subtasks::definitions());
+    tools
+}
+
+fn base_definitions() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "ask_human",
@@ -259,7 +268,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             Ok(Command::SubmitReview { session_id, result })
         }
         other => Err(format!(
-            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port and (for reviewers) submit_review"
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks and (for reviewers) submit_review"
         )),
     }
 }

@@ -14,16 +14,19 @@
 //!   OpenAI tool shape the client's agent library feeds its LLM (`type: "function"`,
 //!   `function {name: <id>, description, parameters {task}}`); replies carry the list as
 //!   `agents` (and `data`).
-//! - `startAgent {agentId, task}` creates a new task in the calling task's project through
-//!   `createTask`'s command path (title: the task text's first line, at most 80 characters;
-//!   actor: the calling task's creator), links it to the caller (`task.subtask_started`),
-//!   starts its session with model `codebolt:<id>` and the task text as its first message,
-//!   then waits (beside the agent's other requests) for that session's first `turn.ended`:
+//! - `startAgent {agentId, task}` starts a subtask of the calling task through
+//!   `app::subtasks::start_subtask`, the operation behind the `start_subtask` tool: a new task
+//!   in the calling task's project from the default branch's tip (title: the task text's first
+//!   line, at most 80 characters; actor: the calling task's creator), linked to the caller in
+//!   the same batch (`task.subtask_started`), its session started with model `codebolt:<id>`
+//!   and the task text as its first message, then waits (beside the agent's other requests)
+//!   for that session's first `turn.ended`:
 //!   `{success: true, agentId, result, task_id, session_id}` when it completed (`result`: the
 //!   turn's result, else its last `agent.text`); `success: false` with an `error` when the
 //!   agent is unknown, the task could not be made, the turn failed or was interrupted, or the
 //!   calling agent's socket closed first. The new task stays open for review and merge like
-//!   any other.
+//!   any other subtask (into its parent, or onto the default branch); the calling task cannot
+//!   be merged or discarded while it is active.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -243,61 +246,28 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         return err("startAgent needs a non-empty task");
     }
     let app = &ctx.app;
-    let parent = app.writer.read(|s| {
-        let t = s
-            .tasks
-            .get(&ctx.link.task_id)
-            .filter(|t| t.status == byre_projections::tasks::TaskStatus::Active)?;
-        s.projects.get(&t.project_id)?;
-        Some((t.project_id.clone(), t.created_by.clone()))
-    });
-    let Some((project_id, actor)) = parent else {
-        return err("the calling agent's task is closed or gone: it cannot start agents");
+    let started = crate::app::subtasks::start_subtask(
+        app,
+        &ctx.link.session_id,
+        crate::app::subtasks::NewSubtask {
+            title: title_of(task),
+            prompt: task.to_owned(),
+            model: Some(format!("codebolt:{}", agent.id)),
+            agent: agent.id.clone(),
+            base: crate::app::subtasks::Base::DefaultBranch,
+        },
+    )
+    .await;
+    let (task_id, session_id, after) = match started {
+        Ok(s) => (s.task_id, s.session_id, s.linked_seq),
+        Err(e) => return err(format!("the agent's task could not be started: {e}")),
     };
-    let task_id =
-        match crate::app::tasks::create_at_default_branch(app, &actor, &project_id, title_of(task))
-            .await
-        {
-            Ok(t) => t,
-            Err(e) => return err(format!("the agent's task could not be created: {e}")),
-        };
-    let link = app
-        .writer
-        .submit(
-            byre_projections::Command::LinkSubtask {
-                session_id: ctx.link.session_id.clone(),
-                task_id: task_id.clone(),
-                agent: agent.id.clone(),
-            },
-            None,
-        )
-        .await;
-    let after = match link {
-        Ok(ack) => ack.events.first().map(|e| e.seq).unwrap_or_default(),
-        Err(e) => return err(format!("the agent's task could not be linked: {e}")),
-    };
-    // Everything after the link, so the new session's turn end cannot be missed.
+    // Everything after the link (the log keeps what came meanwhile), so the new session's
+    // turn end cannot be missed.
     let mut events = Box::pin(crate::log::subscription::subscribe(
         app.writer.clone(),
         after,
     ));
-    let session_id = match crate::app::sessions::start_session(
-        app,
-        &actor,
-        &task_id,
-        Some(format!("codebolt:{}", agent.id)),
-        task.to_owned(),
-        Vec::new(),
-    )
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            let mut v = err(format!("the agent's session could not start: {e}"));
-            v["task_id"] = task_id.into();
-            return v;
-        }
-    };
     let fail = |why: String| {
         let mut v = err(why);
         v["task_id"] = task_id.clone().into();

@@ -8,6 +8,7 @@ pub mod files;
 pub mod merge;
 pub mod reviews;
 pub mod snapshots;
+pub mod subtasks;
 pub mod views;
 
 use std::ffi::OsStr;

@@ -66,6 +66,7 @@ pub static ASSETS: &[Asset] = assets![
     "js/views/finish.js" => JS,
     "js/views/reviews.js" => JS,
     "js/views/todo.js" => JS,
+    "js/views/subtasks.js" => JS,
     "js/views/status.js" => JS,
     "vendor/preact.module.js" => JS,
     "vendor/hooks.module.js" => JS,

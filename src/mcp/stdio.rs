@@ -16,7 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
 /// What the model is told about byre's tools as a whole.
-const INSTRUCTIONS: &str = "byre runs you as the agent of one task in a git worktree. Use ask_human when you cannot go on without a human's decision, set_merge_title to name your change, expose_port to show a running server to the humans, and take_snapshot to keep the worktree's current state.";
+const INSTRUCTIONS: &str = "byre runs you as the agent of one task in a git worktree. Use ask_human when you cannot go on without a human's decision, set_merge_title to name your change, expose_port to show a running server to the humans, take_snapshot to keep the worktree's current state, and start_subtask / list_subtasks to hand a part of the work to another agent in a task of its own and follow it.";
 
 /// The tools, their descriptions for the model and their argument schemas
 /// ([`crate::app::tools::definitions`]) as MCP tools.

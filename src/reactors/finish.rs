@@ -8,7 +8,12 @@
 //! - a discarding task whose summary turn ended: keep a snapshot, remove the worktree and
 //!   branch, then `RecordDiscard`;
 //! - a project with no merge running and held merges: `StartHeldMerge` for the oldest whose
-//!   session is idle.
+//!   session is idle;
+//! - a subtask merging into its parent whose parent's agent is idle after a turn (its
+//!   end-of-turn commit made): when the subtask's branch is in the parent's HEAD
+//!   (`git::subtasks`), keep a snapshot and remove the subtask's worktree and branch as a
+//!   merge does, then `RecordMergeIntoParent`; when it is not, nothing (checked again after
+//!   the parent's next turn).
 //!
 //! The same scan runs at start-up, which redoes work a crash cut short: a landed merge is
 //! recorded (`task.merge_landed`) before the worktree is removed, so a redo only removes; the
@@ -43,6 +48,7 @@ const TRIGGERS: &[&str] = &[
     "session.completed",
     "snapshot.taken",
     "snapshot.failed",
+    "task.merge_into_parent_requested",
 ];
 
 /// What a merge's git work needs, read from the state.
@@ -75,6 +81,8 @@ enum Work {
     Merge(MergeJob),
     Discard(CleanupJob),
     StartHeld(String, PathBuf),
+    /// A subtask merging into its parent, and the parent's worktree.
+    IntoParent(CleanupJob, PathBuf),
 }
 
 fn identity(s: &byre_projections::State, login: &str) -> Option<Identity> {
@@ -112,6 +120,16 @@ fn due(writer: &Writer) -> Vec<Work> {
                         .merge_started_at_us
                         .unwrap_or_else(|| chrono::Utc::now().timestamp_micros()),
                 }));
+            } else if let Some(parent) = byre_projections::subtasks::into_parent_check_due(s, t) {
+                out.push(Work::IntoParent(
+                    CleanupJob {
+                        task_id: t.id.clone(),
+                        repo: PathBuf::from(&p.repo_path),
+                        worktree: PathBuf::from(&t.worktree_path),
+                        branch: t.branch.clone(),
+                    },
+                    PathBuf::from(&parent.worktree_path),
+                ));
             } else if finish::discard_due(s, t) {
                 out.push(Work::Discard(CleanupJob {
                     task_id: t.id.clone(),
@@ -242,6 +260,46 @@ async fn run_cleanup(job: CleanupJob) -> Result<String, String> {
     .map_err(|e| format!("the clean-up stopped: {e}"))?
 }
 
+/// A subtask merging into its parent: when its branch is in the parent's HEAD, removes its
+/// worktree and branch (keeping a snapshot) and records it merged; whether it did.
+async fn into_parent(writer: &Writer, job: CleanupJob, parent_worktree: PathBuf) -> bool {
+    let branch = job.branch.clone();
+    let merged = tokio::task::spawn_blocking(move || {
+        crate::git::subtasks::merged_into_head(&parent_worktree, &branch)
+    })
+    .await;
+    let parent_head = match merged {
+        Ok(Ok(Some(head))) => head,
+        Ok(Ok(None)) => return false,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot tell whether the subtask is merged into its parent");
+            return false;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the merge-into-parent check stopped");
+            return false;
+        }
+    };
+    let task_id = job.task_id.clone();
+    let (kept_ref, cleanup_error) = match run_cleanup(job).await {
+        Ok(kept) => (kept, String::new()),
+        Err(e) => (String::new(), e),
+    };
+    submit(
+        writer,
+        Command::RecordMergeIntoParent {
+            task_id,
+            done: MergeDone {
+                merge_commit: parent_head,
+                kept_ref,
+                cleanup_error,
+            },
+        },
+    )
+    .await;
+    true
+}
+
 async fn submit(writer: &Writer, cmd: Command) {
     if let Err(e) = writer.submit(cmd, None).await {
         tracing::error!(error = %e, "the finish reactor could not record an outcome");
@@ -277,6 +335,11 @@ async fn scan(writer: &Writer) {
                     let outcome = run_cleanup(job).await;
                     submit(writer, Command::RecordDiscard { task_id, outcome }).await;
                     progressed = true;
+                }
+                Work::IntoParent(job, parent_worktree) => {
+                    let span = tracing::info_span!("merge_into_parent", task_id = %job.task_id);
+                    let _enter = span.enter();
+                    progressed |= into_parent(writer, job, parent_worktree).await;
                 }
                 Work::StartHeld(task_id, worktree) => {
                     let head = tokio::task::spawn_blocking(move || {

@@ -60,8 +60,8 @@ impl Worktrees {
     /// When `task_id` is active, its worktree was made, and its directory is gone (removed
     /// while byre runs), makes it again at the same path on the task branch, as start-up's
     /// reconcile does (`git::ensure_worktree`: the branch keeps every commit; what was only in
-    /// the removed directory is lost). Nothing for a task that is merging or being discarded
-    /// (its worktree goes on purpose) or one whose worktree is not made yet (the reactor
+    /// the removed directory is lost). Nothing for a task that is merging (into its parent
+    /// too) or being discarded (its worktree goes on purpose) or one whose worktree is not made yet (the reactor
     /// makes it). Returns whether it made the worktree; a failure is logged and left to the
     /// caller's own error (a missing directory).
     pub async fn restore_if_missing(&self, task_id: &str) -> bool {
@@ -72,6 +72,7 @@ impl Worktrees {
                     t.status == TaskStatus::Active
                         && t.worktree_ready
                         && !t.merging
+                        && !t.merging_into_parent
                         && !t.discarding
                 })
                 .map(|t| PathBuf::from(&t.worktree_path))
@@ -143,8 +144,14 @@ pub fn start(
         let candidates: Vec<(String, bool, PathBuf)> = writer.read(|s| {
             s.tasks
                 .values()
-                // A merge or discard under way removes the worktree itself: not restored.
-                .filter(|t| t.status == TaskStatus::Active && !t.merging && !t.discarding)
+                // A merge (into a parent too) or discard under way removes the worktree itself: not
+                // restored.
+                .filter(|t| {
+                    t.status == TaskStatus::Active
+                        && !t.merging
+                        && !t.merging_into_parent
+                        && !t.discarding
+                })
                 .map(|t| {
                     (
                         t.id.clone(),

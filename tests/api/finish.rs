@@ -745,7 +745,7 @@ async fn merge_requests_are_checked() {
         (
             json!({"merge_title": "t", "target": "parent"}),
             400,
-            "subtasks",
+            "is not a subtask",
         ),
         (
             json!({"merge_title": "t", "after_review": true}),

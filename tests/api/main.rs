@@ -27,6 +27,7 @@ mod projects;
 mod recovery;
 mod reviews;
 mod snapshots;
+mod subtasks;
 mod tasks;
 mod todo;
 mod ui;

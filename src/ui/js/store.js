@@ -420,9 +420,14 @@ function foldTask(ev) {
     case "task.merge_failed": n.merging = false; delete n.merge_queued_at; break;
     case "task.merged":
       n.status = "merged"; n.merging = false; n.closed_at = ev.created_at; n.merge_commit = p.merge_commit;
+      n.merging_into_parent = false;
       break;
+    case "task.subtask_started": n.parent_task_id = p.parent_task_id; break;
+    case "task.merge_into_parent_requested": n.merging_into_parent = true; break;
     case "task.discard_requested": n.discarding = true; delete n.merge_queued_at; break;
-    case "task.discarded": n.status = "discarded"; n.discarding = false; n.closed_at = ev.created_at; break;
+    case "task.discarded":
+      n.status = "discarded"; n.discarding = false; n.closed_at = ev.created_at; n.merging_into_parent = false;
+      break;
     case "turn.ended": if (p.summary) n.summary_seq = ev.seq; break;
     default: return;
   }

@@ -24,6 +24,7 @@ mod resume;
 mod reviews;
 mod signin;
 mod speed;
+mod subtasks;
 mod task_flow;
 mod todo;
 

@@ -1,6 +1,7 @@
 // Finishing a task: merge (title prefilled from merge_title, co-authors, unmerged stats, the
-// held state, open review findings, merge after the running review), merge-in, discard; the
-// server's refusals shown as it words them.
+// held state, open review findings, merge after the running review; a subtask into its
+// parent or onto the default branch), merge-in, discard; the server's refusals shown as it
+// words them.
 
 import { html, useState, useEffect, useRef } from "../html.js";
 import { api, request } from "../api.js";
@@ -86,15 +87,18 @@ function MergeDialog({ task, me, reviews, onClose }) {
   const [busy, setBusy] = useState(false);
   const [gitName, setGitName] = useState(me.git_name || "");
   const [gitEmail, setGitEmail] = useState(me.git_email || "");
+  // A subtask merges into its parent by default.
+  const [target, setTarget] = useState(task.parent_task_id ? "parent" : "main");
+  const intoParent = target === "parent";
   const form = useRef(null);
   useModal(form, onClose);
   useEffect(() => {
     api.getCoAuthors(task.id).then(setCoauthors).catch((e) => setError(e.message));
     api.getUnmerged(task.id).then(setUnmerged).catch((e) => setError(e.message));
   }, [task.id]);
-  const needsIdentity = !me.git_name || !me.git_email;
+  const needsIdentity = !intoParent && (!me.git_name || !me.git_email);
   const latest = latestReview(reviews);
-  const canAfterReview = latest && latest.state === "running" && !task.merge_after_review;
+  const canAfterReview = !intoParent && latest && latest.state === "running" && !task.merge_after_review;
   const submit = async (e, afterReview = false) => {
     e.preventDefault();
     setBusy(true);
@@ -104,28 +108,35 @@ function MergeDialog({ task, me, reviews, onClose }) {
         const u = await request("PUT", "/api/me", { git_name: gitName.trim(), git_email: gitEmail.trim() }, { quiet: true });
         store.me = { ...store.me, ...u };
       }
-      await api.mergeTask(task.id, afterReview ? { merge_title: title, after_review: true } : { merge_title: title });
+      await api.mergeTask(task.id, intoParent ? { target: "parent" } : afterReview ? { merge_title: title, after_review: true } : { merge_title: title });
       onClose();
     } catch (err) {
       setError(err.message);
       setBusy(false);
       // The disabled submit button dropped the focus: give it back to the title.
-      if (form.current) form.current.querySelector("[data-testid=merge-title]").focus();
+      const back = form.current && form.current.querySelector("[data-testid=merge-title], [data-testid=merge-confirm]");
+      if (back) back.focus();
     }
   };
   return html`<div class="overlay">
     <form ref=${form} class="dialog" role="dialog" aria-modal="true" aria-labelledby="merge-h" data-testid="merge-dialog" onSubmit=${submit}>
       <h2 id="merge-h">Merge “${task.title}”</h2>
-      <p class="hint">The agent first merges the default branch in and commits; then byre squashes the task into one commit on the default branch, pushes it to origin (if any), and removes the worktree.</p>
+      ${task.parent_task_id ? html`<fieldset class="target" data-testid="merge-target"><legend>Merge into</legend>
+        <label><input type="radio" name="merge-target" value="parent" data-testid="merge-target-parent" checked=${intoParent} onChange=${() => setTarget("parent")} /> its parent task</label>
+        <label><input type="radio" name="merge-target" value="main" data-testid="merge-target-main" checked=${!intoParent} onChange=${() => setTarget("main")} /> the default branch</label>
+      </fieldset>` : null}
+      ${intoParent
+        ? html`<p class="hint">The parent task's agent is asked to merge this subtask's branch (after its running turn, if any); the subtask closes as merged once the parent's branch holds it.</p>`
+        : html`<p class="hint">The agent first merges the default branch in and commits; then byre squashes the task into one commit on the default branch, pushes it to origin (if any), and removes the worktree.</p>`}
       ${task.merge_queued_at ? html`<p class="held" data-testid="merge-queued">A merge is held since ${when(task.merge_queued_at)}: it starts when the project's other merge ends.</p>` : null}
       <div class="unmerged" data-testid="merge-unmerged">${unmerged
         ? html`${unmerged.commits} commit${unmerged.commits === 1 ? "" : "s"}, ${unmerged.files} file${unmerged.files === 1 ? "" : "s"} <span class="add">+${unmerged.insertions}</span> <span class="del">−${unmerged.deletions}</span>${unmerged.uncommitted ? `, ${unmerged.uncommitted} uncommitted` : ""}`
         : "…"}</div>
-      <label>Commit title <span class="hint">(one line, at most 72 characters)</span>
+      ${intoParent ? null : html`<label>Commit title <span class="hint">(one line, at most 72 characters)</span>
         <input data-testid="merge-title" value=${title} maxlength="72" onInput=${(e) => setTitle(e.target.value)} autofocus required />
-      </label>
-      <div class="coauthors" data-testid="merge-coauthors">Co-authors: ${coauthors == null ? "…" : coauthors.length === 0 ? html`<span class="hint">none</span>`
-        : coauthors.map((c, i) => html`${i ? ", " : ""}<span title=${c.git_email}>${c.git_name || c.login}${c.git_name ? "" : " (no git identity: no trailer)"}</span>`)}</div>
+      </label>`}
+      ${intoParent ? null : html`<div class="coauthors" data-testid="merge-coauthors">Co-authors: ${coauthors == null ? "…" : coauthors.length === 0 ? html`<span class="hint">none</span>`
+        : coauthors.map((c, i) => html`${i ? ", " : ""}<span title=${c.git_email}>${c.git_name || c.login}${c.git_name ? "" : " (no git identity: no trailer)"}</span>`)}</div>`}
       ${needsIdentity ? html`<fieldset class="identity"><legend>Your git identity (the commit's author)</legend>
         <input placeholder="Name" data-testid="merge-git-name" value=${gitName} onInput=${(e) => setGitName(e.target.value)} />
         <input placeholder="email@example.com" data-testid="merge-git-email" value=${gitEmail} onInput=${(e) => setGitEmail(e.target.value)} />
@@ -135,7 +146,7 @@ function MergeDialog({ task, me, reviews, onClose }) {
       <div class="actions">
         <button type="button" data-testid="merge-cancel" onClick=${onClose}>Cancel</button>
         ${canAfterReview ? html`<button type="button" data-testid="merge-after-review" disabled=${busy || !title.trim()} onClick=${(e) => submit(e, true)}>Merge after review</button>` : null}
-        <button type="submit" class="primary" data-testid="merge-confirm" disabled=${busy || !title.trim()}>${busy ? "Merging…" : "Merge"}</button>
+        <button type="submit" class="primary" data-testid="merge-confirm" disabled=${busy || (!intoParent && !title.trim())}>${busy ? "Merging…" : intoParent ? "Merge into parent" : "Merge"}</button>
       </div>
     </form>
   </div>`;
@@ -181,12 +192,13 @@ export function FinishBar({ task, state }) {
       setError(e.message);
     }
   };
+  const busy = task.merging || task.discarding || task.merging_into_parent;
   return html`<div class="finish">
     ${task.merging ? html`<span class="tag busy">merging…</span>` : null}
     ${task.discarding ? html`<span class="tag busy">discarding…</span>` : null}
     ${task.merge_queued_at ? html`<span class="tag" data-testid="merge-queued">merge held since ${when(task.merge_queued_at)}</span>` : null}
     ${task.merge_after_review ? html`<span class="tag" data-testid="merge-after-review-tag">merge after review</span>` : null}
-    <button type="button" class="primary" data-testid="merge-button" disabled=${task.merging || task.discarding} onClick=${() => setDialog("merge")}>Merge…</button>
+    <button type="button" class="primary" data-testid="merge-button" disabled=${busy} onClick=${() => setDialog("merge")}>Merge…</button>
     <button type="button" data-testid="merge-in-button" disabled=${task.merging || task.discarding} title="Ask the agent to merge the default branch into the task branch" onClick=${mergeIn}>Merge in</button>
     <button type="button" class="danger-quiet" data-testid="discard-button" disabled=${task.merging || task.discarding} onClick=${() => setDialog("discard")}>Discard…</button>
     ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}

@@ -17,6 +17,7 @@ const HIDDEN = new Set([
 const MERGE_KINDS = new Set([
   "task.merge_requested", "task.merge_started", "task.merge_failed", "task.merged",
   "task.discard_requested", "task.discard_turn_started", "task.discarded", "task.cleanup_failed",
+  "task.merge_into_parent_requested",
 ]);
 
 /** Review events and what follows from them, drawn as one line each (`ReviewItem`). */
@@ -221,7 +222,7 @@ export function Item({ item, taskId }) {
     case "preview.exposed":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>preview <strong>${p.name}</strong> on port ${p.port}</div>`;
     case "task.subtask_started":
-      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>started by <a href=${`/tasks/${p.parent_task_id}`} data-nav="1">its parent task</a> (agent ${p.agent})</div>`;
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>started by <a href=${`/tasks/${p.parent_task_id}`} data-nav="1">its parent task</a> ${p.agent ? ` (agent ${p.agent})` : ""}</div>`;
     default:
       if (MERGE_KINDS.has(ev.kind)) return html`<${MergeItem} ev=${ev} />`;
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}><code>${ev.kind}</code></div>`;
@@ -260,6 +261,7 @@ function MergeItem({ ev }) {
     "task.discard_turn_started": "the discard's summary turn started",
     "task.discarded": "discarded",
     "task.cleanup_failed": `clean-up failed: ${p.reason}`,
+    "task.merge_into_parent_requested": `${ev.actor} asked the parent task's agent to merge ${p.branch}`,
   }[ev.kind];
   const bad = ev.kind === "task.merge_failed" || ev.kind === "task.cleanup_failed";
   return html`<div class=${`item merge ${bad ? "error" : ""}`} data-testid="item-merge" data-kind=${ev.kind} data-seq=${ev.seq}>${text}</div>`;

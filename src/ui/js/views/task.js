@@ -10,6 +10,7 @@ import { Transcript } from "./transcript.js";
 import { Composer } from "./composer.js";
 import { Pane, TABS } from "./pane.js";
 import { FinishBar } from "./finish.js";
+import { SubtaskLinks } from "./subtasks.js";
 import { taskColor, STATE_LABEL, short } from "../util.js";
 
 function chooseTab(route, state) {
@@ -72,6 +73,7 @@ export function TaskPage({ route, state, phone }) {
     <div class="sub-row">
       <code data-testid="task-header-branch">${task.branch}</code>${project ? html` · <a href=${`/projects/${project.id}`}>${project.name}</a>` : null}${` · by ${task.created_by}`}${task.merge_commit ? html` · merged as <code>${short(task.merge_commit)}</code>` : null}
     </div>
+    <${SubtaskLinks} task=${task} state=${state} />
     ${paneOnly ? null : html`<${FinishBar} task=${task} state=${state} />`}
   </header>`;
 

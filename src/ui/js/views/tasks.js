@@ -1,5 +1,5 @@
-// A project's tasks (newest first: state badge, colour, unread summary, open inbox count) and
-// the new-task form.
+// A project's tasks (newest first, subtasks under their parent: state badge, colour, unread
+// summary, open inbox count) and the new-task form.
 
 import { html, useState, useEffect, useRef, memo } from "../html.js";
 import { api } from "../api.js";
@@ -7,6 +7,7 @@ import { ensureProject } from "../store.js";
 import { navigate } from "../router.js";
 import { ago, taskColor, STATE_LABEL } from "../util.js";
 import { TodoList } from "./todo.js";
+import { treeRows } from "./subtasks.js";
 
 const listCache = new Map(); // project id -> { version, list }
 /** The project's loaded tasks, newest first (memoised per change of any task). */
@@ -49,9 +50,11 @@ export function useProgressive(n) {
 export const unread = (state, t) => t.summary_seq > 0 && (state.reads[t.id] || 0) < t.summary_seq;
 
 /** One task in a list (re-rendered only when its task, dot, count or selection changes). */
-export const TaskRow = memo(function TaskRow({ t, isUnread, inbox, compact, current, selected }) {
-  return html`<a class=${`task-row ${compact ? "compact" : ""} ${current ? "current" : ""} ${selected ? "selected" : ""} st-${t.state}`}
-      href=${`/tasks/${t.id}`} data-testid="task-row" data-task-id=${t.id} data-state=${t.state}>
+export const TaskRow = memo(function TaskRow({ t, isUnread, inbox, compact, current, selected, depth = 0 }) {
+  return html`<a class=${`task-row ${compact ? "compact" : ""} ${current ? "current" : ""} ${selected ? "selected" : ""} ${depth ? "subtask" : ""} st-${t.state}`}
+      href=${`/tasks/${t.id}`} data-testid="task-row" data-task-id=${t.id} data-state=${t.state}
+      data-parent-task-id=${t.parent_task_id} data-depth=${depth} style=${depth ? { "--depth": depth } : undefined}>
+    ${depth ? html`<span class="sub-mark" title="subtask" data-testid="task-subtask-mark">↳</span>` : null}
     <span class="swatch" style=${{ background: taskColor(t) }}></span>
     <span class="task-title" data-testid="task-title" title=${t.title}>${t.title}</span>
     ${isUnread ? html`<span class="dot" title="unread summary" data-testid="task-unread"></span>` : null}
@@ -71,7 +74,9 @@ export function ProjectPage({ projectId, state }) {
   }, [projectId]);
   const project = state.projects.get(projectId);
   const all = projectTasks(state, projectId);
-  const list = filter === "all" ? all : filter === "active" ? all.filter((t) => t.status === "active") : all.filter((t) => t.status !== "active");
+  const flat = filter === "all" ? all : filter === "active" ? all.filter((t) => t.status === "active") : all.filter((t) => t.status !== "active");
+  const rows = treeRows(flat);
+  const list = rows.map((r) => r.t);
   const inbox = openInboxByTask(state);
   const shown = useProgressive(list.length);
   const listRef = useRef(list);
@@ -109,7 +114,7 @@ export function ProjectPage({ projectId, state }) {
     ${loading ? html`<p class="hint">Loading tasks…</p>` : list.length === 0
       ? html`<p class="empty" data-testid="task-list">No tasks${filter === "all" ? " yet" : ""}. <a href=${`/projects/${projectId}/new`}>Start one</a>.</p>`
       : html`<div class="task-list" data-testid="task-list">
-        ${list.slice(0, shown).map((t, i) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
+        ${rows.slice(0, shown).map(({ t, depth }, i) => html`<${TaskRow} key=${t.id} t=${t} depth=${depth} isUnread=${unread(state, t)} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
       </div>`}
     <${TodoList} projectId=${projectId} state=${state} />
     <p class="keys hint"><kbd>j</kbd>/<kbd>k</kbd> move · <kbd>Enter</kbd> open · <kbd>n</kbd> new task · <kbd>g</kbd> <kbd>i</kbd> inbox · <kbd>g</kbd> <kbd>s</kbd> status · on a task: <kbd>1</kbd>–<kbd>6</kbd> tabs, <kbd>c</kbd> write, <kbd>Esc</kbd> interrupt</p>

@@ -1,0 +1,300 @@
+//! Subtasks: a task's agent starts another task and follows it (`start_subtask`,
+//! `list_subtasks`; CodeBolt's `startAgent` starts one the same way). Merging a subtask into
+//! its parent is `mergeTask` with target `parent` (`app::finish::merge_task`).
+//!
+//! [`start_subtask`] is one operation for every caller: `StartSubtask` (the task and its link
+//! to the caller in one batch, `task.created` + `task.subtask_started`), then the wait for its
+//! worktree, then its session on the prompt (`app::sessions::start_session`), as the calling
+//! task's creator. The model: the one asked for, of any vendor; else the calling session's
+//! own model, so the subtask runs on the same vendor and model as its parent's agent.
+
+use std::path::PathBuf;
+
+use byre_projections::tasks::TaskStatus;
+use byre_projections::Command;
+use serde_json::{json, Value};
+
+use super::tools::ToolResult;
+use super::{blocking, Ctx, Error};
+
+/// Where a subtask's branch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    /// The parent's worktree HEAD (`start_subtask`).
+    ParentHead,
+    /// The tip of the project's default branch (CodeBolt's `startAgent`, as it always did).
+    DefaultBranch,
+}
+
+/// What a subtask is started with.
+pub struct NewSubtask {
+    /// Its title (one line of 1 to 200 characters).
+    pub title: String,
+    /// Its agent's first message.
+    pub prompt: String,
+    /// Its agent's model; the calling session's model when absent or empty.
+    pub model: Option<String>,
+    /// The CodeBolt agent (for `startAgent`); empty otherwise.
+    pub agent: String,
+    /// Where its branch starts.
+    pub base: Base,
+}
+
+/// A started subtask.
+pub struct Started {
+    /// The new task.
+    pub task_id: String,
+    /// Its agent's session, running its first turn.
+    pub session_id: String,
+    /// The seq of `task.subtask_started`: follow the log after it to see the session's turns.
+    pub linked_seq: u64,
+}
+
+/// Starts a subtask of session `session_id`'s task: see the module's doc.
+/// # Errors
+/// Invalid (empty prompt, bad title or model), not found (unknown session), forbidden (not a
+/// task's implementer), conflict (the calling task closed or finishing, its HEAD unreadable),
+/// internal (the worktree could not be made).
+pub async fn start_subtask(app: &Ctx, session_id: &str, new: NewSubtask) -> Result<Started, Error> {
+    if new.prompt.trim().is_empty() {
+        return Err(Error::Invalid(
+            "the subtask's prompt must not be empty".into(),
+        ));
+    }
+    let facts = app.writer.read(|s| {
+        let session = s.sessions.get(session_id)?;
+        let t = s.tasks.get(&session.task_id)?;
+        let p = s.projects.get(&t.project_id)?;
+        Some((
+            session.model.clone(),
+            t.created_by.clone(),
+            PathBuf::from(&t.worktree_path),
+            PathBuf::from(&p.repo_path),
+            p.default_branch.clone(),
+        ))
+    });
+    let (own_model, actor, worktree, repo, default_branch) =
+        facts.ok_or_else(|| Error::NotFound(format!("no task session `{session_id}`")))?;
+    let model = new
+        .model
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or(own_model);
+    byre_projections::users::check_model(&model)?;
+    let base = new.base;
+    let base_ref = blocking(move || {
+        match base {
+            Base::ParentHead => crate::git::worktree_head(&worktree),
+            Base::DefaultBranch => crate::git::branch_tip(&repo, &default_branch),
+        }
+        .map_err(|e| Error::Conflict(format!("cannot read the subtask's base commit: {e}")))
+    })
+    .await?;
+    let ack = app
+        .submit(Command::StartSubtask {
+            session_id: session_id.to_owned(),
+            title: new.title.trim().to_owned(),
+            base_ref,
+            agent: new.agent,
+        })
+        .await?;
+    let (first, last) = match (ack.events.first(), ack.events.last()) {
+        (Some(f), Some(l)) => (f, l),
+        _ => return Err(Error::internal("task.created missing")),
+    };
+    let task_id = first
+        .task_id
+        .clone()
+        .ok_or_else(|| Error::internal("task.created without task_id"))?;
+    let linked_seq = last.seq;
+    super::tasks::wait_for_worktree(app, &task_id, first.seq).await?;
+    let session_id =
+        super::sessions::start_session(app, &actor, &task_id, Some(model), new.prompt, Vec::new())
+            .await?;
+    Ok(Started {
+        task_id,
+        session_id,
+        linked_seq,
+    })
+}
+
+/// What `list_subtasks` reports of one subtask.
+#[derive(Debug, serde::Serialize)]
+pub struct SubtaskReport {
+    /// The subtask.
+    pub task_id: String,
+    /// Its title.
+    pub title: String,
+    /// Its branch (what `git merge` takes).
+    pub branch: String,
+    /// active, merged or discarded.
+    pub status: TaskStatus,
+    /// What it is doing (the spec's `Task.state`).
+    pub state: byre_projections::tasks::TaskState,
+    /// Whether a merge into the parent was asked for and is not done.
+    pub merging_into_parent: bool,
+    /// Its agent's latest summary (the result of its latest completed turn); empty for none.
+    pub last_summary: String,
+    /// While active: what its worktree holds that the parent's branch doesn't (`getUnmerged`'s
+    /// figures against the parent's branch); absent when closed or unreadable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmerged: Option<crate::git::merge::Unmerged>,
+}
+
+/// The subtasks of session `session_id`'s task, oldest first.
+/// # Errors
+/// Not found (unknown session); internal (a log read).
+pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskReport>, Error> {
+    let rows = app.writer.read(|s| {
+        let parent = s.tasks.get(&s.sessions.get(session_id)?.task_id)?;
+        let repo = s.projects.get(&parent.project_id)?.repo_path.clone();
+        let mut subs: Vec<_> = s
+            .tasks
+            .values()
+            .filter(|t| t.parent_task_id.as_deref() == Some(parent.id.as_str()))
+            .collect();
+        subs.sort_by_key(|t| t.created_seq);
+        Some(
+            subs.into_iter()
+                .map(|t| {
+                    let report = SubtaskReport {
+                        task_id: t.id.clone(),
+                        title: t.title.clone(),
+                        branch: t.branch.clone(),
+                        status: t.status,
+                        state: t.state,
+                        merging_into_parent: t.merging_into_parent,
+                        last_summary: String::new(),
+                        unmerged: None,
+                    };
+                    let git = (t.status == TaskStatus::Active).then(|| {
+                        (
+                            PathBuf::from(&repo),
+                            PathBuf::from(&t.worktree_path),
+                            parent.branch.clone(),
+                        )
+                    });
+                    (report, t.summary_seq, git)
+                })
+                .collect::<Vec<_>>(),
+        )
+    });
+    let rows = rows.ok_or_else(|| Error::NotFound(format!("no task session `{session_id}`")))?;
+    let store = app.writer.store().clone();
+    blocking(move || {
+        let mut out = Vec::with_capacity(rows.len());
+        for (mut report, summary_seq, git) in rows {
+            if summary_seq > 0 {
+                let records = store
+                    .task_records(&report.task_id, summary_seq - 1, 1)
+                    .map_err(Error::internal)?;
+                if let Some(r) = records.first().filter(|r| r.seq == summary_seq) {
+                    let event: Value = serde_json::from_str(&r.json).unwrap_or_default();
+                    event["payload"]["result"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .clone_into(&mut report.last_summary);
+                }
+            }
+            if let Some((repo, worktree, parent_branch)) = git {
+                report.unmerged =
+                    crate::git::merge::unmerged(&repo, &worktree, &report.branch, &parent_branch)
+                        .ok();
+            }
+            out.push(report);
+        }
+        Ok(out)
+    })
+    .await
+}
+
+/// The subtask tools' definitions, for [`super::tools::definitions`].
+pub fn definitions() -> Vec<super::tools::ToolSpec> {
+    vec![
+        super::tools::ToolSpec {
+            name: "start_subtask",
+            description: "Start a subtask: a new task of this project with its own agent, worktree and branch, branched from this worktree's HEAD (commit what it needs first), its agent starting on `prompt`. Returns at once with the subtask's id and branch; the subtask works in parallel. Follow it with list_subtasks. When it is done, a human merges it into this task, and you will be asked to merge its branch with `git merge`. This task cannot be merged or discarded while it has active subtasks.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string", "description": "The subtask's title: one line, at most 200 characters."},
+                    "prompt": {"type": "string", "description": "The subtask agent's first message: everything it needs to know."},
+                    "model": {"type": "string", "description": "Optional: the subtask agent's model (e.g. `sonnet`, `gpt-5.5`); yours when absent."}
+                },
+                "required": ["title", "prompt"]
+            }),
+        },
+        super::tools::ToolSpec {
+            name: "list_subtasks",
+            description: "Report this task's subtasks, oldest first, as JSON: for each its task_id, title, branch, status (active, merged, discarded), state (running, idle, merging, …), merging_into_parent, last_summary (its agent's latest turn result) and, while active, unmerged (commits, files, insertions, deletions, uncommitted against this task's branch).",
+            input_schema: json!({"type": "object", "properties": {}}),
+        },
+    ]
+}
+
+fn text_arg(args: &Value, name: &str) -> Result<Option<String>, String> {
+    match &args[name] {
+        Value::String(s) => Ok(Some(s.clone())),
+        Value::Null => Ok(None),
+        _ => Err(format!("`{name}` must be a string")),
+    }
+}
+
+/// Runs `start_subtask` or `list_subtasks` for session `session_id`; `None` for another tool.
+/// A refusal is a tool error.
+/// # Errors
+/// [`Error::Unavailable`] when the writer stopped.
+pub async fn call(
+    app: &Ctx,
+    session_id: &str,
+    tool: &str,
+    args: &Value,
+) -> Option<Result<ToolResult, Error>> {
+    let answer = match tool {
+        "start_subtask" => start_tool(app, session_id, args).await,
+        "list_subtasks" => list_subtasks(app, session_id).await.map(|list| ToolResult {
+            is_error: false,
+            text: serde_json::to_string_pretty(&list).unwrap_or_default(),
+        }),
+        _ => return None,
+    };
+    Some(match answer {
+        Err(Error::Unavailable(m)) => Err(Error::Unavailable(m)),
+        Err(e) => Ok(ToolResult::error(e.to_string())),
+        Ok(r) => Ok(r),
+    })
+}
+
+async fn start_tool(app: &Ctx, session_id: &str, args: &Value) -> Result<ToolResult, Error> {
+    let parsed = (|| {
+        let title = text_arg(args, "title")?.ok_or("`title` is required")?;
+        let prompt = text_arg(args, "prompt")?.ok_or("`prompt` is required")?;
+        Ok::<_, String>((title, prompt, text_arg(args, "model")?))
+    })();
+    let (title, prompt, model) = match parsed {
+        Ok(p) => p,
+        Err(m) => return Ok(ToolResult::error(m)),
+    };
+    let started = start_subtask(
+        app,
+        session_id,
+        NewSubtask {
+            title,
+            prompt,
+            model,
+            agent: String::new(),
+            base: Base::ParentHead,
+        },
+    )
+    .await?;
+    let branch = app
+        .writer
+        .read(|s| s.tasks.get(&started.task_id).map(|t| t.branch.clone()))
+        .unwrap_or_default();
+    Ok(ToolResult {
+        is_error: false,
+        text: format!(
+            "Subtask {} started on branch `{branch}`; its agent is working on your prompt now. Follow it with list_subtasks. You do not need to wait for it.",
+            started.task_id
+        ),
+    })
+}
