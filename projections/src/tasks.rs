@@ -131,6 +131,9 @@ pub struct Task {
     /// The humans with a `user.message` in the task's transcript, in order of their first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub participants: Vec<String>,
+    /// A fork: the task it was forked from and the `n` of that task's snapshot it starts at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<(String, u32)>,
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
@@ -263,6 +266,8 @@ pub(crate) fn create(
             base_ref: base_ref.to_owned(),
             port_base: next_port_base(state)?,
             color: next_color(state),
+            forked_from: None,
+            forked_at: None,
         }),
     )
     .project(project_id)
@@ -374,6 +379,7 @@ pub(crate) fn apply(
                 discard_turn: None,
                 cleanup_failed: None,
                 participants: Vec::new(),
+                forked_from: p.forked_from.clone().zip(p.forked_at),
             });
         }
         EventBody::TaskWorktreeCreated(_) => {

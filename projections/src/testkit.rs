@@ -141,6 +141,7 @@ impl World {
             num_turns: 1,
             api_error_status: status,
             rate_limits: None,
+            last_vendor_id: None,
             raw: "{}".into(),
         };
         self.ok(Command::RecordVendorOutput {

@@ -162,6 +162,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 num_turns: 1,
                 api_error_status: [None, Some(429), Some(500)][rng.below(3)],
                 rate_limits: None,
+                last_vendor_id: None,
                 raw: "{}".into(),
             };
             Command::RecordVendorOutput {

@@ -6,7 +6,7 @@
 //! that says what went wrong in domain terms. Choosing an HTTP status for an [`Error`] is the
 //! HTTP adapter's job (`src/http/error.rs`).
 //!
-//! One module per family of the contract: [`projects`], [`tasks`], [`sessions`], [`inbox`], [`finish`],
+//! One module per family of the contract: [`projects`], [`tasks`], [`sessions`], [`inbox`], [`finish`], [`fork`],
 //! [`tools`] (the agents' byre tools), [`status`] (the server's figures and open clients).
 
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
 pub mod finish;
+pub mod fork;
 pub mod inbox;
 #[cfg(test)]
 mod layering;

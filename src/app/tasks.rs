@@ -134,7 +134,10 @@ pub async fn create_at_default_branch(
     Ok(task_id)
 }
 
-async fn wait_for_worktree(app: &Ctx, task_id: &str, after: u64) -> Result<(), Error> {
+/// Waits until the worktree reactor recorded task `task_id`'s worktree (after seq `after`).
+/// # Errors
+/// Internal when it could not be made or it took too long; unavailable at shutdown.
+pub(crate) async fn wait_for_worktree(app: &Ctx, task_id: &str, after: u64) -> Result<(), Error> {
     let ready = app
         .writer
         .read(|s| s.tasks.get(task_id).map(|t| t.worktree_ready))

@@ -321,6 +321,7 @@ impl Protocol for CodeboltProtocol {
                     num_turns: 0,
                     api_error_status: None,
                     rate_limits: None,
+                    last_vendor_id: None,
                     raw: cut_raw(line),
                 }));
             }
@@ -409,6 +410,7 @@ mod tests {
             socket_token: "cb-t".into(),
             socket_port: 7777,
             mcp: None,
+            fork: None,
         };
         let cmd = d.command(&spec);
         let env: std::collections::HashMap<_, _> = cmd

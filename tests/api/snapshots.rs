@@ -296,6 +296,7 @@ fn turn_ended() -> TurnEnded {
         num_turns: 1,
         api_error_status: None,
         rate_limits: None,
+        last_vendor_id: None,
         raw: "{}".into(),
     }
 }

@@ -267,6 +267,7 @@ fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
         num_turns: 1,
         api_error_status: Some(429),
         rate_limits: Some(serde_json::json!({"primary": {"usedPercent": 100}})),
+        last_vendor_id: None,
         raw: "{}".into(),
     };
     w.ok(Command::RecordVendorOutput {
