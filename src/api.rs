@@ -130,6 +130,12 @@ pub struct Task {
     /// The TODO.md item the task was started from; absent for other tasks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub todo_item: Option<String>,
+    /// A fork: the task it was forked from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// With `forked_from`: the `n` of the snapshot it was forked at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_at: Option<u32>,
 }
 
 impl From<&p::tasks::Task> for Task {
@@ -158,6 +164,8 @@ impl From<&p::tasks::Task> for Task {
             summary_seq: t.summary_seq,
             merge_queued_at: t.merge_queued_at_us.map(rfc3339),
             todo_item: (!t.todo_item.is_empty()).then(|| t.todo_item.clone()),
+            forked_from: t.forked_from.as_ref().map(|(id, _)| id.clone()),
+            forked_at: t.forked_from.as_ref().map(|(_, n)| *n),
         }
     }
 }
@@ -257,6 +265,12 @@ pub struct AgentSession {
     pub created_at: String,
     /// Running subagents.
     pub subagents: u32,
+    /// A fork: the vendor session its first start resumes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// With `forked_from`: the vendor's id of the last thing the fork keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_at: Option<String>,
 }
 
 impl From<&p::sessions::Session> for AgentSession {
@@ -273,6 +287,8 @@ impl From<&p::sessions::Session> for AgentSession {
             created_by: s.created_by.clone(),
             created_at: rfc3339(s.created_at_us),
             subagents: s.subagents,
+            forked_from: s.forked_from.as_ref().map(|f| f.vendor_session_id.clone()),
+            forked_at: s.forked_from.as_ref().map(|f| f.at.clone()),
         }
     }
 }

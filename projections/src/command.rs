@@ -417,6 +417,17 @@ pub enum Command {
         /// Whether a snapshot made is to be reviewed (`review.requested` in the same batch).
         review: bool,
     },
+    /// `forkSnapshot`: a new task at snapshot `n` of `task_id` with an idle session that
+    /// continues the snapshot's conversation (`crate::fork`). 404 unknown task or snapshot;
+    /// 409 task closed, or no recorded agent message at or before the snapshot.
+    ForkSnapshot {
+        /// The caller (the new task's creator).
+        actor: String,
+        /// The task forked.
+        task_id: String,
+        /// The snapshot's position.
+        n: u32,
+    },
     /// The review reactor found a pending review's step changed no files.
     SkipReview {
         /// The review.

@@ -351,6 +351,13 @@ pub struct TaskCreated {
     /// other tasks (and in logs written before TODO items).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub todo_item: String,
+    /// A fork (`forkSnapshot`): the task it was forked from; absent for other tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// With `forked_from`: the `n` of the snapshot it was forked at (its `base_ref` is that
+    /// snapshot's commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_at: Option<u32>,
 }
 
 /// `task.worktree_created` payload.

@@ -20,6 +20,7 @@ pub mod digest;
 pub mod event;
 pub mod finish;
 pub mod focus;
+pub mod fork;
 pub mod inbox;
 pub mod projects;
 pub mod reviews;

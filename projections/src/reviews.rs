@@ -350,6 +350,8 @@ pub(crate) fn start(
             Vendor::Codex | Vendor::Codebolt => String::new(),
         },
         role: SessionRole::Reviewer,
+        forked_from: None,
+        forked_at: None,
     };
     let s = Session {
         id: id.clone(),
@@ -373,6 +375,8 @@ pub(crate) fn start(
         created_seq: 0,
         turn_input: None,
         turn_answered: false,
+        forked_from: None,
+        last_kept: None,
     };
     let mut out = vec![crate::sessions::session_event(
         &s,

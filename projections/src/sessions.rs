@@ -169,6 +169,15 @@ pub struct Session {
     /// its CLI surely had the turn's message. Left out of the digest.
     #[serde(skip)]
     pub turn_answered: bool,
+    /// A fork's origin (`forkSnapshot`): the vendor session its first start resumes and where
+    /// that conversation is cut (spec `AgentSession.forked_from` / `forked_at`). (This and
+    /// the next field are left out of the digest while empty, so older logs' digests hold.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<crate::fork::ForkPoint>,
+    /// Where a fork of the session as it stands now would be cut: the vendor session and the
+    /// `last_vendor_id` of its latest turn end that named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_kept: Option<crate::fork::ForkPoint>,
 }
 
 impl Session {
@@ -351,6 +360,8 @@ pub(crate) fn create(
         model,
         vendor_session_id,
         role: SessionRole::Implementer,
+        forked_from: None,
+        forked_at: None,
     };
     let s = Session {
         id: id.clone(),
@@ -374,6 +385,8 @@ pub(crate) fn create(
         created_seq: 0,
         turn_input: None,
         turn_answered: false,
+        forked_from: None,
+        last_kept: None,
     };
     let mut events = vec![session_event(
         &s,
@@ -699,6 +712,7 @@ pub(crate) fn record_exit(
             api_error_status: None,
             rate_limits: None,
             review: false,
+            last_vendor_id: None,
             raw: String::new(),
         };
         events.extend(end_turn(state, ctx, s, ended, false));
@@ -732,6 +746,7 @@ pub(crate) fn resume_after_restart(
         api_error_status: None,
         rate_limits: None,
         review: false,
+        last_vendor_id: None,
         raw: String::new(),
     };
     let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];
@@ -798,9 +813,13 @@ fn compact_into_successor(
         model: model.to_owned(),
         vendor_session_id: vendor_session_id.clone(),
         role: s.role,
+        forked_from: None,
+        forked_at: None,
     };
     let successor = Session {
         id: id.clone(),
+        forked_from: None,
+        last_kept: None,
         vendor,
         model: model.to_owned(),
         vendor_session_id,
@@ -966,6 +985,8 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     created_seq: e.seq,
                     turn_input: None,
                     turn_answered: false,
+                    forked_from: crate::fork::ForkPoint::of(&p.forked_from, &p.forked_at),
+                    last_kept: None,
                 });
         }
         EventBody::SessionState(p) => {
@@ -1083,6 +1104,12 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 s.turn_running = false;
                 s.interrupt_requested = false;
                 s.compact_to = None;
+                if let Some(at) = &p.last_vendor_id {
+                    s.last_kept = Some(crate::fork::ForkPoint {
+                        vendor_session_id: s.vendor_session_id.clone(),
+                        at: at.clone(),
+                    });
+                }
             }
             if p.summary {
                 if let Some(t) = e.task_id.as_deref().and_then(|t| state.tasks.get_mut(t)) {

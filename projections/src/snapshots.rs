@@ -68,6 +68,15 @@ pub struct SnapshotTaken {
     /// Whether the end-of-turn commit moved the task branch to `commit` (always false for
     /// `requested`).
     pub branch_advanced: bool,
+    /// What a fork of this snapshot resumes (`forkSnapshot`): the vendor session of the
+    /// envelope's agent session as it stood at the cause; absent when no turn of it had named
+    /// its last message yet (such a snapshot cannot be forked) and in logs of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_from: Option<String>,
+    /// With `fork_from`: the vendor's id of the last thing the fork keeps (the
+    /// `last_vendor_id` of the latest turn end at or before the cause).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_at: Option<String>,
 }
 
 /// `snapshot.failed` payload: the snapshot could not be made; no ref was written (outcome).
@@ -106,6 +115,9 @@ pub struct Snapshot {
     pub created_at_us: i64,
     /// Seq of `snapshot.taken`.
     pub seq: u64,
+    /// Where a fork of it resumes the agent's conversation; `None`: it cannot be forked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fork: Option<crate::fork::ForkPoint>,
 }
 
 /// A cause waiting for its snapshot.
@@ -121,6 +133,9 @@ pub struct PendingSnapshot {
     /// task is `review_pending` meanwhile.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub review: bool,
+    /// The agent session's fork point when the cause happened (`Session::last_kept`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fork: Option<crate::fork::ForkPoint>,
 }
 
 /// A task's snapshots and the causes still waiting for one.
@@ -227,6 +242,13 @@ pub(crate) fn record(
             None => return Ok(Vec::new()),
         },
     };
+    // A replaced turn end's pending entry is the newer turn's: its fork point is not this
+    // snapshot's, so such a snapshot records none.
+    let fork = snaps
+        .pending
+        .contains_key(&cause_seq)
+        .then_some(pending.fork.as_ref())
+        .flatten();
     let body = match outcome {
         Ok(t) => {
             let next = snaps.taken.len() as u32 + 1;
@@ -245,6 +267,8 @@ pub(crate) fn record(
                 trigger: pending.trigger,
                 event_seq: t.event_seq,
                 branch_advanced: t.branch_advanced,
+                fork_from: fork.map(|f| f.vendor_session_id.clone()),
+                fork_at: fork.map(|f| f.at.clone()),
             })
         }
         Err(reason) => EventBody::SnapshotFailed(SnapshotFailed {
@@ -313,6 +337,10 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             if !(implementer && active) {
                 return;
             }
+            let fork = state
+                .sessions
+                .get(&session_id)
+                .and_then(|s| s.last_kept.clone());
             let snaps = state.snapshots.entry(task_id.to_owned()).or_default();
             snaps
                 .pending
@@ -324,10 +352,15 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     agent_session_id: session_id,
                     turn: p.turn,
                     review: p.review,
+                    fork,
                 },
             );
         }
         EventBody::SnapshotRequested(p) => {
+            let fork = state
+                .sessions
+                .get(&session_id)
+                .and_then(|s| s.last_kept.clone());
             state
                 .snapshots
                 .entry(task_id.to_owned())
@@ -340,6 +373,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                         agent_session_id: session_id,
                         turn: 0,
                         review: false,
+                        fork,
                     },
                 );
         }
@@ -359,6 +393,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     branch_advanced: p.branch_advanced,
                     created_at_us: e.created_at_us,
                     seq: e.seq,
+                    fork: crate::fork::ForkPoint::of(&p.fork_from, &p.fork_at),
                 });
             }
         }

@@ -340,6 +340,9 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             outcome,
             review,
         } => crate::snapshots::record(state, ctx, task_id, *cause_seq, outcome, *review),
+        Command::ForkSnapshot { actor, task_id, n } => {
+            crate::fork::fork_snapshot(state, ctx, actor, task_id, *n)
+        }
         Command::SkipReview { review_id, reason } => crate::reviews::skip(state, review_id, reason),
         Command::StartReview {
             review_id,

@@ -137,6 +137,9 @@ pub struct Task {
     /// The task whose agent started this one as its subtask (`task.subtask_started`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_task_id: Option<String>,
+    /// A fork: the task it was forked from and the `n` of that task's snapshot it starts at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<(String, u32)>,
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
@@ -303,6 +306,8 @@ pub(crate) fn create(
             port_base: next_port_base(state)?,
             color: next_color(state),
             todo_item: String::new(),
+            forked_from: None,
+            forked_at: None,
         }),
     )
     .project(project_id)
@@ -416,6 +421,7 @@ pub(crate) fn apply(
                 participants: Vec::new(),
                 todo_item: p.todo_item.clone(),
                 parent_task_id: None,
+                forked_from: p.forked_from.clone().zip(p.forked_at),
             });
         }
         EventBody::TaskWorktreeCreated(_) => {

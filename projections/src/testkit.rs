@@ -142,6 +142,7 @@ impl World {
             api_error_status: status,
             rate_limits: None,
             review: false,
+            last_vendor_id: None,
             raw: "{}".into(),
         };
         self.ok(Command::RecordVendorOutput {

@@ -163,6 +163,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 api_error_status: [None, Some(429), Some(500)][rng.below(3)],
                 rate_limits: None,
                 review: false,
+                last_vendor_id: None,
                 raw: "{}".into(),
             };
             Command::RecordVendorOutput {

@@ -7,9 +7,9 @@
 //! HTTP adapter's job (`src/http/error.rs`).
 //!
 //! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
-//! [`inbox`], [`finish`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
+//! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
 //! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
-//! choices), [`status`] (the server's figures and open clients).
+//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients).
 
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ pub mod blobs;
 pub mod choices;
 pub mod events;
 pub mod finish;
+pub mod fork;
 pub mod inbox;
 #[cfg(test)]
 mod layering;

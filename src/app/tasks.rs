@@ -151,11 +151,10 @@ pub async fn create_with(app: &Ctx, cmd: Command) -> Result<String, Error> {
     Ok(task_id)
 }
 
-/// Waits until task `task_id`'s worktree exists (the worktree reactor's outcome after seq
-/// `after`).
+/// Waits until the worktree reactor recorded task `task_id`'s worktree (after seq `after`).
 /// # Errors
-/// Internal when it could not be made or the wait timed out.
-pub(super) async fn wait_for_worktree(app: &Ctx, task_id: &str, after: u64) -> Result<(), Error> {
+/// Internal when it could not be made or it took too long; unavailable at shutdown.
+pub(crate) async fn wait_for_worktree(app: &Ctx, task_id: &str, after: u64) -> Result<(), Error> {
     let ready = app
         .writer
         .read(|s| s.tasks.get(task_id).map(|t| t.worktree_ready))

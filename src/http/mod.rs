@@ -13,6 +13,7 @@ mod blobs;
 mod error;
 mod events;
 mod finish;
+mod fork;
 mod me;
 mod projects;
 mod reviews;
@@ -306,7 +307,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/tasks/{taskId}/snapshots/{n}/fork",
             Method::POST,
-            not_implemented("forkSnapshot", LATER),
+            web::to(fork::fork_snapshot),
         )
         .route(
             "/api/tasks/{taskId}/sessions",

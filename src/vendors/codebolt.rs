@@ -322,6 +322,7 @@ impl Protocol for CodeboltProtocol {
                     api_error_status: None,
                     rate_limits: None,
                     review: false,
+                    last_vendor_id: None,
                     raw: cut_raw(line),
                 }));
             }
@@ -410,6 +411,7 @@ mod tests {
             socket_token: "cb-t".into(),
             socket_port: 7777,
             mcp: None,
+            fork: None,
         };
         let cmd = d.command(&spec);
         let env: std::collections::HashMap<_, _> = cmd

@@ -78,6 +78,22 @@ pub struct SpawnSpec {
     pub socket_port: u16,
     /// How the CLI starts byre's MCP server for this session (`None`: no byre tools).
     pub mcp: Option<crate::vendors::mcp::McpLaunch>,
+    /// A fork's first start (`forkSnapshot`): the conversation to fork and where to cut it;
+    /// `None` for other sessions and once the fork has a conversation of its own.
+    pub fork: Option<ForkSpec>,
+}
+
+/// What a fork's first start resumes (`AgentSession.forked_from` / `forked_at`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkSpec {
+    /// The forked vendor session (Claude Code's session id, Codex's thread id).
+    pub vendor_session_id: String,
+    /// The vendor's id of the last thing kept: a Claude Code assistant message uuid, a Codex
+    /// turn id.
+    pub at: String,
+    /// The working directory the forked session ran in (Claude Code keeps sessions per
+    /// directory).
+    pub cwd: PathBuf,
 }
 
 /// What one output line of an agent process means, once its [`Protocol`] read it.

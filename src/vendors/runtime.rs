@@ -465,6 +465,16 @@ impl Runtime {
                     .into_owned(),
                 None => task.worktree_path.clone(),
             };
+            // A fork's origin: the conversation forked and the directory it ran in (the task
+            // it was forked from; Claude Code keeps sessions per directory).
+            let fork = sess.forked_from.as_ref().and_then(|f| {
+                let (from_task, _) = task.forked_from.as_ref()?;
+                Some(super::ForkSpec {
+                    vendor_session_id: f.vendor_session_id.clone(),
+                    at: f.at.clone(),
+                    cwd: PathBuf::from(&s.tasks.get(from_task)?.worktree_path),
+                })
+            });
             Some((
                 sess.vendor,
                 sess.vendor_session_id.clone(),
@@ -472,9 +482,10 @@ impl Runtime {
                 task.id.clone(),
                 cwd,
                 task.port_base,
+                fork,
             ))
         });
-        let (vendor, vendor_session_id, own_model, task_id, worktree, port_base) = found?;
+        let (vendor, vendor_session_id, own_model, task_id, worktree, port_base, fork) = found?;
         let Some(driver) = self.driver(vendor) else {
             return Some(Err(vendor));
         };
@@ -488,8 +499,12 @@ impl Runtime {
             socket_token: String::new(),
             socket_port: 0,
             mcp: self.mcp.launch(session_id),
+            fork: None,
         };
         spec.resume = driver.has_conversation(&spec);
+        if !spec.resume {
+            spec.fork = fork;
+        }
         Some(Ok((driver, spec, task_id)))
     }
 

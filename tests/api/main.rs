@@ -20,6 +20,7 @@ mod contract;
 mod crash;
 mod events;
 mod finish;
+mod fork;
 mod inbox;
 mod me;
 mod old_logs;

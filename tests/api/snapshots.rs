@@ -297,6 +297,7 @@ fn turn_ended() -> TurnEnded {
         api_error_status: None,
         rate_limits: None,
         review: false,
+        last_vendor_id: None,
         raw: "{}".into(),
     }
 }

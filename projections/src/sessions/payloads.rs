@@ -27,6 +27,14 @@ SessionCreated {
     vendor_session_id: String,
     /// Role.
     role: SessionRole,
+    /// A fork (`forkSnapshot`): the vendor session its first start resumes (spec
+    /// `AgentSession.forked_from`); absent for other sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    forked_from: Option<String>,
+    /// With `forked_from`: the vendor's id of the last thing the fork keeps, a message uuid
+    /// for Claude Code, a turn id for Codex (spec `AgentSession.forked_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    forked_at: Option<String>,
 });
 payload!(/// `session.state` payload.
 SessionStateChanged {
@@ -153,6 +161,12 @@ TurnEnded {
     /// that snapshot's review starts or is skipped, or no snapshot is taken.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     review: bool,
+    /// The vendor's id of the last thing the turn left in the conversation, where a fork of
+    /// this turn's snapshot is cut (`forkSnapshot`): Claude Code, the uuid of the turn's last
+    /// `assistant` line; Codex, the turn's id. Absent when the vendor named none (no
+    /// assistant message, byre ended the turn itself, logs of earlier builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_vendor_id: Option<String>,
     /// The vendor line (empty when byre ended the turn itself).
     raw: String,
 });

@@ -268,6 +268,7 @@ fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
         api_error_status: Some(429),
         rate_limits: Some(serde_json::json!({"primary": {"usedPercent": 100}})),
         review: false,
+        last_vendor_id: None,
         raw: "{}".into(),
     };
     w.ok(Command::RecordVendorOutput {

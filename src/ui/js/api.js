@@ -98,6 +98,7 @@ export const api = {
   taskImageUrl: (taskId, path) => `/api/tasks/${enc(taskId)}/image${q({ path })}`,
   blobUrl: (blobId) => `/api/blobs/${enc(blobId)}`,
   listSnapshots: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/snapshots`),
+  forkSnapshot: (taskId, n) => request("POST", `/api/tasks/${enc(taskId)}/snapshots/${enc(n)}/fork`, undefined, { quiet: true }),
   getUnmerged: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/unmerged`, undefined, { quiet: true }),
   getCoAuthors: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/co-authors`, undefined, { quiet: true }),
   mergeTask: (taskId, body) => request("POST", `/api/tasks/${enc(taskId)}/merge`, body, { quiet: true }),

@@ -81,6 +81,28 @@ impl ClaudeDriver {
     }
 }
 
+impl ClaudeDriver {
+    /// Copies the forked session's transcript to where the CLI looks for it from the fork's
+    /// directory `cwd`: sessions are kept per directory (PROTOCOL.md §7; `--resume` from
+    /// another directory finds nothing), and a fork runs in its own worktree. The copy is
+    /// the CLI's own state under byre's data dir; a failure is logged and the CLI's start
+    /// then fails, recorded as the turn's error.
+    fn bring_transcript(&self, fork: &super::ForkSpec, cwd: &Path) {
+        let from = self.transcript_path(&fork.cwd, &fork.vendor_session_id);
+        let to = self.transcript_path(cwd, &fork.vendor_session_id);
+        if from == to {
+            return;
+        }
+        let copied = to
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::copy(&from, &to).map(|_| ()));
+        if let Err(e) = copied {
+            tracing::warn!(error = %e, from = %from.display(), "cannot copy the forked session's transcript");
+        }
+    }
+}
+
 fn control(request_id: &str, request: serde_json::Value) -> String {
     json!({ "type": "control_request", "request_id": request_id, "request": request }).to_string()
 }
@@ -114,10 +136,21 @@ impl Driver for ClaudeDriver {
         if !spec.model.is_empty() {
             cmd.args(["--model", &spec.model]);
         }
-        if spec.resume {
-            cmd.args(["--resume", &spec.vendor_session_id]);
-        } else {
-            cmd.args(["--session-id", &spec.vendor_session_id]);
+        match (&spec.fork, spec.resume) {
+            (_, true) => {
+                cmd.args(["--resume", &spec.vendor_session_id]);
+            }
+            (Some(fork), false) => {
+                // PROTOCOL.md §7 and the e2/e3 transcripts: the forked session resumed, cut
+                // after the assistant message `at`, under byre's own id for the fork.
+                self.bring_transcript(fork, &spec.cwd);
+                cmd.args(["--resume", &fork.vendor_session_id, "--fork-session"]);
+                cmd.args(["--resume-session-at", &fork.at]);
+                cmd.args(["--session-id", &spec.vendor_session_id]);
+            }
+            (None, false) => {
+                cmd.args(["--session-id", &spec.vendor_session_id]);
+            }
         }
         if let Some(mcp) = &spec.mcp {
             // PROTOCOL.md §8: a stdio server, started before the first `system/init`.
@@ -173,6 +206,9 @@ impl Driver for ClaudeDriver {
 pub struct ClaudeProtocol {
     /// `total_cost_usd` of the last result line, in millionths of a dollar.
     last_total_cost: u64,
+    /// The uuid of the running turn's last main-conversation `assistant` line: the turn's
+    /// `last_vendor_id`, where a fork of its snapshot is cut (`--resume-session-at`).
+    last_assistant_uuid: Option<String>,
 }
 
 impl Protocol for ClaudeProtocol {
@@ -211,6 +247,9 @@ impl Protocol for ClaudeProtocol {
     }
 
     fn on_line(&mut self, line: &str) -> Reaction {
+        if let Some(uuid) = wire::assistant_uuid(line) {
+            self.last_assistant_uuid = Some(uuid);
+        }
         match wire::parse(line) {
             wire::Parsed::Items(mut items) => {
                 for item in &mut items {
@@ -218,6 +257,7 @@ impl Protocol for ClaudeProtocol {
                         let total = t.cost_micro_usd;
                         t.cost_micro_usd = total.saturating_sub(self.last_total_cost);
                         self.last_total_cost = total;
+                        t.last_vendor_id = self.last_assistant_uuid.take();
                     }
                 }
                 Reaction {
@@ -251,4 +291,81 @@ impl Protocol for ClaudeProtocol {
 /// A `control_response` refusing the CLI's request `request_id`.
 fn refusal(request_id: &str, why: &str) -> String {
     json!({"type": "control_response", "response": {"subtype": "error", "request_id": request_id, "error": why}}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn_end(r: &Reaction) -> &byre_projections::sessions::TurnEnded {
+        match r.items.as_slice() {
+            [VendorItem::TurnEnded(t)] => t,
+            other => panic!("a turn end expected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_turn_end_names_the_turns_last_assistant_message_and_none_without_one() {
+        let mut p = ClaudeProtocol::default();
+        let result =
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","usage":{}}"#;
+        for uuid in ["a-1", "a-2"] {
+            let line = format!(
+                r#"{{"type":"assistant","message":{{"id":"m","content":[{{"type":"text","text":"x"}}]}},"parent_tool_use_id":null,"uuid":"{uuid}"}}"#
+            );
+            p.on_line(&line);
+        }
+        assert_eq!(
+            turn_end(&p.on_line(result)).last_vendor_id.as_deref(),
+            Some("a-2")
+        );
+        assert_eq!(
+            turn_end(&p.on_line(result)).last_vendor_id,
+            None,
+            "a turn without an assistant message names none"
+        );
+    }
+
+    #[test]
+    fn a_forks_first_start_resumes_the_forked_session_cut_under_its_own_id() {
+        let data = tempfile::TempDir::new().unwrap();
+        let driver = ClaudeDriver::new(data.path(), Some("/bin/claude".into()), vec![]);
+        let source_cwd = data.path().join("wt-a");
+        let source = driver.transcript_path(&source_cwd, "src-id");
+        std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+        std::fs::write(&source, "{}\n").unwrap();
+        let spec = SpawnSpec {
+            session_id: "s".into(),
+            vendor_session_id: "fork-id".into(),
+            model: String::new(),
+            cwd: data.path().join("wt-b"),
+            port_base: 20_000,
+            resume: false,
+            socket_token: String::new(),
+            socket_port: 0,
+            mcp: None,
+            fork: Some(super::super::ForkSpec {
+                vendor_session_id: "src-id".into(),
+                at: "a-1".into(),
+                cwd: source_cwd,
+            }),
+        };
+        let cmd = driver.command(&spec);
+        let argv: Vec<String> = cmd
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = argv.join(" ");
+        assert!(
+            joined.contains(
+                "--resume src-id --fork-session --resume-session-at a-1 --session-id fork-id"
+            ),
+            "{joined}"
+        );
+        assert!(
+            driver.transcript_path(&spec.cwd, "src-id").exists(),
+            "the forked transcript is where the CLI looks from the fork's directory"
+        );
+    }
 }

@@ -59,6 +59,20 @@ fn u64_of(v: &Value, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `uuid` of an `assistant` line of the main conversation (not a subagent's, whose
+/// `parent_tool_use_id` is set): what `--resume-session-at` cuts after (claude-code README,
+/// e3; a user message's uuid is refused, e6). `None` for any other line.
+pub fn assistant_uuid(line: &str) -> Option<String> {
+    if !line.contains("\"assistant\"") {
+        return None;
+    }
+    let v: Value = serde_json::from_str(line).ok()?;
+    let main = v.get("parent_tool_use_id").is_none_or(Value::is_null);
+    (str_of(&v, "type") == "assistant" && main)
+        .then(|| str_of(&v, "uuid").to_owned())
+        .filter(|u| !u.is_empty())
+}
+
 /// Parses one stdout line of `claude -p --output-format stream-json --verbose`.
 pub fn parse(line: &str) -> Parsed {
     let v: Value = match serde_json::from_str(line) {
@@ -279,6 +293,7 @@ fn result(v: &Value, raw: String) -> TurnEnded {
             .map(|s| s as u16),
         rate_limits: None,
         review: false,
+        last_vendor_id: None,
         raw,
     }
 }
@@ -286,6 +301,17 @@ fn result(v: &Value, raw: String) -> TurnEnded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_main_conversation_assistant_lines_name_a_fork_point() {
+        let main = r#"{"type":"assistant","message":{"id":"m","content":[]},"parent_tool_use_id":null,"uuid":"u-1"}"#;
+        assert_eq!(assistant_uuid(main).as_deref(), Some("u-1"));
+        let sub = r#"{"type":"assistant","message":{"content":[]},"parent_tool_use_id":"toolu_1","uuid":"u-2"}"#;
+        assert_eq!(assistant_uuid(sub), None, "a subagent's message");
+        let user = r#"{"type":"user","message":{"content":"assistant"},"uuid":"u-3"}"#;
+        assert_eq!(assistant_uuid(user), None);
+        assert_eq!(assistant_uuid("not json \"assistant\""), None);
+    }
 
     /// Every recorded transcript, parsed line by line and compared with its snapshot
     /// (`fixtures/claude/<scenario>.events.json`; `UPDATE_EXPECT=1` rewrites it).

@@ -215,11 +215,11 @@ impl Driver for CodexDriver {
 
     fn protocol(&self, spec: &SpawnSpec) -> Box<dyn Protocol> {
         let resume = spec.resume.then(|| spec.vendor_session_id.clone());
-        Box::new(CodexProtocol::new(
-            &spec.cwd.to_string_lossy(),
-            &spec.model,
-            resume,
-        ))
+        let protocol = CodexProtocol::new(&spec.cwd.to_string_lossy(), &spec.model, resume);
+        Box::new(match &spec.fork {
+            Some(fork) => protocol.forking(&fork.vendor_session_id, &fork.at),
+            None => protocol,
+        })
     }
 }
 

@@ -33,6 +33,8 @@ enum Sent {
     Initialize,
     ThreadStart,
     ThreadResume,
+    /// A `thread/fork` (a fork's first start).
+    ThreadFork,
     TurnStart,
     /// A `turn/interrupt`.
     Interrupt,
@@ -70,6 +72,8 @@ pub struct CodexProtocol {
     next_model: Option<String>,
     /// The thread to resume at start-up (the session's recorded one).
     resume: Option<String>,
+    /// A fork's first start: the thread to fork and the last turn it keeps.
+    fork: Option<(String, String)>,
     /// The thread, once started or resumed.
     thread_id: Option<String>,
     next_id: u64,
@@ -93,6 +97,7 @@ impl CodexProtocol {
             model: model.to_owned(),
             next_model: None,
             resume: resume.filter(|t| !t.is_empty()),
+            fork: None,
             thread_id: None,
             next_id: 0,
             sent: BTreeMap::new(),
@@ -102,6 +107,13 @@ impl CodexProtocol {
             total_tokens: None,
             rate_limits: None,
         }
+    }
+
+    /// Starts the process's thread as a fork of `thread` cut after its turn `last_turn`
+    /// (`thread/fork`, PROTOCOL.md §4), unless a thread is resumed.
+    pub fn forking(mut self, thread: &str, last_turn: &str) -> CodexProtocol {
+        self.fork = Some((thread.to_owned(), last_turn.to_owned()));
+        self
     }
 
     fn request(&mut self, what: Sent, method: &str, params: Value) -> String {
@@ -177,6 +189,7 @@ impl CodexProtocol {
             api_error_status: None,
             rate_limits: None,
             review: false,
+            last_vendor_id: None,
             raw: String::new(),
         }));
     }
@@ -189,18 +202,25 @@ impl CodexProtocol {
             (Sent::Initialize, Ok(_)) => {
                 out.replies
                     .push(json!({"method": "initialized"}).to_string());
-                let line = match self.resume.clone() {
-                    Some(thread) => {
+                let line = match (self.resume.clone(), self.fork.clone()) {
+                    (Some(thread), _) => {
                         let mut params = self.thread_params();
                         params["threadId"] = json!(thread);
                         params["excludeTurns"] = json!(true);
                         self.request(Sent::ThreadResume, "thread/resume", params)
                     }
-                    None => self.start_thread(),
+                    (None, Some((thread, last_turn))) => {
+                        let mut params = self.thread_params();
+                        params["threadId"] = json!(thread);
+                        params["lastTurnId"] = json!(last_turn);
+                        params["excludeTurns"] = json!(true);
+                        self.request(Sent::ThreadFork, "thread/fork", params)
+                    }
+                    (None, None) => self.start_thread(),
                 };
                 out.replies.push(line);
             }
-            (Sent::ThreadStart | Sent::ThreadResume, Ok(result)) => {
+            (Sent::ThreadStart | Sent::ThreadResume | Sent::ThreadFork, Ok(result)) => {
                 let thread = result.get("thread").unwrap_or(&Value::Null);
                 let id = wire::str_of(thread, "id");
                 if !id.is_empty() {
@@ -229,6 +249,9 @@ impl CodexProtocol {
             }
             (Sent::ThreadStart, Err(e)) => {
                 self.fail_turn(format!("codex could not start a thread: {e}"), out)
+            }
+            (Sent::ThreadFork, Err(e)) => {
+                self.fail_turn(format!("codex could not fork the thread: {e}"), out)
             }
             (Sent::TurnStart, Err(e)) => {
                 self.fail_turn(format!("codex could not start the turn: {e}"), out)
@@ -350,6 +373,9 @@ impl CodexProtocol {
         };
         let turn = std::mem::take(&mut self.turn);
         self.interrupt_wanted = false;
+        let turn_id = Some(wire::str_of(done, "id").to_owned())
+            .filter(|t| !t.is_empty())
+            .or(turn.id.clone());
         let left_commands = turn.open.iter().any(|(_, kind)| kind == "commandExecution");
         for (id, _) in &turn.open {
             out.items.push(VendorItem::ToolResult(ToolResult {
@@ -385,6 +411,7 @@ impl CodexProtocol {
             api_error_status: error.and_then(wire::error_status).or(turn.error_status),
             rate_limits: self.rate_limits.clone(),
             review: false,
+            last_vendor_id: turn_id,
             raw: line.to_owned(),
         }));
         if left_commands && outcome == TurnOutcome::Interrupted {

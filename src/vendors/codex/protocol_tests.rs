@@ -317,3 +317,50 @@ fn a_server_request_is_refused_at_once() {
     let r = p.on_line(r#"{"method":"brand/new","params":{}}"#);
     assert!(matches!(&r.items[0], VendorItem::Unrecognized(u) if u.reason.contains("brand/new")));
 }
+
+#[test]
+fn a_forks_first_start_forks_the_thread_at_its_turn_and_records_the_new_thread() {
+    let mut p = CodexProtocol::new("/fork", "gpt-5.5", None).forking("t1", "turn-1");
+    p.start();
+    p.message("fork message", &[], 5);
+    let r = p.on_line(r#"{"id":0,"result":{}}"#);
+    let fork = sent(&r.replies[1]);
+    assert_eq!(fork["method"], "thread/fork");
+    assert_eq!(
+        (
+            &fork["params"]["threadId"],
+            &fork["params"]["lastTurnId"],
+            &fork["params"]["cwd"]
+        ),
+        (&json!("t1"), &json!("turn-1"), &json!("/fork"))
+    );
+    let r = p.on_line(r#"{"id":1,"result":{"thread":{"id":"f1","forkedFromId":"t1"}}}"#);
+    assert_eq!(
+        r.vendor_session_id.as_deref(),
+        Some("f1"),
+        "the fork's own thread"
+    );
+    assert_eq!(sent(&r.replies[0])["params"]["threadId"], "f1");
+    let done = p.on_line(
+        r#"{"method":"turn/completed","params":{"threadId":"f1","turn":{"id":"turn-9","status":"completed"}}}"#,
+    );
+    let [VendorItem::TurnEnded(t)] = done.items.as_slice() else {
+        panic!("{done:?}")
+    };
+    assert_eq!(
+        t.last_vendor_id.as_deref(),
+        Some("turn-9"),
+        "where a later fork cuts"
+    );
+
+    let mut p = CodexProtocol::new("/fork", "gpt-5.5", None).forking("gone", "turn-1");
+    p.start();
+    p.message("fork message", &[], 5);
+    p.on_line(r#"{"id":0,"result":{}}"#);
+    let r = p.on_line(r#"{"id":1,"error":{"code":-32600,"message":"no rollout found"}}"#);
+    let [VendorItem::TurnEnded(t)] = r.items.as_slice() else {
+        panic!("{r:?}")
+    };
+    assert_eq!(t.outcome, TurnOutcome::Failed);
+    assert!(t.error.contains("could not fork"), "{}", t.error);
+}

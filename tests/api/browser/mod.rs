@@ -19,6 +19,7 @@ use tempfile::TempDir;
 
 use crate::helpers::WAIT;
 
+mod fork;
 mod hostile;
 mod resume;
 mod reviews;

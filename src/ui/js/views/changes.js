@@ -4,6 +4,7 @@
 
 import { html, useState, useEffect, useMemo, useRef } from "../html.js";
 import { api } from "../api.js";
+import { navigate } from "../router.js";
 
 const bumpCache = new WeakMap();
 function lastChange(tr) {
@@ -118,6 +119,25 @@ function parsePatch(patch) {
   return out;
 }
 
+/** The button forking the chosen snapshot `n` (forkSnapshot); on success the page goes to the
+ * fork, whose session waits for its first message. The server's refusal is shown as is. */
+function ForkButton({ task, n }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  useEffect(() => setError(null), [task.id, n]);
+  const fork = () => {
+    setBusy(true);
+    setError(null);
+    api.forkSnapshot(task.id, n)
+      .then((t) => navigate(`/tasks/${encodeURIComponent(t.id)}`))
+      .catch((e) => setError(e.message))
+      .finally(() => setBusy(false));
+  };
+  return html`<button type="button" data-testid="changes-fork" disabled=${busy} onClick=${fork}
+      title="A new task from this snapshot, its agent's conversation as it stood then">Fork at snapshot ${n}</button>
+    ${error ? html`<span class="form-error" role="alert" data-testid="changes-fork-error">${error}</span>` : null}`;
+}
+
 /** The changes tab. */
 export function Changes({ task, state }) {
   const q = new URLSearchParams(location.search);
@@ -182,6 +202,7 @@ export function Changes({ task, state }) {
       <select data-testid="changes-since" value=${choice} onChange=${(e) => { setChoice(e.target.value); setSelected(null); setLine(0); }}>
         ${options.map((o) => html`<option value=${o.value}>${o.label}</option>`)}
       </select>
+      ${choice.includes(":") && !closed ? html`<${ForkButton} task=${task} n=${choice.split(":")[1]} />` : null}
       ${changes ? html`<span class="stat"><span class="add">+${totals[0]}</span> <span class="del">−${totals[1]}</span> in ${changes.files.length} file${changes.files.length === 1 ? "" : "s"}</span>` : null}
     </div>
     ${closed && !choice.includes(":") ? html`<p class="hint pad">The task is ${task.status}: its worktree is gone. Pick a snapshot above to see its changes.</p>` : null}
