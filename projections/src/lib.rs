@@ -25,6 +25,7 @@ pub mod projects;
 pub mod reviews;
 pub mod sessions;
 pub mod snapshots;
+pub mod subagents;
 pub mod tasks;
 pub mod tools;
 pub mod upcast;
