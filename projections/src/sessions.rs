@@ -706,7 +706,7 @@ pub(crate) fn record_exit(
         "byre",
         EventBody::ProcessExited(exit.clone()),
     )];
-    events.extend(crate::subagents::end_all(state, s));
+    events.extend(crate::subagents::end_all(state, s, "process_exited"));
     let redelivered = s
         .turn_input
         .as_ref()
@@ -732,7 +732,8 @@ pub(crate) fn record_exit(
     Ok(events)
 }
 
-/// Decides `ResumeAfterRestart`: a turn byre's restart cut short ends as interrupted and the
+/// Decides `ResumeAfterRestart`: subagents still counted end (`byre_restarted`); a turn
+/// byre's restart cut short ends as interrupted and the
 /// session gets the turn's message again (prefixed with [`RESENT_NOTE`], from its sender) when
 /// the agent had not answered it with any text or tool use, else [`RESTART_NOTE`] (asking it
 /// to carry on), as the next turn; queued messages follow it.
@@ -742,8 +743,10 @@ pub(crate) fn resume_after_restart(
     head: &str,
 ) -> Result<Vec<NewEvent>, Rejection> {
     let s = session(state, session_id)?;
+    // The stopped process took its subagents with it.
+    let mut events = crate::subagents::end_all(state, s, "byre_restarted");
     if !s.turn_running || s.completed {
-        return Ok(Vec::new());
+        return Ok(events);
     }
     let ended = TurnEnded {
         turn: s.turns,
@@ -760,7 +763,7 @@ pub(crate) fn resume_after_restart(
         review: false,
         raw: String::new(),
     };
-    let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];
+    events.push(session_event(s, state, "byre", EventBody::TurnEnded(ended)));
     let mut hook = crate::finish::turn_end_hook(state, s, TurnOutcome::Interrupted, head);
     events.append(&mut hook.events);
     if hook.hold_queue {

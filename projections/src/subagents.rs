@@ -96,9 +96,9 @@ pub(crate) fn ended(
     vec![session_event(s, state, "byre", EventBody::SubagentEnded(p))]
 }
 
-/// `subagent.ended` `process_exited` for every subagent still running in the session's
-/// process, which has just ended.
-pub(crate) fn end_all(state: &State, s: &Session) -> Vec<NewEvent> {
+/// `subagent.ended` with `status` (`process_exited`, `byre_restarted`) for every subagent
+/// still running in the session's process, which has ended.
+pub(crate) fn end_all(state: &State, s: &Session, status: &str) -> Vec<NewEvent> {
     let mut s = s.clone();
     let mut running = state.subagents.get(&s.id).cloned().unwrap_or_default();
     let ids: Vec<String> = running.keys().cloned().collect();
@@ -111,7 +111,7 @@ pub(crate) fn end_all(state: &State, s: &Session) -> Vec<NewEvent> {
                 SubagentEnded {
                     id,
                     tool_use_id: String::new(),
-                    status: "process_exited".into(),
+                    status: status.into(),
                     summary: String::new(),
                     subagents: 0,
                 },
@@ -158,6 +158,11 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 state.subagents.remove(sid);
             }
             n
+        }
+        // A completed session's process is stopped: nothing of it runs any more.
+        EventBody::SessionCompleted(_) => {
+            state.subagents.remove(sid);
+            0
         }
         _ => return,
     };

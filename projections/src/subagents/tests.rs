@@ -151,3 +151,27 @@ fn a_process_exit_ends_its_running_subagents() {
     }));
     assert_eq!(w.session().subagents, 0);
 }
+
+#[test]
+fn a_restart_ends_the_subagents_of_an_idle_session_and_resumes_no_turn() {
+    let mut w = World::with_task();
+    let sid = w.start("go");
+    w.output(&sid, vec![started("a1")]);
+    w.record_turn_end(&sid, TurnOutcome::Completed, "ok", None);
+    let events = w.restart(&sid);
+    assert_eq!(kinds(&events), ["subagent.ended"]);
+    assert_eq!(counts(&events), [0]);
+    assert!(!w.session().turn_running);
+    assert_eq!(w.session().turns, 1);
+}
+
+#[test]
+fn a_restart_mid_turn_ends_the_subagents_then_the_turn() {
+    let mut w = World::with_task();
+    let sid = w.start("go");
+    w.output(&sid, vec![started("a1")]);
+    let events = w.restart(&sid);
+    let ks = kinds(&events);
+    assert_eq!(&ks[..2], ["subagent.ended", "turn.ended"]);
+    assert_eq!(w.session().subagents, 0);
+}
