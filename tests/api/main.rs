@@ -27,6 +27,7 @@ mod projects;
 mod recovery;
 mod reviews;
 mod snapshots;
+mod subagents;
 mod tasks;
 mod ui;
 mod views;
