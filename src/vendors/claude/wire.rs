@@ -26,7 +26,7 @@ pub enum Parsed {
     /// The CLI's rate-limit status changed (`rate_limit_event`, claude.ai logins): its
     /// `rate_limit_info` (`{status, resetsAt?, rateLimitType?, utilization?, …}`).
     RateLimit(Value),
-    /// Understood, and nothing to record (init, status, control responses, echoes, …).
+    /// Understood, and nothing to record (status, control responses, echoes, …).
     Known,
 }
 

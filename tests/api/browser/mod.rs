@@ -23,6 +23,7 @@ mod hostile;
 mod resume;
 mod signin;
 mod speed;
+mod subagents;
 mod task_flow;
 
 /// Desktop and phone viewports of the screenshots: (label, width, height).
