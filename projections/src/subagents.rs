@@ -1,6 +1,6 @@
 //! The agent's own subagents: Claude Code's Task/Agent tool calls, each a `task_started` …
 //! `task_notification` pair of `system` lines (`vendors/claude-code/PROTOCOL.md` §4;
-//! `fixtures/claude/v_subagents.jsonl`). A background one (`run_in_background`) keeps running
+//! `fixtures/claude/w_subagents.jsonl`). A background one (`run_in_background`) keeps running
 //! after the turn that started it ended; `AgentSession.subagents` counts those running.
 //!
 //! The vendor's output becomes `subagent.started` / `subagent.ended`, each carrying the

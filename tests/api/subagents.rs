@@ -1,5 +1,5 @@
 //! The agent's own subagents on the real Claude Code CLI against the fake Anthropic API
-//! (`fixtures/fake-model/v_subagents.json`): a background subagent (the Agent tool with
+//! (`fixtures/fake-model/w_subagents.json`): a background subagent (the Agent tool with
 //! `run_in_background`) outlives the turn that started it, `AgentSession.subagents` rises and
 //! falls on `/api/events`, and the turn the CLI starts by itself to report it is a turn of its
 //! own with its own snapshot.
@@ -34,7 +34,7 @@ fn of_kind<'a>(events: &'a [SseEvent], kind: &str) -> Vec<&'a SseEvent> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_subagent_is_counted_and_the_turn_reporting_it_is_snapshotted_once() {
-    let mut b = Bench::start("v_subagents").await;
+    let mut b = Bench::start("w_subagents").await;
     let task = b.task_with_prompt("Now run a background helper").await;
     let task_id = task["id"].as_str().unwrap().to_owned();
     let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();

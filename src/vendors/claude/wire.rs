@@ -375,13 +375,13 @@ mod tests {
         );
     }
 
-    /// The recorded subagents transcript (`fixtures/claude/v_subagents.jsonl`): each turn
+    /// The recorded subagents transcript (`fixtures/claude/w_subagents.jsonl`): each turn
     /// begins with `system/init`; the foreground subagent starts and ends inside its turn; the
     /// background one ends after its turn's result, and the CLI then begins a turn by itself.
     #[test]
     fn subagents_start_and_end_and_the_cli_begins_a_turn_by_itself() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/claude/v_subagents.jsonl");
+            .join("fixtures/claude/w_subagents.jsonl");
         let text = std::fs::read_to_string(path).expect("transcript");
         let mut seen = Vec::new();
         for line in text.lines() {

@@ -1,5 +1,5 @@
 //! The agent's own subagents on the page: while a real Claude Code background subagent
-//! (`fixtures/fake-model/v_subagents.json`) runs after its turn ended, the composer shows how
+//! (`fixtures/fake-model/w_subagents.json`) runs after its turn ended, the composer shows how
 //! many run, and the transcript draws its start and end with the count.
 
 use serde_json::{json, Value};
@@ -24,7 +24,7 @@ const COUNT_WATCH: &str = r#"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_composer_shows_a_background_subagent_while_it_runs() {
-    let b = Bench::start("v_subagents").await;
+    let b = Bench::start("w_subagents").await;
     let task = b.api.create_task(&b.project_id, "helpers").await;
     let task_id = task["id"].as_str().unwrap().to_owned();
 
