@@ -124,6 +124,9 @@ pub struct Task {
     /// RFC 3339: when a held merge was requested.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_queued_at: Option<String>,
+    /// The TODO.md item the task was started from; absent for other tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub todo_item: Option<String>,
 }
 
 impl From<&p::tasks::Task> for Task {
@@ -150,6 +153,7 @@ impl From<&p::tasks::Task> for Task {
             merge_after_review: t.merge_after_review,
             summary_seq: t.summary_seq,
             merge_queued_at: t.merge_queued_at_us.map(rfc3339),
+            todo_item: (!t.todo_item.is_empty()).then(|| t.todo_item.clone()),
         }
     }
 }

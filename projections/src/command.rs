@@ -115,6 +115,20 @@ pub enum Command {
         /// The commit the task branches from (the default branch's head when asked).
         base_ref: String,
     },
+    /// `startTodoItem`: [`Command::CreateTask`] for a TODO.md item, recorded as the task's
+    /// `todo_item`; refused while another active task has the same item.
+    StartTodoItem {
+        /// The caller.
+        actor: String,
+        /// The project.
+        project_id: String,
+        /// The task's title (the item's, cut to 200 characters).
+        title: String,
+        /// The commit the task branches from (the default branch's head).
+        base_ref: String,
+        /// The item's title.
+        todo_item: String,
+    },
     /// The worktree reactor's outcome for a task: its worktree exists at `head`, or failed.
     RecordWorktree {
         /// The task.

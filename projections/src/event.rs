@@ -349,6 +349,10 @@ pub struct TaskCreated {
     pub port_base: u32,
     /// Palette index.
     pub color: u32,
+    /// The title of the TODO.md item the task was started from (`startTodoItem`); absent for
+    /// other tasks (and in logs written before TODO items).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub todo_item: String,
 }
 
 /// `task.worktree_created` payload.

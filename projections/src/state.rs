@@ -172,6 +172,13 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             title,
             base_ref,
         } => tasks::create(state, ctx, actor, project_id, title, base_ref),
+        Command::StartTodoItem {
+            actor,
+            project_id,
+            title,
+            base_ref,
+            todo_item,
+        } => tasks::create_for_todo(state, ctx, actor, project_id, title, base_ref, todo_item),
         Command::RecordWorktree { task_id, outcome } => {
             tasks::record_worktree(state, task_id, outcome)
         }

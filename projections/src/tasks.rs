@@ -131,6 +131,9 @@ pub struct Task {
     /// The humans with a `user.message` in the task's transcript, in order of their first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub participants: Vec<String>,
+    /// The TODO.md item it was started from; empty for other tasks.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub todo_item: String,
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
@@ -227,6 +230,39 @@ fn next_color(state: &State) -> u32 {
     })
 }
 
+/// Decides `StartTodoItem`: `CreateTask` with the task's `todo_item`; 409 while another
+/// active task of the project has the same item, 400 for an empty item.
+pub(crate) fn create_for_todo(
+    state: &State,
+    ctx: &DecideCtx,
+    actor: &str,
+    project_id: &str,
+    title: &str,
+    base_ref: &str,
+    todo_item: &str,
+) -> Result<Vec<NewEvent>, Rejection> {
+    if todo_item.trim().is_empty() {
+        return Err(Rejection::Invalid(
+            "a TODO item's title is not empty".into(),
+        ));
+    }
+    if let Some(other) = state.tasks.values().find(|t| {
+        t.project_id == project_id && t.status == TaskStatus::Active && t.todo_item == todo_item
+    }) {
+        return Err(Rejection::Conflict(format!(
+            "task `{}` is already working on the TODO item `{todo_item}`",
+            other.id
+        )));
+    }
+    let mut events = create(state, ctx, actor, project_id, title, base_ref)?;
+    for e in &mut events {
+        if let EventBody::TaskCreated(p) = &mut e.body {
+            p.todo_item = todo_item.to_owned();
+        }
+    }
+    Ok(events)
+}
+
 /// Decides `CreateTask` (no prompt, no workflow).
 pub(crate) fn create(
     state: &State,
@@ -263,6 +299,7 @@ pub(crate) fn create(
             base_ref: base_ref.to_owned(),
             port_base: next_port_base(state)?,
             color: next_color(state),
+            todo_item: String::new(),
         }),
     )
     .project(project_id)
@@ -374,6 +411,7 @@ pub(crate) fn apply(
                 discard_turn: None,
                 cleanup_failed: None,
                 participants: Vec::new(),
+                todo_item: p.todo_item.clone(),
             });
         }
         EventBody::TaskWorktreeCreated(_) => {
@@ -406,5 +444,40 @@ mod tests {
         assert_eq!(slug("  ..//  "), "task");
         assert_eq!(slug("Ünïcode café"), "n-code-caf");
         assert!(slug(&"a".repeat(100)).len() <= 40);
+    }
+
+    #[test]
+    fn a_todo_item_has_one_active_task_at_a_time() {
+        use crate::testkit::World;
+        let mut w = World::with_task();
+        let plain = w.task_id();
+        // Test ids share their first 8 characters, so each task gets a title of its own.
+        let mut n = 0;
+        let mut start = |w: &World, item: &str| crate::Command::StartTodoItem {
+            actor: "ada".into(),
+            project_id: w.project.clone(),
+            title: {
+                n += 1;
+                format!("{item} {n}")
+            },
+            base_ref: "abc".into(),
+            todo_item: item.into(),
+        };
+        let events = w.ok(start(&w, "Write the docs"));
+        let id = events[0].task_id.clone().unwrap();
+        assert_eq!(w.state.tasks[&id].todo_item, "Write the docs");
+        let again = start(&w, "Write the docs");
+        assert!(matches!(w.when(again), Err(Rejection::Conflict(_))));
+        w.ok(start(&w, "Another item"));
+        // The plain task of `with_task` has none.
+        assert_eq!(w.state.tasks[&plain].todo_item, "");
+        // Once that task is closed (its worktree failed), the item is free again.
+        w.ok(crate::Command::RecordWorktree {
+            task_id: id,
+            outcome: Err("disk full".into()),
+        });
+        w.ok(start(&w, "Write the docs"));
+        let empty = start(&w, " ");
+        assert!(matches!(w.when(empty), Err(Rejection::Invalid(_))));
     }
 }

@@ -26,6 +26,7 @@ pub mod sessions;
 pub mod signin;
 pub mod status;
 pub mod tasks;
+pub mod todo;
 pub mod tools;
 
 /// What every operation shares: the writer, configuration, agent runtime and the rest of the

@@ -101,6 +101,23 @@ pub async fn create_at_default_branch(
     project_id: &str,
     title: String,
 ) -> Result<String, Error> {
+    let base_ref = default_branch_tip(app, project_id).await?;
+    create_with(
+        app,
+        Command::CreateTask {
+            actor: actor.to_owned(),
+            project_id: project_id.to_owned(),
+            title,
+            base_ref,
+        },
+    )
+    .await
+}
+
+/// The tip commit of the project's default branch (a new task's `base_ref`).
+/// # Errors
+/// Not found (unknown project); conflict (the branch cannot be read).
+pub async fn default_branch_tip(app: &Ctx, project_id: &str) -> Result<String, Error> {
     let (repo_path, default_branch) = app
         .writer
         .read(|s| {
@@ -109,19 +126,19 @@ pub async fn create_at_default_branch(
                 .map(|p| (p.repo_path.clone(), p.default_branch.clone()))
         })
         .ok_or_else(|| Error::NotFound(format!("no project `{project_id}`")))?;
-    let base_ref = blocking(move || {
+    blocking(move || {
         crate::git::branch_tip(&PathBuf::from(&repo_path), &default_branch)
             .map_err(|e| Error::Conflict(format!("cannot read the default branch: {e}")))
     })
-    .await?;
-    let ack = app
-        .submit(Command::CreateTask {
-            actor: actor.to_owned(),
-            project_id: project_id.to_owned(),
-            title,
-            base_ref,
-        })
-        .await?;
+    .await
+}
+
+/// Submits a command that creates a task (its first event `task.created`), then waits until
+/// the task's worktree exists. Returns the task's id.
+/// # Errors
+/// The command's rejection; internal when the worktree could not be made.
+pub async fn create_with(app: &Ctx, cmd: Command) -> Result<String, Error> {
+    let ack = app.submit(cmd).await?;
     let created = ack
         .events
         .first()

@@ -21,6 +21,7 @@ mod snapshots;
 mod status;
 mod table;
 mod tasks;
+mod todo;
 pub mod ui;
 mod views;
 mod workflows;
@@ -187,12 +188,12 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/projects/{projectId}/todo",
             Method::GET,
-            not_implemented("getTodo", LATER),
+            web::to(todo::get_todo),
         )
         .route(
             "/api/projects/{projectId}/todo/tasks",
             Method::POST,
-            not_implemented("startTodoItem", LATER),
+            web::to(todo::start_todo_item),
         )
         // Tasks
         .route("/api/tasks/{taskId}", Method::GET, web::to(tasks::get_task))

@@ -92,14 +92,35 @@ pub fn json_error(err: JsonPayloadError, _req: &HttpRequest) -> ApiError {
     }
 }
 
+/// Drops the optional whitespace RFC 9110 allows around a Content-Type's `;`
+/// (`application/json ; charset=utf-8`), which actix's media-type parser refuses, so such a
+/// request is read like `application/json;charset=utf-8`.
+fn tidy_content_type(headers: &mut actix_web::http::header::HeaderMap) {
+    let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return;
+    };
+    if !ct.contains(';') {
+        return;
+    }
+    let tidy: Vec<&str> = ct.split(';').map(str::trim).collect();
+    let tidy = tidy.join(";");
+    if tidy != ct {
+        if let Ok(v) = HeaderValue::from_str(&tidy) {
+            headers.insert(CONTENT_TYPE, v);
+        }
+    }
+}
+
 /// Middleware: an error response that is not JSON (actix's own answers, such as a payload
-/// error) is rewritten as `{"message": <its text>}` with the same status and headers.
+/// error) is rewritten as `{"message": <its text>}` with the same status and headers. On the
+/// way in, a Content-Type with spaces around its `;` is tidied first.
 /// # Errors
 /// Those of the wrapped service.
 pub async fn json_errors(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    tidy_content_type(req.headers_mut());
     let res = next.call(req).await?;
     let status = res.status();
     let is_json = res

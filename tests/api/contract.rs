@@ -297,6 +297,16 @@ async fn a_missing_or_wrong_content_type_says_which_one_is_expected() {
         api.call("listWorkflows", &[], &[], None).await.body,
         json!([])
     );
+    // RFC 9110 allows spaces around the parameter's `;`: such a JSON body is read.
+    let (method, url) = api.url("createTask", &[project.as_str()]);
+    let r = client
+        .request(method, &url)
+        .header("Content-Type", "application/json ; charset=utf-8")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{:?}", r.text().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,6 +29,7 @@ mod reviews;
 mod snapshots;
 mod subagents;
 mod tasks;
+mod todo;
 mod ui;
 mod views;
 mod workflows;

@@ -45,17 +45,21 @@ async fn until(
 
 const WAIT: Duration = Duration::from_secs(180);
 
-struct Bench {
-    _server: TestServer,
-    claude: FakeAnthropic,
-    codex: FakeOpenAi,
-    api: Api,
-    project_id: String,
-    sse: Sse,
+/// A server that reviews snapshots, its agents and reviewers on the fake model APIs, with the
+/// `basic` project and an event stream opened at the start (the browser test uses it too).
+pub(crate) struct Bench {
+    pub(crate) server: TestServer,
+    pub(crate) claude: FakeAnthropic,
+    pub(crate) codex: FakeOpenAi,
+    pub(crate) api: Api,
+    pub(crate) project_id: String,
+    pub(crate) sse: Sse,
     _repo: TempDir,
 }
 
-async fn bench(claude_script: &str, codex_script: &str) -> Bench {
+/// Starts a [`Bench`]: Claude Code on `claude_script`, Codex on `codex_script`
+/// (`fixtures/fake-model/`); Claude Code tasks are reviewed by Codex and the reverse.
+pub(crate) async fn bench(claude_script: &str, codex_script: &str) -> Bench {
     bench_with(claude_script, codex_script, Duration::from_secs(600)).await
 }
 
@@ -99,7 +103,7 @@ async fn bench_with(claude_script: &str, codex_script: &str, review_timeout: Dur
     let (repo, project_id) = api.basic_project().await;
     let sse = api.events(&[], None).await;
     Bench {
-        _server: server,
+        server,
         claude,
         codex,
         api,
@@ -122,7 +126,8 @@ impl Bench {
         task["id"].as_str().unwrap().to_owned()
     }
 
-    async fn reviews(&self, task_id: &str) -> Vec<Value> {
+    /// listReviews of `task_id` (asserting 200).
+    pub(crate) async fn reviews(&self, task_id: &str) -> Vec<Value> {
         let got = self.api.call("listReviews", &[task_id], &[], None).await;
         assert_eq!(got.status, 200, "{:?}", got.body);
         got.body.as_array().unwrap().clone()

@@ -103,6 +103,12 @@ export const api = {
   mergeTask: (taskId, body) => request("POST", `/api/tasks/${enc(taskId)}/merge`, body, { quiet: true }),
   mergeIn: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/merge-in`, undefined, { quiet: true }),
   discardTask: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/discard`, undefined, { quiet: true }),
+  listReviews: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/reviews`),
+  setFindingState: (reviewId, index, findingState) => request("PUT", `/api/reviews/${enc(reviewId)}/findings/${index}`, { state: findingState }, { quiet: true }),
+  stopReview: (reviewId) => request("POST", `/api/reviews/${enc(reviewId)}/stop`, undefined, { quiet: true }),
+  cancelMergeAfterReview: (taskId) => request("DELETE", `/api/tasks/${enc(taskId)}/merge-after-review`, undefined, { quiet: true }),
+  getTodo: (projectId) => request("GET", `/api/projects/${enc(projectId)}/todo`, undefined, { quiet: true }),
+  startTodoItem: (projectId, body) => request("POST", `/api/projects/${enc(projectId)}/todo/tasks`, body, { quiet: true }),
   listPreviews: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/previews`, undefined, { quiet: true }),
   getStatus: () => request("GET", "/api/admin/status"),
 };

@@ -4,6 +4,7 @@
 // to the same state. See src/ui/README.md.
 
 import { api } from "./api.js";
+import { foldReview, isReviewKind } from "./reviews.js";
 
 /** The state views read. Mutated only here; views re-render on `subscribe`. */
 export const state = {
@@ -22,6 +23,8 @@ export const state = {
   sessions: new Map(), // task id -> Map(session id -> AgentSession), for opened tasks
   transcripts: new Map(), // task id -> Transcript
   deltas: new Map(), // session id -> { task_id, text }
+  reviews: new Map(), // task id -> Map(review id -> Review), for opened tasks (js/reviews.js)
+  reviewsVersion: 0,
 };
 
 const subscribers = new Set();
@@ -54,6 +57,8 @@ function changed() {
 let source = null;
 const pending = new Map(); // project id -> events held while its tasks load
 const sessionPending = new Map(); // task id -> events held while its sessions load
+const reviewPending = new Map(); // task id -> review events held while its reviews load
+const reviewReadAt = new Map(); // task id -> the seq folded when its reviews were last read
 const focusEchoes = []; // JSON of foci this page sent, awaiting their focus.updated
 let onFocusFromElsewhere = () => {};
 
@@ -79,8 +84,13 @@ export async function boot(hint = {}) {
   state.transcripts = new Map();
   state.sessions = new Map();
   state.deltas = new Map();
+  turnEnded.clear();
+  state.reviews = new Map();
+  state.reviewsVersion++;
   pending.clear();
   sessionPending.clear();
+  reviewPending.clear();
+  reviewReadAt.clear();
   const status = await api.getStatus();
   const head = status.last_event_seq;
   state.lastSeq = head;
@@ -178,6 +188,7 @@ export async function openTask(taskId) {
     task = await api.getTask(taskId);
     await ensureProject(task.project_id);
   }
+  if (!state.reviews.has(taskId) && !reviewPending.has(taskId)) loadReviews(taskId).catch(() => {});
   if (!state.transcripts.has(taskId)) {
     const tr = { events: [], seqs: new Set(), more: true, loading: true, version: 0 };
     state.transcripts.set(taskId, tr);
@@ -199,6 +210,29 @@ export async function openTask(taskId) {
     mergeEvents(tr, page);
     tr.more = page.length >= PAGE;
     tr.loading = false;
+    changed();
+  }
+}
+
+/**
+ * Reads the task's reviews (listReviews); review events that arrive meanwhile are held and
+ * folded after it. Waiting reviews the page saw asked for (not listed) are kept.
+ */
+export async function loadReviews(taskId) {
+  if (reviewPending.has(taskId)) return;
+  reviewPending.set(taskId, []);
+  reviewReadAt.set(taskId, state.lastSeq);
+  try {
+    const list = await api.listReviews(taskId);
+    const map = new Map();
+    for (const r of (state.reviews.get(taskId) || new Map()).values()) if (r.state === "pending") map.set(r.id, r);
+    for (const r of list) map.set(r.id, r);
+    state.reviews.set(taskId, map);
+  } finally {
+    const held = reviewPending.get(taskId) || [];
+    reviewPending.delete(taskId);
+    for (const ev of held) foldReviewEvent(ev);
+    state.reviewsVersion++;
     changed();
   }
 }
@@ -335,6 +369,10 @@ function fold(ev) {
     else foldTask(ev);
     if (sessionPending.has(ev.task_id)) sessionPending.get(ev.task_id).push(ev);
     else foldSession(ev);
+    if (isReviewKind(ev.kind)) {
+      if (reviewPending.has(ev.task_id)) reviewPending.get(ev.task_id).push(ev);
+      else foldReviewEvent(ev);
+    }
     const tr = state.transcripts.get(ev.task_id);
     if (tr) mergeEvents(tr, [ev]);
   }
@@ -342,6 +380,8 @@ function fold(ev) {
   if (ev.agent_session_id && ["agent.text", "tool.call", "turn.ended", "turn.started"].includes(ev.kind)) {
     state.deltas.delete(ev.agent_session_id);
     incoming.delete(ev.agent_session_id);
+    if (ev.kind === "turn.ended") turnEnded.add(ev.agent_session_id);
+    else if (ev.kind === "turn.started") turnEnded.delete(ev.agent_session_id);
   }
 }
 
@@ -369,10 +409,13 @@ function foldTask(ev) {
     case "task.merge_title_set": n.merge_title = p.merge_title; break;
     case "task.merge_requested":
       n.merge_title = p.merge_title;
+      n.merge_after_review = false;
       if (p.queued) n.merge_queued_at = ev.created_at;
       else n.merging = true;
       break;
     case "task.merge_started": delete n.merge_queued_at; n.merging = true; break;
+    case "task.merge_after_review_set": n.merge_after_review = true; break;
+    case "task.merge_after_review_dropped": n.merge_after_review = false; break;
     case "task.merge_failed": n.merging = false; delete n.merge_queued_at; break;
     case "task.merged":
       n.status = "merged"; n.merging = false; n.closed_at = ev.created_at; n.merge_commit = p.merge_commit;
@@ -384,6 +427,18 @@ function foldTask(ev) {
   }
   state.tasks.set(t.id, n);
   state.tasksVersion++;
+}
+
+/**
+ * The fold of the reviews of opened tasks. An event about a review the page never saw asked
+ * for (it waited when listReviews was read) reads the list again, unless that read already
+ * came after the event.
+ */
+function foldReviewEvent(ev) {
+  const map = state.reviews.get(ev.task_id);
+  if (!map) return;
+  if (foldReview(map, ev)) state.reviewsVersion++;
+  else if (ev.seq > (reviewReadAt.get(ev.task_id) || 0)) loadReviews(ev.task_id).catch(() => {});
 }
 
 /** The fold of the agent sessions of opened tasks. */
@@ -409,13 +464,16 @@ function foldSession(ev) {
 // ---------------------------------------------------------------- live text
 
 const incoming = new Map();
+// Sessions whose latest turn the page saw end: a delta frame for one of them is late (the
+// server's stream interleaves live frames and logged events in no fixed order) and dropped.
+const turnEnded = new Set();
 let deltaFrame = false;
 /** Takes one `agent.delta` frame (exported for the page-speed bench, which feeds it directly). */
 export function ingestDelta(d) {
   delta(d);
 }
 function delta(d) {
-  if (!d.agent_session_id) return;
+  if (!d.agent_session_id || turnEnded.has(d.agent_session_id)) return;
   const prev = incoming.get(d.agent_session_id);
   incoming.set(d.agent_session_id, { task_id: d.task_id, text: (prev ? prev.text : "") + ((d.payload && d.payload.text) || "") });
   if (deltaFrame) return;

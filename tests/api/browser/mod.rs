@@ -21,10 +21,12 @@ use crate::helpers::WAIT;
 
 mod hostile;
 mod resume;
+mod reviews;
 mod signin;
 mod speed;
 mod subagents;
 mod task_flow;
+mod todo;
 
 /// Desktop and phone viewports of the screenshots: (label, width, height).
 pub const VIEWPORTS: [(&str, u32, u32); 2] = [("desktop", 1280, 800), ("phone", 390, 844)];

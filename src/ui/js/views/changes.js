@@ -1,5 +1,6 @@
 // The changes tab: getTaskChanges as a tree, and the unified diff (getTaskDiff) of the file
 // chosen; against the merge-base, since a message's head, a snapshot, or a snapshot's step.
+// `?path=` opens that file's diff and `?line=` marks that line of it (a review finding's link).
 
 import { html, useState, useEffect, useMemo, useRef } from "../html.js";
 import { api } from "../api.js";
@@ -67,19 +68,24 @@ function group(files) {
 
 const STATUS = { added: "A", modified: "M", deleted: "D", renamed: "R", type_changed: "T" };
 
-/** A unified patch as rows. */
-export function Diff({ patch, path }) {
+/** A unified patch as rows; the new side's `line`, when given, marked and scrolled to. */
+export function Diff({ patch, path, line = 0 }) {
   const rows = useMemo(() => parsePatch(patch || ""), [patch]);
   const [all, setAll] = useState(false);
+  const box = useRef(null);
+  useEffect(() => {
+    const hit = line && box.current && box.current.querySelector("tr.hit");
+    if (hit) hit.scrollIntoView({ block: "center" });
+  }, [rows, line]);
   const LIMIT = 4000;
   const shown = all ? rows : rows.slice(0, LIMIT);
-  return html`<div class="diff" data-testid="diff" data-path=${path}>
+  return html`<div class="diff" data-testid="diff" data-path=${path} ref=${box}>
     ${rows.length === 0 ? html`<div class="hint pad">No textual difference.</div>` : null}
     <table><tbody>
       ${shown.map((r) => (r.kind === "hunk"
         ? html`<tr class="hunk"><td colspan="3">${r.text}</td></tr>`
         : r.kind === "meta" ? html`<tr class="meta"><td colspan="3">${r.text}</td></tr>`
-          : html`<tr class=${r.kind} data-testid=${`diff-${r.kind}`}><td class="ln">${r.old ?? ""}</td><td class="ln">${r.new ?? ""}</td><td class="code">${r.text}</td></tr>`))}
+          : html`<tr class=${`${r.kind}${line && r.new === line ? " hit" : ""}`} data-testid=${`diff-${r.kind}`}><td class="ln">${r.old ?? ""}</td><td class="ln">${r.new ?? ""}</td><td class="code">${r.text}</td></tr>`))}
     </tbody></table>
     ${rows.length > LIMIT && !all ? html`<button type="button" class="link" onClick=${() => setAll(true)}>Show all ${rows.length} lines</button>` : null}
   </div>`;
@@ -120,7 +126,8 @@ export function Changes({ task, state }) {
   const [snaps, setSnaps] = useState([]);
   const [changes, setChanges] = useState(null);
   const [error, setError] = useState(null);
-  const [selected, setSelected] = useState(null);
+  const [selected, setSelected] = useState(q.get("path") || null);
+  const [line, setLine] = useState(Number(q.get("line")) || 0);
   const [diff, setDiff] = useState(null);
   const [diffError, setDiffError] = useState(null);
   const lastRead = useRef(0);
@@ -172,7 +179,7 @@ export function Changes({ task, state }) {
   const totals = changes ? changes.files.reduce((a, f) => [a[0] + f.additions, a[1] + f.deletions], [0, 0]) : [0, 0];
   return html`<div class="pane-body changes">
     <div class="changes-bar">
-      <select data-testid="changes-since" value=${choice} onChange=${(e) => { setChoice(e.target.value); setSelected(null); }}>
+      <select data-testid="changes-since" value=${choice} onChange=${(e) => { setChoice(e.target.value); setSelected(null); setLine(0); }}>
         ${options.map((o) => html`<option value=${o.value}>${o.label}</option>`)}
       </select>
       ${changes ? html`<span class="stat"><span class="add">+${totals[0]}</span> <span class="del">−${totals[1]}</span> in ${changes.files.length} file${changes.files.length === 1 ? "" : "s"}</span>` : null}
@@ -183,7 +190,7 @@ export function Changes({ task, state }) {
     ${changes && changes.files.length ? html`<div class="changes-tree" data-testid="changes-tree">
       ${groups.map((g) => html`<div class="cdir">${g.dir ? html`<div class="dname">${g.dir}/</div>` : null}
         ${g.files.map((f) => html`<button type="button" class=${`cfile ${f.path === selected ? "on" : ""}`} data-testid="changes-file" data-path=${f.path} data-status=${f.status}
-            onClick=${() => setSelected(f.path === selected ? null : f.path)}>
+            onClick=${() => { setSelected(f.path === selected ? null : f.path); setLine(0); }}>
           <span class=${`st ${f.status}`} title=${f.status}>${STATUS[f.status] || "?"}</span>
           <span class="fname">${g.dir ? f.path.slice(g.dir.length + 1) : f.path}${f.old_path ? html` <span class="hint">← ${f.old_path}</span>` : null}</span>
           ${f.binary ? html`<span class="hint">binary</span>` : html`<span class="stat"><span class="add">+${f.additions}</span> <span class="del">−${f.deletions}</span></span>`}
@@ -191,6 +198,7 @@ export function Changes({ task, state }) {
       </div>`)}
     </div>` : null}
     ${diffError ? html`<div class="form-error" role="alert">${diffError}</div>` : null}
-    ${file && diff ? html`<${Diff} patch=${diff.patch} path=${file.path} />` : null}
+    ${selected && changes && !file ? html`<p class="hint pad" data-testid="changes-not-changed"><code>${selected}</code> is not among these changes.</p>` : null}
+    ${file && diff ? html`<${Diff} patch=${diff.patch} path=${file.path} line=${line} />` : null}
   </div>`;
 }

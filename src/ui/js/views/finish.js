@@ -1,10 +1,12 @@
 // Finishing a task: merge (title prefilled from merge_title, co-authors, unmerged stats, the
-// held state), merge-in, discard; the server's refusals shown as it words them.
+// held state, open review findings, merge after the running review), merge-in, discard; the
+// server's refusals shown as it words them.
 
 import { html, useState, useEffect, useRef } from "../html.js";
 import { api, request } from "../api.js";
 import { state as store } from "../store.js";
 import { when } from "../util.js";
+import { openFindings, latestReview } from "../reviews.js";
 
 /**
  * Makes the element in `ref` behave as a modal dialog: focus moves into it on open (to its
@@ -47,7 +49,36 @@ function useModal(ref, onClose) {
   }, []);
 }
 
-function MergeDialog({ task, me, onClose }) {
+/**
+ * What the reviews say about merging now: the open findings (warned about), whether the latest
+ * snapshot's review runs (then "merge after review" is offered, unless one already waits).
+ */
+function ReviewNotes({ task, reviews }) {
+  const [error, setError] = useState(null);
+  const open = openFindings(reviews);
+  const latest = latestReview(reviews);
+  const running = latest && latest.state === "running";
+  const cancel = async () => {
+    setError(null);
+    try {
+      await api.cancelMergeAfterReview(task.id);
+    } catch (e) {
+      setError(e.message);
+    }
+  };
+  return html`
+    ${open.length ? html`<div class="warn-box" role="note" data-testid="merge-open-findings">
+      ${open.length} review finding${open.length === 1 ? " is" : "s are"} still open (neither fixed nor ignored):
+      <ul>${open.slice(0, 5).map(([r, i]) => html`<li><span class=${`sev sev-${r.result.findings[i].severity}`}>${r.result.findings[i].severity}</span> ${r.result.findings[i].title}</li>`)}</ul>
+      ${open.length > 5 ? html`<span class="hint">and ${open.length - 5} more; </span>` : null}<a href=${`/tasks/${encodeURIComponent(task.id)}/reviews`}>see the reviews</a>
+    </div>` : null}
+    ${task.merge_after_review ? html`<div class="held" data-testid="merge-after-review-waiting">A merge waits for the running review: it is made if the review finds nothing.
+      <button type="button" class="small" data-testid="merge-after-review-cancel" onClick=${cancel}>Withdraw it</button></div>`
+      : running ? html`<p class="hint">Snapshot ${latest.snapshot_n} is being reviewed. “Merge after review” merges once that review ends with no findings (and drops the merge otherwise).</p>` : null}
+    ${error ? html`<div class="form-error" role="alert" data-testid="merge-after-review-error">${error}</div>` : null}`;
+}
+
+function MergeDialog({ task, me, reviews, onClose }) {
   const [title, setTitle] = useState(task.merge_title || task.title);
   const [coauthors, setCoauthors] = useState(null);
   const [unmerged, setUnmerged] = useState(null);
@@ -62,7 +93,9 @@ function MergeDialog({ task, me, onClose }) {
     api.getUnmerged(task.id).then(setUnmerged).catch((e) => setError(e.message));
   }, [task.id]);
   const needsIdentity = !me.git_name || !me.git_email;
-  const submit = async (e) => {
+  const latest = latestReview(reviews);
+  const canAfterReview = latest && latest.state === "running" && !task.merge_after_review;
+  const submit = async (e, afterReview = false) => {
     e.preventDefault();
     setBusy(true);
     setError(null);
@@ -71,7 +104,7 @@ function MergeDialog({ task, me, onClose }) {
         const u = await request("PUT", "/api/me", { git_name: gitName.trim(), git_email: gitEmail.trim() }, { quiet: true });
         store.me = { ...store.me, ...u };
       }
-      await api.mergeTask(task.id, { merge_title: title });
+      await api.mergeTask(task.id, afterReview ? { merge_title: title, after_review: true } : { merge_title: title });
       onClose();
     } catch (err) {
       setError(err.message);
@@ -97,9 +130,11 @@ function MergeDialog({ task, me, onClose }) {
         <input placeholder="Name" data-testid="merge-git-name" value=${gitName} onInput=${(e) => setGitName(e.target.value)} />
         <input placeholder="email@example.com" data-testid="merge-git-email" value=${gitEmail} onInput=${(e) => setGitEmail(e.target.value)} />
       </fieldset>` : null}
+      <${ReviewNotes} task=${task} reviews=${reviews} />
       ${error ? html`<div class="form-error" role="alert" data-testid="merge-error">${error}</div>` : null}
       <div class="actions">
         <button type="button" data-testid="merge-cancel" onClick=${onClose}>Cancel</button>
+        ${canAfterReview ? html`<button type="button" data-testid="merge-after-review" disabled=${busy || !title.trim()} onClick=${(e) => submit(e, true)}>Merge after review</button>` : null}
         <button type="submit" class="primary" data-testid="merge-confirm" disabled=${busy || !title.trim()}>${busy ? "Merging…" : "Merge"}</button>
       </div>
     </form>
@@ -150,11 +185,12 @@ export function FinishBar({ task, state }) {
     ${task.merging ? html`<span class="tag busy">merging…</span>` : null}
     ${task.discarding ? html`<span class="tag busy">discarding…</span>` : null}
     ${task.merge_queued_at ? html`<span class="tag" data-testid="merge-queued">merge held since ${when(task.merge_queued_at)}</span>` : null}
+    ${task.merge_after_review ? html`<span class="tag" data-testid="merge-after-review-tag">merge after review</span>` : null}
     <button type="button" class="primary" data-testid="merge-button" disabled=${task.merging || task.discarding} onClick=${() => setDialog("merge")}>Merge…</button>
     <button type="button" data-testid="merge-in-button" disabled=${task.merging || task.discarding} title="Ask the agent to merge the default branch into the task branch" onClick=${mergeIn}>Merge in</button>
     <button type="button" class="danger-quiet" data-testid="discard-button" disabled=${task.merging || task.discarding} onClick=${() => setDialog("discard")}>Discard…</button>
     ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}
-    ${dialog === "merge" ? html`<${MergeDialog} task=${task} me=${state.me} onClose=${() => setDialog(null)} />` : null}
+    ${dialog === "merge" ? html`<${MergeDialog} task=${task} me=${state.me} reviews=${state.reviews.get(task.id)} onClose=${() => setDialog(null)} />` : null}
     ${dialog === "discard" ? html`<${DiscardDialog} task=${task} onClose=${() => setDialog(null)} />` : null}
   </div>`;
 }

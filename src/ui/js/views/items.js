@@ -11,7 +11,7 @@ const HIDDEN = new Set([
   "session.state", "task.state", "user.unqueued", "inbox.delivered", "vendor.unrecognized",
   "focus.updated", "summary.read", "pane_focus.updated", "user.notification_prefs_updated",
   "user.default_model_updated", "session.vendor_session_started", "task.merge_landed",
-  "snapshot.requested",
+  "snapshot.requested", "review.requested",
 ]);
 
 const MERGE_KINDS = new Set([
@@ -19,21 +19,39 @@ const MERGE_KINDS = new Set([
   "task.discard_requested", "task.discard_turn_started", "task.discarded", "task.cleanup_failed",
 ]);
 
+/** Review events and what follows from them, drawn as one line each (`ReviewItem`). */
+const REVIEW_KINDS = new Set([
+  "review.started", "review.skipped", "review.done", "review.failed", "review.finding_state_set",
+  "task.merge_after_review_set", "task.merge_after_review_dropped",
+]);
+
 /**
  * Items for the events; `tool.result`s fold into their calls. A queued message is drawn
  * where it was sent until it is handed over (then its `user.message` stands for it) or
- * withdrawn (then it is marked so).
+ * withdrawn (then it is marked so). A reviewer's own events (its instructions, text, tools,
+ * turns) are left out: the review's events stand for them, and the reviews tab shows its report.
  */
 export function buildItems(events) {
   const items = [];
   const calls = new Map();
   const handed = new Set();
   const withdrawn = new Set();
+  const reviewers = new Set();
+  const snapshotOf = new Map(); // review id -> snapshot n
   for (const ev of events) {
     if (ev.kind === "user.message") handed.add(ev.payload.input_id);
     else if (ev.kind === "user.unqueued") withdrawn.add(ev.payload.input_id);
+    else if (ev.kind === "session.created" && ev.payload.role === "reviewer") reviewers.add(ev.payload.id);
+    else if (ev.kind === "review.started" && ev.agent_session_id) reviewers.add(ev.agent_session_id);
+    else if (ev.kind === "review.requested") snapshotOf.set(ev.payload.id, ev.payload.snapshot_n);
   }
   for (const ev of events) {
+    if (REVIEW_KINDS.has(ev.kind)) {
+      items.push({ key: String(ev.seq), type: "review", ev, n: snapshotOf.get(ev.payload.review_id) });
+      continue;
+    }
+    if (ev.agent_session_id && reviewers.has(ev.agent_session_id)) continue;
+    if (ev.kind === "session.created" && ev.payload.role === "reviewer") continue;
     if (ev.kind === "user.queued") {
       const id = ev.payload.input_id;
       if (handed.has(id)) continue;
@@ -144,6 +162,8 @@ export function Item({ item, taskId }) {
       </div>`;
     case "tool-call":
       return html`<${ToolCall} item=${item} taskId=${taskId} />`;
+    case "review":
+      return html`<${ReviewItem} ev=${ev} n=${item.n} />`;
     case "tool-result-orphan":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>result of an earlier tool call${p.is_error ? " (error)" : ""}: <code>${(p.output || "").slice(0, 200)}</code></div>`;
     case "turn.started":
@@ -211,6 +231,27 @@ export function Item({ item, taskId }) {
   }
 }
 
+const VENDOR = { claude: "Claude Code", codex: "Codex" };
+
+function ReviewItem({ ev, n }) {
+  const p = ev.payload || {};
+  const of = n ? ` of snapshot ${n}` : "";
+  const findings = (p.result && p.result.findings) || [];
+  const text = {
+    "review.started": `${VENDOR[p.vendor] || p.vendor} (${p.model}) reviews snapshot${n ? ` ${n}` : ""}`,
+    "review.skipped": `review${of} skipped: ${p.reason}`,
+    "review.done": `review${of} done: ${findings.length ? `${findings.length} finding${findings.length === 1 ? "" : "s"}` : "no findings"}`,
+    "review.failed": `review${of} failed: ${p.error}`,
+    "review.finding_state_set": `${ev.actor} marked finding ${p.index + 1}${of} ${p.state}`,
+    "task.merge_after_review_set": `${ev.actor} asked to merge “${p.merge_title}” after the review`,
+    "task.merge_after_review_dropped": p.reason,
+  }[ev.kind];
+  const warn = ev.kind === "review.failed" || ev.kind === "task.merge_after_review_dropped" || (ev.kind === "review.done" && findings.length);
+  return html`<div class=${`item note rvnote ${warn ? "warn" : ""}`} data-testid="item-review" data-kind=${ev.kind} data-seq=${ev.seq}>
+    ${text}${ev.kind === "review.done" || ev.kind === "review.failed" ? html` · <a href=${`/tasks/${ev.task_id}/reviews`} data-nav="1">see the reviews</a>` : null}
+  </div>`;
+}
+
 function MergeItem({ ev }) {
   const p = ev.payload || {};
   const text = {
@@ -228,6 +269,6 @@ function MergeItem({ ev }) {
 }
 
 /** `Item` re-rendered only when its event, its result or its kind changes. */
-export const ItemView = memo(function ItemView({ type, ev, result, taskId }) {
-  return Item({ item: { type, ev, result }, taskId });
+export const ItemView = memo(function ItemView({ type, ev, result, n, taskId }) {
+  return Item({ item: { type, ev, result, n }, taskId });
 });

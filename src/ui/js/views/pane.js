@@ -1,5 +1,5 @@
 // The right pane: the contract's TaskTab tabs, each a view of what exists today. Tabs for
-// capabilities not built yet (terminal, reviews, workflow) are listed with `ready: false`
+// capabilities not built yet (terminal, workflow) are listed with `ready: false`
 // and stay hidden until their issues land: flip the flag and add the view.
 
 import { html, useState, useEffect } from "../html.js";
@@ -8,6 +8,9 @@ import { Changes } from "./changes.js";
 import { Files } from "./files.js";
 import { InboxList } from "./inbox.js";
 import { EventLog } from "./eventlog.js";
+import { Reviews } from "./reviews.js";
+import { TodoList } from "./todo.js";
+import { openFindings } from "../reviews.js";
 import { when, short } from "../util.js";
 
 const ALL_TABS = [
@@ -17,7 +20,7 @@ const ALL_TABS = [
   { id: "transcript", label: "Events", ready: true },
   { id: "project", label: "Project", ready: true },
   { id: "terminal", label: "Terminal", ready: false },
-  { id: "reviews", label: "Reviews", ready: false },
+  { id: "reviews", label: "Reviews", ready: true },
   { id: "workflow", label: "Workflow", ready: false },
 ];
 /** The tabs shown today. */
@@ -60,6 +63,8 @@ function ProjectTab({ task, state }) {
     ${previews.length ? html`<h3>Previews</h3><ul>${previews.map((p) => html`<li>${p.name}: port ${p.port}</li>`)}</ul>` : null}
     <h3>Snapshots</h3>
     ${snaps.length ? html`<ul class="snaps">${snaps.map((s) => html`<li><a href=${`/tasks/${task.id}/changes?snapshot=${s.n}`}>#${s.n}</a> <code>${short(s.commit_sha)}</code> ${s.trigger} · ${when(s.created_at)}</li>`)}</ul>` : html`<p class="hint">None yet: one is taken at the end of every turn.</p>`}
+    ${task.todo_item ? html`<p>Started from the TODO.md item <strong data-testid="task-todo-item">${task.todo_item}</strong>.</p>` : null}
+    <${TodoList} projectId=${task.project_id} state=${state} />
   </div>`;
 }
 
@@ -71,15 +76,18 @@ export function Pane({ task, state, tab, onTab, phone }) {
     case "files": body = html`<${Files} key=${task.id} task=${task} />`; break;
     case "inbox": body = html`<${InboxList} state=${state} taskId=${task.id} />`; break;
     case "transcript": body = html`<${EventLog} state=${state} taskId=${task.id} />`; break;
+    case "reviews": body = html`<${Reviews} task=${task} state=${state} />`; break;
     case "project": body = html`<${ProjectTab} task=${task} state=${state} />`; break;
     default: body = html`<${Changes} key=${task.id} task=${task} state=${state} />`;
   }
   let open = 0;
   for (const i of state.inbox.values()) if (i.task_id === task.id && i.state === "open") open++;
+  const findings = openFindings(state.reviews.get(task.id)).length;
+  const counts = { inbox: open, reviews: findings };
   return html`<aside class=${`pane ${phone ? "phone" : ""}`} data-testid="pane" data-tab=${tab}>
     <div class="tabs" role="tablist">
       ${tabs.map((t) => html`<button type="button" role="tab" aria-selected=${t.id === tab} class=${t.id === tab ? "tab on" : "tab"} title=${`${t.label} (${TABS.indexOf(t) + 1})`}
-        data-testid=${`pane-tab-${t.id}`} onClick=${() => onTab(t.id)}>${t.label}${t.id === "inbox" && open ? html` <span class="count">${open}</span>` : null}</button>`)}
+        data-testid=${`pane-tab-${t.id}`} onClick=${() => onTab(t.id)}>${t.label}${counts[t.id] ? html` <span class="count">${counts[t.id]}</span>` : null}</button>`)}
     </div>
     ${body}
   </aside>`;

@@ -6,6 +6,7 @@ import { api } from "../api.js";
 import { ensureProject } from "../store.js";
 import { navigate } from "../router.js";
 import { ago, taskColor, STATE_LABEL } from "../util.js";
+import { TodoList } from "./todo.js";
 
 const listCache = new Map(); // project id -> { version, list }
 /** The project's loaded tasks, newest first (memoised per change of any task). */
@@ -110,7 +111,8 @@ export function ProjectPage({ projectId, state }) {
       : html`<div class="task-list" data-testid="task-list">
         ${list.slice(0, shown).map((t, i) => html`<${TaskRow} key=${t.id} t=${t} isUnread=${unread(state, t)} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
       </div>`}
-    <p class="keys hint"><kbd>j</kbd>/<kbd>k</kbd> move · <kbd>Enter</kbd> open · <kbd>n</kbd> new task · <kbd>g</kbd> <kbd>i</kbd> inbox · <kbd>g</kbd> <kbd>s</kbd> status · on a task: <kbd>1</kbd>–<kbd>5</kbd> tabs, <kbd>c</kbd> write, <kbd>Esc</kbd> interrupt</p>
+    <${TodoList} projectId=${projectId} state=${state} />
+    <p class="keys hint"><kbd>j</kbd>/<kbd>k</kbd> move · <kbd>Enter</kbd> open · <kbd>n</kbd> new task · <kbd>g</kbd> <kbd>i</kbd> inbox · <kbd>g</kbd> <kbd>s</kbd> status · on a task: <kbd>1</kbd>–<kbd>6</kbd> tabs, <kbd>c</kbd> write, <kbd>Esc</kbd> interrupt</p>
   </div>`;
 }
 

@@ -6,6 +6,7 @@ import { html } from "../html.js";
 import { loadEarlier } from "../store.js";
 import { VList } from "../vlist.js";
 import { buildItems, ItemView } from "./items.js";
+import { reviewerSessions } from "../reviews.js";
 
 const built = new WeakMap(); // transcript -> { version, items }
 function itemsOf(tr) {
@@ -18,7 +19,9 @@ function itemsOf(tr) {
 
 function Live({ state, taskId }) {
   const live = [];
-  for (const [sid, d] of state.deltas) if (d.task_id === taskId && d.text) live.push([sid, d.text]);
+  // A reviewer's text is not the task's agent's: it shows as its review's report instead.
+  const reviewers = reviewerSessions(state.reviews.get(taskId), state.sessions.get(taskId));
+  for (const [sid, d] of state.deltas) if (d.task_id === taskId && d.text && !reviewers.has(sid)) live.push([sid, d.text]);
   if (!live.length) return null;
   return html`<div class="live">${live.map(([sid, text]) => html`<div class="item agent streaming" data-testid="live-delta" data-session-id=${sid}>
     <div class="live-text">${text}</div><span class="caret"></span>
@@ -36,7 +39,7 @@ export function Transcript({ state, taskId }) {
     : html`<div class="earlier start">The beginning of the task.</div>`;
   return html`<div class="transcript-wrap">
     <${VList} testid="transcript" items=${items} itemKey=${(it) => it.key}
-      renderItem=${(it) => html`<${ItemView} type=${it.type} ev=${it.ev} result=${it.result} taskId=${taskId} />`}
+      renderItem=${(it) => html`<${ItemView} type=${it.type} ev=${it.ev} result=${it.result} n=${it.n} taskId=${taskId} />`}
       onNearTop=${(auto) => loadEarlier(taskId, auto)}
       header=${header}
       footer=${html`<${Live} state=${state} taskId=${taskId} />`} />
