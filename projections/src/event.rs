@@ -197,6 +197,10 @@ event_kinds! {
     ApiRetry = "agent.api_retry" (crate::sessions::ApiRetry),
     /// The agent's turn ended (completed, interrupted or failed).
     TurnEnded = "turn.ended" (crate::sessions::TurnEnded),
+    /// One of the agent's own subagents started (Claude Code's Task/Agent tool).
+    SubagentStarted = "subagent.started" (crate::subagents::SubagentStarted),
+    /// One of the agent's own subagents ended, or its process ended under it.
+    SubagentEnded = "subagent.ended" (crate::subagents::SubagentEnded),
     /// A human asked to interrupt the running turn.
     InterruptRequested = "session.interrupt_requested" (crate::sessions::InterruptRequested),
     /// A human asked for a handoff: the session's next turn writes it, then a new session

@@ -26,6 +26,7 @@ pub mod projects;
 pub mod reviews;
 pub mod sessions;
 pub mod snapshots;
+pub mod subagents;
 pub mod subtasks;
 pub mod tasks;
 pub mod tools;

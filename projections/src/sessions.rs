@@ -622,10 +622,24 @@ pub(crate) fn record_output(
     session_id: &str,
     items: &[VendorItem],
 ) -> Result<Vec<NewEvent>, Rejection> {
-    let s = session(state, session_id)?;
+    let mut s = session(state, session_id)?.clone();
+    let s = &mut s;
+    let mut running = state.subagents.get(&s.id).cloned().unwrap_or_default();
     let mut events = Vec::new();
     for item in items {
         let body = match item.clone() {
+            VendorItem::TurnBegan => {
+                events.extend(crate::subagents::open_turn(state, s));
+                continue;
+            }
+            VendorItem::SubagentStarted(p) => {
+                events.extend(crate::subagents::started(state, s, &mut running, p));
+                continue;
+            }
+            VendorItem::SubagentEnded(p) => {
+                events.extend(crate::subagents::ended(state, s, &mut running, p));
+                continue;
+            }
             VendorItem::Text(p) => EventBody::AgentText(p),
             VendorItem::ToolCall(p) => EventBody::ToolCall(p),
             VendorItem::ToolResult(p) => EventBody::ToolResult(p),
@@ -634,7 +648,18 @@ pub(crate) fn record_output(
             VendorItem::TurnEnded(p) => {
                 if s.turn_running {
                     let rate_limited = p.api_error_status == Some(429);
-                    events.extend(end_turn(state, ctx, s, p, rate_limited));
+                    let ended = end_turn(state, ctx, s, p, rate_limited);
+                    // The next queued message may start the next turn in the same command.
+                    s.turn_running = false;
+                    for e in &ended {
+                        if let EventBody::TurnStarted(t) = &e.body {
+                            if e.agent_session_id.as_deref() == Some(s.id.as_str()) {
+                                s.turn_running = true;
+                                s.turns = t.turn;
+                            }
+                        }
+                    }
+                    events.extend(ended);
                 } else {
                     // A result with no turn open (e.g. after byre ended the turn itself): kept.
                     events.push(session_event(
@@ -694,6 +719,7 @@ pub(crate) fn record_exit(
         "byre",
         EventBody::ProcessExited(exit.clone()),
     )];
+    events.extend(crate::subagents::end_all(state, s, "process_exited"));
     let redelivered = s
         .turn_input
         .as_ref()
@@ -720,7 +746,8 @@ pub(crate) fn record_exit(
     Ok(events)
 }
 
-/// Decides `ResumeAfterRestart`: a turn byre's restart cut short ends as interrupted and the
+/// Decides `ResumeAfterRestart`: subagents still counted end (`byre_restarted`); a turn
+/// byre's restart cut short ends as interrupted and the
 /// session gets the turn's message again (prefixed with [`RESENT_NOTE`], from its sender) when
 /// the agent had not answered it with any text or tool use, else [`RESTART_NOTE`] (asking it
 /// to carry on), as the next turn; queued messages follow it.
@@ -730,8 +757,10 @@ pub(crate) fn resume_after_restart(
     head: &str,
 ) -> Result<Vec<NewEvent>, Rejection> {
     let s = session(state, session_id)?;
+    // The stopped process took its subagents with it.
+    let mut events = crate::subagents::end_all(state, s, "byre_restarted");
     if !s.turn_running || s.completed {
-        return Ok(Vec::new());
+        return Ok(events);
     }
     let ended = TurnEnded {
         turn: s.turns,
@@ -749,7 +778,7 @@ pub(crate) fn resume_after_restart(
         last_vendor_id: None,
         raw: String::new(),
     };
-    let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];
+    events.push(session_event(s, state, "byre", EventBody::TurnEnded(ended)));
     let mut hook = crate::finish::turn_end_hook(state, s, TurnOutcome::Interrupted, head);
     events.append(&mut hook.events);
     if hook.hold_queue {
@@ -827,6 +856,7 @@ fn compact_into_successor(
         turn_running: false,
         compact_to: None,
         queue: Vec::new(),
+        subagents: 0,
         ..s.clone()
     };
     let mut events = vec![
@@ -1054,6 +1084,10 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             if let Some(s) = state.sessions.get_mut(sid) {
                 s.turns = s.turns.max(p.turn);
                 s.turn_running = true;
+                if p.input_ids.is_empty() {
+                    // A turn the agent's CLI started by itself: no message of byre's.
+                    s.turn_input = None;
+                }
                 s.last_api_retry = None;
                 s.interrupt_requested = false;
                 s.turn_answered = false;

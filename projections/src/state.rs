@@ -59,6 +59,9 @@ pub struct State {
     /// Merges waiting for a review, by task id.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub after_review: BTreeMap<String, crate::reviews::after::PendingMerge>,
+    /// The running subagents of each session that has some (`subagents.rs`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub subagents: crate::subagents::Running,
     /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
     /// before the writer decides anything. Deciding an implementer's turn end records it in
     /// `turn.ended.review`; folds read only that recorded fact.
@@ -84,6 +87,7 @@ impl State {
         crate::workflows::apply(self, e.seq, &e.body);
         crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
         crate::sessions::apply(self, e);
+        crate::subagents::apply(self, e);
         crate::inbox::apply(self, e);
         crate::finish::apply(self, e.created_at_us, &e.actor, &e.body, task_id);
         crate::subtasks::apply(self, e);

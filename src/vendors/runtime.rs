@@ -710,12 +710,13 @@ impl Runtime {
     }
 
     /// Sessions whose turn was running when the previous server stopped: ended as interrupted
-    /// and resumed with a note, queued messages after it.
+    /// and resumed with a note, queued messages after it; and those whose subagents were
+    /// running, which the stopped process took with it.
     async fn resume_interrupted(&self) {
         let running: Vec<(String, String)> = self.writer.read(|s| {
             s.sessions
                 .values()
-                .filter(|x| x.turn_running && !x.completed)
+                .filter(|x| (x.turn_running || x.subagents > 0) && !x.completed)
                 .filter_map(|x| {
                     s.tasks
                         .get(&x.task_id)

@@ -664,7 +664,10 @@ async fn react(
                 VendorItem::ToolResult(p) => p.raw.clear(),
                 VendorItem::ApiRetry(p) => p.raw.clear(),
                 VendorItem::TurnEnded(p) => p.raw.clear(),
-                VendorItem::Unrecognized(_) => {}
+                VendorItem::Unrecognized(_)
+                | VendorItem::SubagentStarted(_)
+                | VendorItem::SubagentEnded(_)
+                | VendorItem::TurnBegan => {}
             }
         }
         for item in &items {

@@ -28,6 +28,7 @@ mod projects;
 mod recovery;
 mod reviews;
 mod snapshots;
+mod subagents;
 mod subtasks;
 mod tasks;
 mod todo;

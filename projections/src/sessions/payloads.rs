@@ -241,4 +241,10 @@ pub enum VendorItem {
     TurnEnded(TurnEnded),
     /// A line not understood.
     Unrecognized(VendorUnrecognized),
+    /// One of the agent's subagents started (`subagents` is filled in by `decide`).
+    SubagentStarted(crate::subagents::SubagentStarted),
+    /// One of the agent's subagents ended (`subagents` is filled in by `decide`).
+    SubagentEnded(crate::subagents::SubagentEnded),
+    /// The vendor began a turn (Claude Code's `system/init`): a turn of its own when none runs.
+    TurnBegan,
 }

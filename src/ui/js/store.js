@@ -463,6 +463,7 @@ function foldSession(ev) {
   const s = ev.agent_session_id && map.get(ev.agent_session_id);
   if (!s) return;
   if (ev.kind === "session.state") map.set(s.id, { ...s, state: p.state });
+  else if (ev.kind === "subagent.started" || ev.kind === "subagent.ended") map.set(s.id, { ...s, subagents: p.subagents });
   else if ((ev.kind === "user.message" || ev.kind === "user.queued") && p.model) map.set(s.id, { ...s, model: p.model });
 }
 

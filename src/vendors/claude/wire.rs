@@ -6,6 +6,7 @@ use byre_projections::sessions::{
     AgentText, ApiRetry, ToolCall, ToolResult, TurnEnded, TurnOutcome, Usage, Vendor, VendorItem,
     VendorUnrecognized,
 };
+use byre_projections::subagents::{SubagentEnded, SubagentStarted};
 use serde_json::Value;
 
 /// What one stdout line means.
@@ -25,7 +26,7 @@ pub enum Parsed {
     /// The CLI's rate-limit status changed (`rate_limit_event`, claude.ai logins): its
     /// `rate_limit_info` (`{status, resetsAt?, rateLimitType?, utilization?, …}`).
     RateLimit(Value),
-    /// Understood, and nothing to record (init, status, control responses, echoes, …).
+    /// Understood, and nothing to record (status, control responses, echoes, …).
     Known,
 }
 
@@ -97,12 +98,13 @@ pub fn parse(line: &str) -> Parsed {
                 error: str_of(&v, "error").to_owned(),
                 raw: raw(),
             })]),
-            "init"
-            | "status"
+            "init" => Parsed::Items(vec![VendorItem::TurnBegan]),
+            "task_started" => task_started(&v),
+            "task_notification" => task_notification(&v),
+            "status"
             | "thinking_tokens"
-            | "task_started"
-            | "task_notification"
             | "task_progress"
+            | "task_updated"
             | "compact_boundary"
             | "model_fallback"
             | "session_state_changed" => Parsed::Known,
@@ -139,6 +141,43 @@ pub fn parse(line: &str) -> Parsed {
         "" => Parsed::Items(vec![unrecognized(line, "no type")]),
         other => Parsed::Items(vec![unrecognized(line, format!("unknown type `{other}`"))]),
     }
+}
+
+/// Claude Code's `task_type` of the Task/Agent tool's subagents (`local_agent`; `remote_agent`
+/// by its name): the ones `AgentSession.subagents` counts. Other tasks (`local_bash`, a long
+/// Bash command) are not subagents.
+fn is_subagent(task_type: &str) -> bool {
+    task_type.ends_with("_agent")
+}
+
+/// `system/task_started`: a subagent started (the tool call `tool_use_id` started it).
+fn task_started(v: &Value) -> Parsed {
+    if !is_subagent(str_of(v, "task_type")) {
+        return Parsed::Known;
+    }
+    Parsed::Items(vec![VendorItem::SubagentStarted(SubagentStarted {
+        id: str_of(v, "task_id").to_owned(),
+        tool_use_id: str_of(v, "tool_use_id").to_owned(),
+        description: str_of(v, "description").to_owned(),
+        kind: str_of(v, "subagent_type").to_owned(),
+        subagents: 0,
+    })])
+}
+
+/// `system/task_notification`: a task ended (a subagent's end, or a Bash command's, which the
+/// fold ignores as no subagent of that id runs).
+fn task_notification(v: &Value) -> Parsed {
+    let id = str_of(v, "task_id");
+    if id.is_empty() {
+        return Parsed::Known;
+    }
+    Parsed::Items(vec![VendorItem::SubagentEnded(SubagentEnded {
+        id: id.to_owned(),
+        tool_use_id: str_of(v, "tool_use_id").to_owned(),
+        status: str_of(v, "status").to_owned(),
+        summary: str_of(v, "summary").to_owned(),
+        subagents: 0,
+    })])
 }
 
 fn assistant(v: &Value, raw: String) -> Parsed {
@@ -360,6 +399,58 @@ mod tests {
             "{} differs from its snapshot; run with UPDATE_EXPECT=1 and read the diff",
             path.display()
         );
+    }
+
+    /// The recorded subagents transcript (`fixtures/claude/w_subagents.jsonl`): each turn
+    /// begins with `system/init`; the foreground subagent starts and ends inside its turn; the
+    /// background one ends after its turn's result, and the CLI then begins a turn by itself.
+    #[test]
+    fn subagents_start_and_end_and_the_cli_begins_a_turn_by_itself() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/claude/w_subagents.jsonl");
+        let text = std::fs::read_to_string(path).expect("transcript");
+        let mut seen = Vec::new();
+        for line in text.lines() {
+            if let Parsed::Items(items) = parse(line) {
+                for item in items {
+                    match item {
+                        VendorItem::TurnBegan => seen.push("begin".to_owned()),
+                        VendorItem::TurnEnded(_) => seen.push("result".to_owned()),
+                        VendorItem::SubagentStarted(s) => {
+                            assert_eq!(s.kind, "general-purpose");
+                            seen.push(format!("start {}", s.tool_use_id));
+                        }
+                        VendorItem::SubagentEnded(s) => {
+                            assert_eq!(s.status, "completed");
+                            seen.push(format!("end {}", s.tool_use_id));
+                        }
+                        VendorItem::Unrecognized(u) => panic!("not understood: {}", u.reason),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                "begin",
+                "start toolu_v_fg",
+                "end toolu_v_fg",
+                "result",
+                "begin",
+                "start toolu_v_bg",
+                "result",
+                "end toolu_v_bg",
+                "begin",
+                "result"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_bash_commands_task_is_no_subagent() {
+        let line = r#"{"type":"system","subtype":"task_started","task_id":"b1","tool_use_id":"toolu_1","task_type":"local_bash","description":"sleep 5"}"#;
+        assert_eq!(parse(line), Parsed::Known);
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod resume;
 mod reviews;
 mod signin;
 mod speed;
+mod subagents;
 mod subtasks;
 mod task_flow;
 mod todo;

@@ -169,6 +169,7 @@ export function Composer({ state, task }) {
       <input class="model" data-testid="composer-model" list="composer-models" value=${model} placeholder=${session ? session.model || "model" : state.me.default_model} title="Model (this turn and later ones)" onInput=${(e) => setModel(e.target.value)} spellcheck="false" autocomplete="off" />
       <datalist id="composer-models">${MODELS.map((m) => html`<option value=${m} />`)}</datalist>
       <span class="grow"></span>
+      ${session && session.subagents > 0 ? html`<span class="hint" data-testid="composer-subagents" title="The agent's own subagents still running, background ones included">${session.subagents} subagent${session.subagents === 1 ? "" : "s"} running</span>` : null}
       ${session && !running && !finishing ? html`<button type="button" data-testid="composer-compact" title="Have the agent write a handoff and continue in a new session" onClick=${compact}>Compact</button>` : null}
       ${running ? html`<button type="button" class="danger" data-testid="composer-interrupt" title="Interrupt the turn (Esc)" onClick=${interrupt}>Interrupt</button>` : null}
       <button type="button" class="primary" data-testid="composer-send" disabled=${busy || finishing || uploading > 0 || (!text.trim() && !images.length)} onClick=${send}>${running ? "Queue" : "Send"}</button>

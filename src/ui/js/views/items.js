@@ -221,6 +221,9 @@ export function Item({ item, taskId }) {
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>merge title: <strong>${p.merge_title}</strong></div>`;
     case "preview.exposed":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>preview <strong>${p.name}</strong> on port ${p.port}</div>`;
+    case "subagent.started":
+    case "subagent.ended":
+      return html`<div class="item note" data-testid="item-subagent" data-seq=${ev.seq}>subagent ${ev.kind === "subagent.started" ? "started" : `ended (${p.status})`}: ${p.description || p.summary || p.id} · ${p.subagents} running</div>`;
     case "task.subtask_started":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>started by <a href=${`/tasks/${p.parent_task_id}`} data-nav="1">its parent task</a> ${p.agent ? ` (agent ${p.agent})` : ""}</div>`;
     default:
