@@ -158,6 +158,7 @@ mod tests {
                 api_error_status: None,
                 rate_limits: None,
                 last_vendor_id: last.map(str::to_owned),
+                review: false,
                 raw: "{}".into(),
             };
             let events = w.ok(Command::RecordVendorOutput {
