@@ -321,7 +321,7 @@ pub(crate) fn start(
     instructions: &str,
     head: &str,
 ) -> Result<Vec<NewEvent>, Rejection> {
-    use crate::sessions::{Session, SessionCreated, SessionRole, SessionState, Vendor};
+    use crate::sessions::{Session, SessionCreated, SessionRole, Vendor};
     let r = review(state, review_id)?;
     if r.state != ReviewState::Pending {
         return Err(Rejection::Conflict(format!(
@@ -353,31 +353,7 @@ pub(crate) fn start(
         forked_from: None,
         forked_at: None,
     };
-    let s = Session {
-        id: id.clone(),
-        task_id: r.task_id.clone(),
-        owner: String::new(),
-        vendor,
-        model: model.into(),
-        vendor_session_id: created.vendor_session_id.clone(),
-        state: SessionState::Idle,
-        role: SessionRole::Reviewer,
-        created_by: "byre".into(),
-        created_at_us: ctx.now_us,
-        subagents: 0,
-        turns: 0,
-        turn_running: false,
-        interrupt_requested: false,
-        completed: false,
-        queue: Vec::new(),
-        last_api_retry: None,
-        compact_to: None,
-        created_seq: 0,
-        turn_input: None,
-        turn_answered: false,
-        forked_from: None,
-        last_kept: None,
-    };
+    let s = Session::created(&created, "byre", ctx.now_us, 0);
     let mut out = vec![crate::sessions::session_event(
         &s,
         state,

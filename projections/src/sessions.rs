@@ -181,6 +181,37 @@ pub struct Session {
 }
 
 impl Session {
+    /// A new, idle session as its `session.created` `p` makes it, by `actor` at `at_us`
+    /// (µs since the epoch) with the event's `seq`: the fold's constructor, also used by a
+    /// decision that needs the session before its event has a seq (then 0).
+    pub fn created(p: &SessionCreated, actor: &str, at_us: i64, seq: u64) -> Session {
+        Session {
+            id: p.id.clone(),
+            task_id: p.task_id.clone(),
+            owner: String::new(),
+            vendor: p.vendor,
+            model: p.model.clone(),
+            vendor_session_id: p.vendor_session_id.clone(),
+            state: SessionState::Idle,
+            role: p.role,
+            created_by: actor.to_owned(),
+            created_at_us: at_us,
+            subagents: 0,
+            turns: 0,
+            turn_running: false,
+            interrupt_requested: false,
+            completed: false,
+            queue: Vec::new(),
+            last_api_retry: None,
+            compact_to: None,
+            created_seq: seq,
+            turn_input: None,
+            turn_answered: false,
+            forked_from: crate::fork::ForkPoint::of(&p.forked_from, &p.forked_at),
+            last_kept: None,
+        }
+    }
+
     /// The state its facts imply.
     pub fn computed_state(&self) -> SessionState {
         if self.completed {
@@ -363,31 +394,7 @@ pub(crate) fn create(
         forked_from: None,
         forked_at: None,
     };
-    let s = Session {
-        id: id.clone(),
-        task_id: task_id.into(),
-        owner: String::new(),
-        vendor,
-        model: created.model.clone(),
-        vendor_session_id: created.vendor_session_id.clone(),
-        state: SessionState::Idle,
-        role: SessionRole::Implementer,
-        created_by: actor.into(),
-        created_at_us: ctx.now_us,
-        subagents: 0,
-        turns: 0,
-        turn_running: false,
-        interrupt_requested: false,
-        completed: false,
-        queue: Vec::new(),
-        last_api_retry: None,
-        compact_to: None,
-        created_seq: 0,
-        turn_input: None,
-        turn_answered: false,
-        forked_from: None,
-        last_kept: None,
-    };
+    let s = Session::created(&created, actor, ctx.now_us, 0);
     let mut events = vec![session_event(
         &s,
         state,
@@ -993,31 +1000,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             state
                 .sessions
                 .entry(p.id.clone())
-                .or_insert_with(|| Session {
-                    id: p.id.clone(),
-                    task_id: p.task_id.clone(),
-                    owner: String::new(),
-                    vendor: p.vendor,
-                    model: p.model.clone(),
-                    vendor_session_id: p.vendor_session_id.clone(),
-                    state: SessionState::Idle,
-                    role: p.role,
-                    created_by: e.actor.clone(),
-                    created_at_us: e.created_at_us,
-                    subagents: 0,
-                    turns: 0,
-                    turn_running: false,
-                    interrupt_requested: false,
-                    completed: false,
-                    queue: Vec::new(),
-                    last_api_retry: None,
-                    compact_to: None,
-                    created_seq: e.seq,
-                    turn_input: None,
-                    turn_answered: false,
-                    forked_from: crate::fork::ForkPoint::of(&p.forked_from, &p.forked_at),
-                    last_kept: None,
-                });
+                .or_insert_with(|| Session::created(p, &e.actor, e.created_at_us, e.seq));
         }
         EventBody::SessionState(p) => {
             if let Some(s) = state.sessions.get_mut(sid) {
