@@ -706,8 +706,9 @@ pub(crate) fn record_exit(
     Ok(events)
 }
 
-/// Decides `ResumeAfterRestart`: a turn byre's restart cut short ends as interrupted and the
-/// session gets the turn's message again (prefixed with [`RESENT_NOTE`], from its sender) when
+/// Decides `ResumeAfterRestart`: a turn byre's restart cut short ends as interrupted (a
+/// reviewer's review fails with [`crate::reviews::STOPPED_UNDER_REVIEWER`], and it gets nothing
+/// more) and the session gets the turn's message again (prefixed with [`RESENT_NOTE`], from its sender) when
 /// the agent had not answered it with any text or tool use, else [`RESTART_NOTE`] (asking it
 /// to carry on), as the next turn; queued messages follow it.
 pub(crate) fn resume_after_restart(
@@ -735,6 +736,21 @@ pub(crate) fn resume_after_restart(
         raw: String::new(),
     };
     let mut events = vec![session_event(s, state, "byre", EventBody::TurnEnded(ended))];
+    if s.role == SessionRole::Reviewer {
+        // A reviewer is never resumed: its review fails now (the review reactor then
+        // completes the session), rather than a new process being started only to be killed.
+        if let Some(r) = state
+            .review_of_session(session_id)
+            .filter(|r| r.state == crate::reviews::ReviewState::Running)
+        {
+            events.extend(crate::reviews::fail(
+                state,
+                &r.id,
+                crate::reviews::STOPPED_UNDER_REVIEWER,
+            )?);
+        }
+        return Ok(events);
+    }
     let mut hook = crate::finish::turn_end_hook(state, s, TurnOutcome::Interrupted, head);
     events.append(&mut hook.events);
     if hook.hold_queue {

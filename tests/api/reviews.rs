@@ -499,6 +499,38 @@ async fn a_review_running_when_byre_is_killed_is_failed_at_start_up() {
         !data.path().join("reviews").join(&review_id).exists(),
         "the reviewer's copy is removed"
     );
+    // The reviewer is not resumed (no second turn, no process started only to be killed), and
+    // nothing of it reaches the inbox.
+    let reviewer = reviews[0]["agent_session_id"].as_str().unwrap();
+    let events = api
+        .call("listTaskEvents", &[&task_id], &[("limit", "1000")], None)
+        .await
+        .body;
+    let reviewer_kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["agent_session_id"] == reviewer)
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        reviewer_kinds
+            .iter()
+            .filter(|k| **k == "turn.started")
+            .count(),
+        1,
+        "one reviewer turn: {reviewer_kinds:?}"
+    );
+    assert!(
+        !reviewer_kinds.contains(&"session.process_exited")
+            && !reviewer_kinds.contains(&"inbox.item_created"),
+        "{reviewer_kinds:?}"
+    );
+    let inbox = api
+        .call("listInbox", &[], &[("task_id", &task_id)], None)
+        .await
+        .body;
+    assert_eq!(inbox, json!([]), "nothing in the inbox");
     for r in claude.messages_requests() {
         let messages = serde_json::to_string(&r.body.as_ref().unwrap()["messages"]).unwrap();
         assert!(!messages.contains("You are reviewing") && !messages.contains("byre stopped"));
