@@ -328,6 +328,17 @@ async fn stop_review_ends_the_reviewer_and_fails_the_review() {
     let s = b.api.call("getSession", &[&reviewer], &[], None).await;
     assert_eq!(s.body["state"], "completed", "{:?}", s.body);
     no_process_left(&reviewer).await;
+    // byre ended the reviewer itself: its exit is not reported as a kill from outside byre.
+    let exited = until(&mut b.sse, WAIT, |e| {
+        e.data["kind"] == "session.process_exited"
+            && e.data["agent_session_id"] == reviewer.as_str()
+    })
+    .await;
+    let reason = exited.last().unwrap().data["payload"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(reason.contains("stopped by byre"), "{reason}");
     agent_got_nothing_more(&b.claude);
 }
 
