@@ -532,7 +532,10 @@ fn end_turn(
     ended.summary = ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty();
     let outcome = ended.outcome;
     let mut events = Vec::new();
-    if ended.outcome == TurnOutcome::Failed {
+    // A reviewer's failure is the review's (`review.failed`, in words), not a session error
+    // in the inbox; its rate limits still reach the inbox (`getStatus.rate_limits`).
+    let reviewer_error = s.role == SessionRole::Reviewer && !rate_limited;
+    if ended.outcome == TurnOutcome::Failed && !reviewer_error {
         let id = ctx.id(0);
         let (kind, payload) = if rate_limited {
             let mut rate_limit = serde_json::json!({ "api_error_status": ended.api_error_status, "last_retry": s.last_api_retry });

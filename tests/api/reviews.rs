@@ -667,3 +667,45 @@ async fn cancel_merge_after_review_withdraws_a_waiting_merge() {
         .await;
     assert_eq!(c.status, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_of_a_task_merged_meanwhile_ends_with_its_reviewer() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    // The "slow review" reviewer answers only after 60 s; the task is merged meanwhile.
+    let task_id = b.titled("slow review", "Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.started", WAIT).await;
+    let reviewer = b.reviews(&task_id).await[0]["agent_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let merge = json!({"merge_title": "Add hello"});
+    let r = b.api.call("mergeTask", &[&task_id], &[], Some(merge)).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    until(&mut b.sse, WAIT, |e| {
+        e.data["kind"] == "task.state"
+            && e.data["task_id"] == task_id.as_str()
+            && e.data["payload"]["state"] == "merged"
+    })
+    .await;
+    let reviews = b.reviews(&task_id).await;
+    if reviews[0]["state"] == "running" {
+        until_kind(&mut b.sse, "review.failed", WAIT).await;
+    }
+    no_process_left(&reviewer).await;
+    let reviews = b.reviews(&task_id).await;
+    assert_eq!(reviews[0]["state"], "failed", "{reviews:?}");
+    assert!(
+        !reviews[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("from outside byre"),
+        "{reviews:?}"
+    );
+    // The reviewer's end is the review's: nothing of it in the inbox.
+    let inbox = b
+        .api
+        .call("listInbox", &[], &[("task_id", &task_id)], None)
+        .await
+        .body;
+    assert_eq!(inbox, json!([]), "nothing in the inbox");
+}
