@@ -434,6 +434,10 @@ pub(crate) fn submit(
     Ok(out)
 }
 
+/// The error of a review whose reviewer was running when byre stopped or died.
+pub const STOPPED_UNDER_REVIEWER: &str =
+    "byre stopped while the reviewer was running; the review was not finished";
+
 /// Decides `FailReview`: a pending or running review failed. Nothing once it ended (a repeat,
 /// or the reviewer's exit after its `submit_review`).
 pub(crate) fn fail(
@@ -482,7 +486,7 @@ pub(crate) fn stop(
 }
 
 /// Decides `SetFindingState`: 404 unknown review; 400 a review not done or an index out of
-/// range. `fixed` also sends the finding to the task's live agent as `actor`'s message (queued
+/// range; nothing when the finding is already in that state. `fixed` also sends the finding to the task's live agent as `actor`'s message (queued
 /// if a turn runs); 400 when the task has no live agent.
 pub(crate) fn set_finding_state(
     state: &State,
@@ -504,6 +508,10 @@ pub(crate) fn set_finding_state(
             result.findings.len()
         )));
     };
+    if r.finding_states.get(&index) == Some(&finding_state) {
+        // Already so (a double click, two requests racing): the finding is not sent twice.
+        return Ok(Vec::new());
+    }
     let mut e = event(
         state,
         r,

@@ -552,7 +552,10 @@ fn end_turn(
     ended.summary = ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty();
     let outcome = ended.outcome;
     let mut events = Vec::new();
-    if ended.outcome == TurnOutcome::Failed {
+    // A reviewer's failure is the review's (`review.failed`, in words), not a session error
+    // in the inbox; its rate limits still reach the inbox (`getStatus.rate_limits`).
+    let reviewer_error = s.role == SessionRole::Reviewer && !rate_limited;
+    if ended.outcome == TurnOutcome::Failed && !reviewer_error {
         let id = ctx.id(0);
         let (kind, payload) = if rate_limited {
             let mut rate_limit = serde_json::json!({ "api_error_status": ended.api_error_status, "last_retry": s.last_api_retry });
@@ -754,7 +757,8 @@ pub(crate) fn record_exit(
 }
 
 /// Decides `ResumeAfterRestart`: subagents still counted end (`byre_restarted`); a turn
-/// byre's restart cut short ends as interrupted and the
+/// byre's restart cut short ends as interrupted (a reviewer's review fails with
+/// [`crate::reviews::STOPPED_UNDER_REVIEWER`], and it gets nothing more) and the
 /// session gets the turn's message again (prefixed with [`RESENT_NOTE`], from its sender) when
 /// the agent had not answered it with any text or tool use, else [`RESTART_NOTE`] (asking it
 /// to carry on), as the next turn; queued messages follow it.
@@ -786,6 +790,21 @@ pub(crate) fn resume_after_restart(
         raw: String::new(),
     };
     events.push(session_event(s, state, "byre", EventBody::TurnEnded(ended)));
+    if s.role == SessionRole::Reviewer {
+        // A reviewer is never resumed: its review fails now (the review reactor then
+        // completes the session), rather than a new process being started only to be killed.
+        if let Some(r) = state
+            .review_of_session(session_id)
+            .filter(|r| r.state == crate::reviews::ReviewState::Running)
+        {
+            events.extend(crate::reviews::fail(
+                state,
+                &r.id,
+                crate::reviews::STOPPED_UNDER_REVIEWER,
+            )?);
+        }
+        return Ok(events);
+    }
     let mut hook = crate::finish::turn_end_hook(state, s, TurnOutcome::Interrupted, head);
     events.append(&mut hook.events);
     if hook.hold_queue {

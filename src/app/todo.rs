@@ -9,7 +9,8 @@
 //! inside a code block is code, not items. The title is the item's identity: `startTodoItem`
 //! names the item by it.
 //!
-//! `startTodoItem` creates a task titled like the item (cut to a task title's 200 characters),
+//! `startTodoItem` creates a task titled like the item (cut to a task title's 200 characters,
+//! a tab as a space, other control characters as U+FFFD),
 //! with `todo_item` set to the item's title, and starts its agent with the item (title, section
 //! and body) as the first message. With `discuss`, the agent is asked to talk the item over
 //! with the human before changing anything. Refused (409) while another active task has the
@@ -231,6 +232,20 @@ pub fn first_message(item: &TodoItem, discuss: bool) -> String {
     m
 }
 
+/// The title of an item's task: the item's title cut to 200 characters, a tab as a space and
+/// any other control character (which a task title may not hold) as U+FFFD.
+pub fn task_title(item_title: &str) -> String {
+    item_title
+        .chars()
+        .take(200)
+        .map(|c| match c {
+            '\t' => ' ',
+            c if c.is_control() => '\u{fffd}',
+            c => c,
+        })
+        .collect()
+}
+
 /// `startTodoItem`: a task for TODO.md item `start.title`, with its agent started on the item.
 /// # Errors
 /// Not found (unknown project); invalid (no such item, bad model); conflict (another active
@@ -255,7 +270,7 @@ pub async fn start_todo_item(
     if let Some(model) = start.model.as_deref().filter(|m| !m.is_empty()) {
         byre_projections::users::check_model(model)?;
     }
-    let title: String = item.title.chars().take(200).collect();
+    let title = task_title(&item.title);
     let base_ref = super::tasks::default_branch_tip(app, project_id).await?;
     let task_id = super::tasks::create_with(
         app,
@@ -390,6 +405,18 @@ mod tests {
                 assert!(!item.title.contains(['\n', '\r']), "{md:?}: {item:?}");
                 assert!(!item.section.contains('\n'), "{md:?}: {item:?}");
             }
+        }
+    }
+
+    #[test]
+    fn an_item_title_with_a_tab_or_control_characters_makes_a_valid_task_title() {
+        let items = parse("- fix\tthis\n- a\u{7}b \u{1b}[31m red\n");
+        assert_eq!(items[0].title, "fix\tthis");
+        assert_eq!(task_title(&items[0].title), "fix this");
+        assert_eq!(task_title(&items[1].title), "a\u{fffd}b \u{fffd}[31m red");
+        assert_eq!(task_title(&"x".repeat(300)).chars().count(), 200);
+        for i in items {
+            assert!(!task_title(&i.title).chars().any(char::is_control));
         }
     }
 

@@ -110,8 +110,7 @@ impl Reactor {
         for id in running {
             self.submit(Command::FailReview {
                 review_id: id,
-                error: "byre stopped while the reviewer was running; the review was not finished"
-                    .into(),
+                error: byre_projections::reviews::STOPPED_UNDER_REVIEWER.into(),
             })
             .await;
         }

@@ -437,6 +437,8 @@ async fn run_process(
             "the task's worktree was removed while {} ran in it; byre ended it so that a fresh process works in the worktree made again",
             vendor_name(vendor)
         )
+    } else if asked {
+        stopped_by_byre(vendor, code, signal)
     } else {
         exit_reason(vendor, code, signal, turn.is_some(), &reason_tail)
     };
@@ -528,6 +530,18 @@ fn signal_name(signal: i32) -> String {
         _ => return format!("signal {signal}"),
     };
     name.to_owned()
+}
+
+/// Why an agent process that byre itself stopped ended (its session completed: a review
+/// ended, its task closed), for a human: never "from outside byre", even when it took a
+/// SIGKILL after it did not exit on its closed stdin.
+fn stopped_by_byre(vendor: Vendor, code: Option<i32>, signal: Option<i32>) -> String {
+    let who = vendor_name(vendor);
+    match (code, signal) {
+        (Some(c), _) => format!("{who} was stopped by byre (exit code {c})"),
+        (None, Some(s)) => format!("{who} was stopped by byre ({})", signal_name(s)),
+        _ => format!("{who} was stopped by byre"),
+    }
 }
 
 /// Why an agent process ended, for a human: what ended it, whether a turn was cut, and the
@@ -714,5 +728,17 @@ mod tests {
         for ((vendor, code, signal, turn, tail), expected) in cases {
             assert_eq!(exit_reason(vendor, code, signal, turn, tail), expected);
         }
+    }
+
+    #[test]
+    fn a_process_byre_stopped_is_not_said_to_be_stopped_from_outside() {
+        assert_eq!(
+            stopped_by_byre(Vendor::Codex, None, Some(9)),
+            "Codex was stopped by byre (SIGKILL)"
+        );
+        assert_eq!(
+            stopped_by_byre(Vendor::Claude, Some(0), None),
+            "Claude Code was stopped by byre (exit code 0)"
+        );
     }
 }

@@ -338,6 +338,17 @@ async fn stop_review_ends_the_reviewer_and_fails_the_review() {
     let s = b.api.call("getSession", &[&reviewer], &[], None).await;
     assert_eq!(s.body["state"], "completed", "{:?}", s.body);
     no_process_left(&reviewer).await;
+    // byre ended the reviewer itself: its exit is not reported as a kill from outside byre.
+    let exited = until(&mut b.sse, WAIT, |e| {
+        e.data["kind"] == "session.process_exited"
+            && e.data["agent_session_id"] == reviewer.as_str()
+    })
+    .await;
+    let reason = exited.last().unwrap().data["payload"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(reason.contains("stopped by byre"), "{reason}");
     agent_got_nothing_more(&b.claude);
 }
 
@@ -509,6 +520,38 @@ async fn a_review_running_when_byre_is_killed_is_failed_at_start_up() {
         !data.path().join("reviews").join(&review_id).exists(),
         "the reviewer's copy is removed"
     );
+    // The reviewer is not resumed (no second turn, no process started only to be killed), and
+    // nothing of it reaches the inbox.
+    let reviewer = reviews[0]["agent_session_id"].as_str().unwrap();
+    let events = api
+        .call("listTaskEvents", &[&task_id], &[("limit", "1000")], None)
+        .await
+        .body;
+    let reviewer_kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["agent_session_id"] == reviewer)
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        reviewer_kinds
+            .iter()
+            .filter(|k| **k == "turn.started")
+            .count(),
+        1,
+        "one reviewer turn: {reviewer_kinds:?}"
+    );
+    assert!(
+        !reviewer_kinds.contains(&"session.process_exited")
+            && !reviewer_kinds.contains(&"inbox.item_created"),
+        "{reviewer_kinds:?}"
+    );
+    let inbox = api
+        .call("listInbox", &[], &[("task_id", &task_id)], None)
+        .await
+        .body;
+    assert_eq!(inbox, json!([]), "nothing in the inbox");
     for r in claude.messages_requests() {
         let messages = serde_json::to_string(&r.body.as_ref().unwrap()["messages"]).unwrap();
         assert!(!messages.contains("You are reviewing") && !messages.contains("byre stopped"));
@@ -633,4 +676,46 @@ async fn cancel_merge_after_review_withdraws_a_waiting_merge() {
         .call("cancelMergeAfterReview", &[&slow], &[], None)
         .await;
     assert_eq!(c.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_of_a_task_merged_meanwhile_ends_with_its_reviewer() {
+    let mut b = bench("b_write_file", "codex_r_review").await;
+    // The "slow review" reviewer answers only after 60 s; the task is merged meanwhile.
+    let task_id = b.titled("slow review", "Please create hello.txt").await;
+    until_kind(&mut b.sse, "review.started", WAIT).await;
+    let reviewer = b.reviews(&task_id).await[0]["agent_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let merge = json!({"merge_title": "Add hello"});
+    let r = b.api.call("mergeTask", &[&task_id], &[], Some(merge)).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    until(&mut b.sse, WAIT, |e| {
+        e.data["kind"] == "task.state"
+            && e.data["task_id"] == task_id.as_str()
+            && e.data["payload"]["state"] == "merged"
+    })
+    .await;
+    let reviews = b.reviews(&task_id).await;
+    if reviews[0]["state"] == "running" {
+        until_kind(&mut b.sse, "review.failed", WAIT).await;
+    }
+    no_process_left(&reviewer).await;
+    let reviews = b.reviews(&task_id).await;
+    assert_eq!(reviews[0]["state"], "failed", "{reviews:?}");
+    assert!(
+        !reviews[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("from outside byre"),
+        "{reviews:?}"
+    );
+    // The reviewer's end is the review's: nothing of it in the inbox.
+    let inbox = b
+        .api
+        .call("listInbox", &[], &[("task_id", &task_id)], None)
+        .await
+        .body;
+    assert_eq!(inbox, json!([]), "nothing in the inbox");
 }

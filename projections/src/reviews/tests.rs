@@ -272,6 +272,37 @@ fn start_submit_done_then_fixed_reaches_the_agent() {
         w.only_review().finding_states.get(&1),
         Some(&FindingState::Fixed)
     );
+    // Fixed again (a double click, two requests racing): nothing recorded, nothing sent twice.
+    assert!(w.ok(set(1, FindingState::Fixed)).is_empty());
+    let ignored = w.ok(set(1, FindingState::Ignored));
+    assert_eq!(kinds(&ignored), ["review.finding_state_set"]);
+}
+
+#[test]
+fn a_reviewer_running_when_byre_restarted_is_not_resumed_and_its_review_fails() {
+    let (mut w, _, seq) = World::reviewed_task();
+    w.snap(seq, 1);
+    let r = w.only_review();
+    w.ok(Command::StartReview {
+        review_id: r.id.clone(),
+        model: "gpt-5-codex".into(),
+        instructions: "review".into(),
+        head: "h".into(),
+    });
+    let rev = w.only_review().agent_session_id;
+    assert!(w.state.sessions[&rev].turn_running);
+    let events = w.restart(&rev);
+    let k = kinds(&events);
+    assert!(
+        !k.contains(&"user.message") && !k.contains(&"turn.started"),
+        "no second turn for the reviewer: {k:?}"
+    );
+    assert!(!k.contains(&"inbox.item_created"), "{k:?}");
+    let failed = w.only_review();
+    assert_eq!(failed.state, ReviewState::Failed);
+    assert_eq!(failed.error, STOPPED_UNDER_REVIEWER);
+    assert!(!w.state.sessions[&rev].turn_running);
+    assert_eq!(w.task_state(), TaskState::Idle);
 }
 
 #[test]
