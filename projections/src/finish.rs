@@ -139,6 +139,18 @@ fn live_session<'a>(state: &'a State, task_id: &str) -> Option<&'a Session> {
         .max_by_key(|s| s.created_seq)
 }
 
+/// 409 while the session's own subagents run: a merge would close the task without their
+/// work and stop them with the agent's process (target main and target parent alike).
+pub(crate) fn check_no_subagents(session: Option<&Session>) -> Result<(), Rejection> {
+    match session.filter(|s| s.subagents > 0) {
+        Some(s) => Err(Rejection::Conflict(format!(
+            "task `{}`'s agent has {} subagent(s) running; merge once they have ended",
+            s.task_id, s.subagents
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn task_event(t: &Task, actor: &str, body: EventBody) -> NewEvent {
     NewEvent::new(actor, body)
         .project(&t.project_id)
@@ -286,6 +298,7 @@ pub(crate) fn merge(
             "task `{task_id}` is running a turn; merge once it is idle"
         )));
     }
+    check_no_subagents(live_session(state, task_id))?;
     check_identity(state, actor)?;
     let queued = state.tasks.values().any(|o| {
         o.id != t.id && o.project_id == t.project_id && o.merging && o.status == TaskStatus::Active
