@@ -399,13 +399,15 @@ pub struct MergeDone {
     pub cleanup_error: String,
 }
 
-/// Every live session of the task completes (its task closed).
+/// Every live session of the task completes (its task closed), after `subagent.ended`
+/// (`task_closed`) for each subagent still running in it: its process is stopped with it.
 pub(crate) fn complete_sessions(state: &State, t: &Task) -> Vec<NewEvent> {
     state
         .sessions
         .values()
         .filter(|s| s.task_id == t.id && !s.completed)
-        .map(|s| {
+        .flat_map(|s| {
+            let mut events = crate::subagents::end_all(state, s, "task_closed");
             let mut e = task_event(
                 t,
                 "byre",
@@ -415,7 +417,8 @@ pub(crate) fn complete_sessions(state: &State, t: &Task) -> Vec<NewEvent> {
                 }),
             );
             e.agent_session_id = Some(s.id.clone());
-            e
+            events.push(e);
+            events
         })
         .collect()
 }
