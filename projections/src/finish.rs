@@ -139,6 +139,18 @@ fn live_session<'a>(state: &'a State, task_id: &str) -> Option<&'a Session> {
         .max_by_key(|s| s.created_seq)
 }
 
+/// 409 while the session's own subagents run: a merge would close the task without their
+/// work and stop them with the agent's process (target main and target parent alike).
+pub(crate) fn check_no_subagents(session: Option<&Session>) -> Result<(), Rejection> {
+    match session.filter(|s| s.subagents > 0) {
+        Some(s) => Err(Rejection::Conflict(format!(
+            "task `{}`'s agent has {} subagent(s) running; merge once they have ended",
+            s.task_id, s.subagents
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn task_event(t: &Task, actor: &str, body: EventBody) -> NewEvent {
     NewEvent::new(actor, body)
         .project(&t.project_id)
@@ -286,6 +298,7 @@ pub(crate) fn merge(
             "task `{task_id}` is running a turn; merge once it is idle"
         )));
     }
+    check_no_subagents(live_session(state, task_id))?;
     check_identity(state, actor)?;
     let queued = state.tasks.values().any(|o| {
         o.id != t.id && o.project_id == t.project_id && o.merging && o.status == TaskStatus::Active
@@ -386,13 +399,15 @@ pub struct MergeDone {
     pub cleanup_error: String,
 }
 
-/// Every live session of the task completes (its task closed).
+/// Every live session of the task completes (its task closed), after `subagent.ended`
+/// (`task_closed`) for each subagent still running in it: its process is stopped with it.
 pub(crate) fn complete_sessions(state: &State, t: &Task) -> Vec<NewEvent> {
     state
         .sessions
         .values()
         .filter(|s| s.task_id == t.id && !s.completed)
-        .map(|s| {
+        .flat_map(|s| {
+            let mut events = crate::subagents::end_all(state, s, "task_closed");
             let mut e = task_event(
                 t,
                 "byre",
@@ -402,7 +417,8 @@ pub(crate) fn complete_sessions(state: &State, t: &Task) -> Vec<NewEvent> {
                 }),
             );
             e.agent_session_id = Some(s.id.clone());
-            e
+            events.push(e);
+            events
         })
         .collect()
 }

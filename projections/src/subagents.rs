@@ -96,8 +96,8 @@ pub(crate) fn ended(
     vec![session_event(s, state, "byre", EventBody::SubagentEnded(p))]
 }
 
-/// `subagent.ended` with `status` (`process_exited`, `byre_restarted`) for every subagent
-/// still running in the session's process, which has ended.
+/// `subagent.ended` with `status` (`process_exited`, `byre_restarted`, `task_closed`) for
+/// every subagent still running in the session's process, which has ended or is stopped.
 pub(crate) fn end_all(state: &State, s: &Session, status: &str) -> Vec<NewEvent> {
     let mut s = s.clone();
     let mut running = state.subagents.get(&s.id).cloned().unwrap_or_default();

@@ -180,6 +180,7 @@ pub(crate) fn merge_into_parent(
             "task `{task_id}`'s turn is running; merge into its parent once it is idle"
         )));
     }
+    crate::finish::check_no_subagents(live_session(state, task_id))?;
     if !snapshots_settled(state, &t.id) {
         return Err(Rejection::Conflict(format!(
             "byre is still making task `{task_id}`'s end-of-turn commit; try again in a moment"

@@ -17,10 +17,18 @@ pub async fn fork_snapshot(
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let (task_id, n) = path.into_inner();
-    let n: u32 =
-        n.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-            ApiError::BadRequest(format!("snapshot `{n}` is not a number from 1"))
-        })?;
+    let n = snapshot_n(&task_id, &n)?;
     let task = op::fork_snapshot(&app, &caller.login, op::ForkSnapshot { task_id, n }).await?;
     Ok(HttpResponse::Created().json(task))
+}
+
+/// The snapshot position `n` of a path: decimal digits only (no sign, no point) naming a
+/// number from 1, else 400; a number too large for any snapshot is 404, as an unknown `n` is.
+fn snapshot_n(task_id: &str, n: &str) -> Result<u32, ApiError> {
+    let bad = || ApiError::BadRequest(format!("snapshot `{n}` is not a number from 1"));
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || n.bytes().all(|b| b == b'0') {
+        return Err(bad());
+    }
+    n.parse()
+        .map_err(|_| ApiError::NotFound(format!("task `{task_id}` has no snapshot {n}")))
 }

@@ -367,6 +367,21 @@ async fn forks_are_refused_for_unknown_snapshots_snapshots_without_a_message_and
         ("no-such-task".to_owned(), "1", 404, "no such task"),
         (task_id.clone(), "0", 400, "snapshots count from 1"),
         (task_id.clone(), "abc", 400, "not a number"),
+        (task_id.clone(), "-1", 400, "negative"),
+        (task_id.clone(), "+1", 400, "a sign is no digit"),
+        (task_id.clone(), "1.0", 400, "not an integer"),
+        (
+            task_id.clone(),
+            "4294967296",
+            404,
+            "a number from 1 past any snapshot",
+        ),
+        (
+            task_id.clone(),
+            "99999999999999999999999",
+            404,
+            "a number from 1 past any snapshot",
+        ),
     ] {
         let r = fork(t, n).await;
         assert_eq!(r.status, status, "{why}: {:?}", r.body);

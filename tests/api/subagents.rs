@@ -118,3 +118,43 @@ async fn a_background_subagent_is_counted_and_the_turn_reporting_it_is_snapshott
     assert_eq!(session["state"], "idle");
     b.fake.stop().await;
 }
+
+/// A merge while a background subagent runs would squash the task without the subagent's work
+/// and kill it with the agent's process: `mergeTask` is refused (409) until it has ended, for
+/// either target. The fixture's subagent waits 4 s before its first answer, so it still runs
+/// when the first turn has just ended (the test reads the count before asking).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_is_refused_while_a_background_subagent_runs() {
+    let mut b = Bench::start("w_subagents").await;
+    let r = b
+        .api
+        .call(
+            "updateMe",
+            &[],
+            &[],
+            Some(serde_json::json!({"git_name": "Ada", "git_email": "ada@example.com"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let task = b.task_with_prompt("Now run a background helper").await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    b.until("turn.ended").await;
+    let session = b.api.call("getSession", &[&sid], &[], None).await.body;
+    assert_eq!(session["subagents"], 1, "the background subagent runs");
+    let merge = serde_json::json!({"merge_title": "Background work"});
+    let r = b
+        .api
+        .call("mergeTask", &[&task_id], &[], Some(merge.clone()))
+        .await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.message().contains("subagent"), "{:?}", r.body);
+
+    // Once it has ended and the CLI's own turn reporting it is over, the merge goes ahead.
+    collect(&mut b, |seen| of_kind(seen, "turn.ended").len() == 1).await;
+    let session = b.api.call("getSession", &[&sid], &[], None).await.body;
+    assert_eq!(session["subagents"], 0);
+    let r = b.api.call("mergeTask", &[&task_id], &[], Some(merge)).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    b.fake.stop().await;
+}

@@ -175,3 +175,39 @@ fn a_restart_mid_turn_ends_the_subagents_then_the_turn() {
     assert_eq!(&ks[..2], ["subagent.ended", "turn.ended"]);
     assert_eq!(w.session().subagents, 0);
 }
+
+#[test]
+fn a_closed_tasks_running_subagents_end_before_its_sessions_complete() {
+    let mut w = World::with_task();
+    let task_id = w.task_id();
+    let sid = w.start("run a background helper");
+    w.output(&sid, vec![started("a1")]);
+    w.record_turn_end(&sid, TurnOutcome::Completed, "Started it.", None);
+    w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: task_id.clone(),
+        head: "h".into(),
+    });
+    let events = w.ok(Command::RecordDiscard {
+        task_id,
+        outcome: Ok(String::new()),
+    });
+    let ended: Vec<&SubagentEnded> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::SubagentEnded(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(ended[0].status, "task_closed");
+    assert_eq!(ended[0].subagents, 0);
+    assert_eq!(ended[0].tool_use_id, "toolu_a1");
+    let order = kinds(&events);
+    let pos = |k: &str| order.iter().position(|x| *x == k).unwrap();
+    assert!(
+        pos("subagent.ended") < pos("session.completed"),
+        "{order:?}"
+    );
+    assert_eq!(w.session().subagents, 0);
+}

@@ -365,3 +365,36 @@ fn a_discarded_subtask_stops_merging_into_its_parent() {
     assert!(!t.merging_into_parent);
     assert!(into_parent_check_due(&w.state, t).is_none());
 }
+
+#[test]
+fn target_parent_is_409_while_the_subtasks_background_subagent_runs() {
+    let (mut w, _, _, child, csid) = with_idle_subtask();
+    let sub = |item| Command::RecordVendorOutput {
+        session_id: csid.clone(),
+        items: vec![item],
+    };
+    w.ok(sub(crate::sessions::VendorItem::SubagentStarted(
+        crate::subagents::SubagentStarted {
+            id: "bg".into(),
+            tool_use_id: "toolu_bg".into(),
+            description: "Background helper".into(),
+            kind: "general-purpose".into(),
+            subagents: 0,
+        },
+    )));
+    let r = w.sub_merge(&child, true);
+    assert!(
+        matches!(r, Err(Rejection::Conflict(ref m)) if m.contains("subagent")),
+        "{r:?}"
+    );
+    w.ok(sub(crate::sessions::VendorItem::SubagentEnded(
+        crate::subagents::SubagentEnded {
+            id: "bg".into(),
+            tool_use_id: "toolu_bg".into(),
+            status: "completed".into(),
+            summary: String::new(),
+            subagents: 0,
+        },
+    )));
+    assert!(w.sub_merge(&child, true).is_ok());
+}
