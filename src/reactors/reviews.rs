@@ -241,6 +241,14 @@ impl Reactor {
 
     async fn begin(&mut self, plan: Plan) {
         let review_id = plan.review.id.clone();
+        if plan.closing {
+            self.submit(Command::SkipReview {
+                review_id,
+                reason: "the task was being merged or discarded, or was closed, before its review could start: nobody could act on its findings".into(),
+            })
+            .await;
+            return;
+        }
         let dir = checkout_dir(&self.data_dir, &review_id);
         let (repo, commit, base, base_ref) = (
             plan.repo.clone(),
@@ -311,6 +319,8 @@ struct Plan {
     from_seq: u64,
     to_seq: u64,
     task_vendor: Option<Vendor>,
+    /// The task is closed, or being merged or discarded: nobody could act on findings.
+    closing: bool,
 }
 
 fn next_review(s: &State, max_running: usize) -> Option<Plan> {
@@ -359,6 +369,9 @@ fn next_review(s: &State, max_running: usize) -> Option<Plan> {
         from_seq: base_snap.map_or(0, |b| b.seq),
         to_seq: snap.seq,
         task_vendor,
+        closing: task.status != byre_projections::tasks::TaskStatus::Active
+            || task.merging
+            || task.discarding,
     })
 }
 

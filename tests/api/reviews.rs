@@ -637,6 +637,20 @@ async fn a_merge_after_review_is_made_after_a_clean_review() {
     );
     let t = b.api.call("getTask", &[&task_id], &[], None).await.body;
     assert_eq!(t["status"], "merged", "{t:?}");
+    // The merge turn's own snapshot gets no reviewer: nobody could act on its findings.
+    let reviews = b.reviews(&task_id).await;
+    assert_eq!(reviews[0]["state"], "done");
+    for r in &reviews[1..] {
+        assert_eq!(r["state"], "skipped", "{r:?}");
+        assert!(
+            r["error"].as_str().unwrap().contains("merged or discarded"),
+            "{r:?}"
+        );
+    }
+    assert!(
+        reviews.len() >= 2,
+        "the merge turn's snapshot was asked a review: {reviews:?}"
+    );
     assert_eq!(t["merge_after_review"], false);
     let main_after = git(b._repo.path(), &["rev-parse", "main"]);
     assert_ne!(main_after, main_before, "main moved");
