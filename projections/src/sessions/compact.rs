@@ -43,7 +43,9 @@ pub(super) fn compact_into_successor(
         subagents: 0,
         ..s.clone()
     };
-    let mut events = vec![
+    // The old process goes, and its running subagents with it: each ends on the stream.
+    let mut events = crate::subagents::end_all(state, s, "compacted");
+    events.extend([
         session_event(
             s,
             state,
@@ -59,7 +61,7 @@ pub(super) fn compact_into_successor(
             &s.created_by,
             EventBody::SessionCreated(created),
         ),
-    ];
+    ]);
     let text =
         format!("You take over this task from a previous session. Its handoff:\n\n{handoff}");
     events.extend(hand_over(

@@ -211,3 +211,27 @@ fn a_closed_tasks_running_subagents_end_before_its_sessions_complete() {
     );
     assert_eq!(w.session().subagents, 0);
 }
+
+#[test]
+fn compaction_ends_the_old_sessions_running_subagents() {
+    let mut w = World::with_task();
+    let sid = w.start("run a background helper");
+    w.output(&sid, vec![started("a1")]);
+    w.record_turn_end(&sid, TurnOutcome::Completed, "Started it.", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        model: None,
+        head: "h".into(),
+    });
+    let events = w.record_turn_end(&sid, TurnOutcome::Completed, "the handoff", None);
+    let order = kinds(&events);
+    let pos = |k: &str| order.iter().position(|x| *x == k).unwrap();
+    assert!(
+        pos("subagent.ended") < pos("session.completed"),
+        "{order:?}"
+    );
+    assert_eq!(counts(&events), [0]);
+    assert_eq!(w.state.sessions[&sid].subagents, 0);
+    assert_eq!(w.session().subagents, 0, "the successor starts with none");
+}
