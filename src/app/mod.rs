@@ -1,5 +1,5 @@
 //! The application layer: every operation byre offers, once, for every caller. The HTTP
-//! handlers (`crate::http`), the agents' MCP tool route, the CodeBolt actions
+//! handlers (`src/http`), the agents' MCP tool route, the CodeBolt actions
 //! (`crate::codebolt`) and the reactors call these functions; none of them calls another
 //! adapter. An operation takes a [`Ctx`] and typed input, gathers the outside facts it needs
 //! (git, the fold), submits commands to the writer, and answers typed output or an [`Error`]
