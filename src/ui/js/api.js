@@ -110,6 +110,18 @@ export const api = {
   cancelMergeAfterReview: (taskId) => request("DELETE", `/api/tasks/${enc(taskId)}/merge-after-review`, undefined, { quiet: true }),
   getTodo: (projectId) => request("GET", `/api/projects/${enc(projectId)}/todo`, undefined, { quiet: true }),
   startTodoItem: (projectId, body) => request("POST", `/api/projects/${enc(projectId)}/todo/tasks`, body, { quiet: true }),
+  listWorkflows: () => request("GET", "/api/workflows"),
+  /** The workflow's file as YAML text. */
+  getWorkflow: async (name) => (await request("GET", `/api/workflows/${enc(name)}`, undefined, { raw: true, quiet: true })).text(),
+  putWorkflow: (name, yaml) => request("PUT", `/api/workflows/${enc(name)}`, new Blob([yaml], { type: "application/yaml" }), { quiet: true }),
+  deleteWorkflow: (name) => request("DELETE", `/api/workflows/${enc(name)}`, undefined, { quiet: true }),
+  getTaskWorkflow: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/workflow`, undefined, { quiet: true }),
+  getWorkflowRun: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/workflow/run`, undefined, { quiet: true }),
+  messageLead: (body) => request("POST", "/api/me/lead/messages", body, { quiet: true }),
+  listLeadSessions: () => request("GET", "/api/me/lead/sessions", undefined, { quiet: true }),
+  listLeadEvents: (params) => request("GET", `/api/me/lead/events${q(params)}`, undefined, { quiet: true }),
+  listLeadNotes: () => request("GET", "/api/me/lead/notes", undefined, { quiet: true }),
+  deleteLeadNote: (noteId) => request("DELETE", `/api/me/lead/notes/${enc(noteId)}`, undefined, { quiet: true }),
   listPreviews: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/previews`, undefined, { quiet: true }),
   getStatus: () => request("GET", "/api/admin/status"),
 };

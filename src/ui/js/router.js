@@ -8,6 +8,8 @@ export function parseRoute(loc = location) {
   if (parts[0] === "tasks" && parts[1]) return { name: "task", taskId: parts[1], tab: parts[2] || null, query };
   if (parts[0] === "inbox") return { name: "inbox", query };
   if (parts[0] === "status") return { name: "status", query };
+  if (parts[0] === "workflows") return { name: "workflows", query };
+  if (parts[0] === "lead") return { name: "lead", query };
   return { name: "projects", query };
 }
 
@@ -41,7 +43,8 @@ document.addEventListener("click", (e) => {
 });
 
 
-// Keys anywhere (not while typing): g then p / i / s goes to projects / inbox / status.
+// Keys anywhere (not while typing): g then p / i / s / w goes to projects / inbox / status /
+// workflows.
 let pendingG = 0;
 document.addEventListener("keydown", (e) => {
   if (e.defaultPrevented || e.metaKey || e.ctrlKey || e.altKey) return;
@@ -52,7 +55,7 @@ document.addEventListener("keydown", (e) => {
   }
   if (Date.now() - pendingG > 1500) return;
   pendingG = 0;
-  const to = { p: "/", i: "/inbox", s: "/status" }[e.key];
+  const to = { p: "/", i: "/inbox", s: "/status", w: "/workflows" }[e.key];
   if (to) {
     e.preventDefault();
     navigate(to);

@@ -25,6 +25,8 @@ export const state = {
   deltas: new Map(), // session id -> { task_id, text }
   reviews: new Map(), // task id -> Map(review id -> Review), for opened tasks (js/reviews.js)
   reviewsVersion: 0,
+  workflowVersion: 0, // bumped by every workflow run event (the workflow tab reads the run again)
+  workflowsVersion: 0, // bumped by workflow.saved / workflow.deleted
 };
 
 const subscribers = new Set();
@@ -292,6 +294,10 @@ export function ingest(ev) {
 
 function fold(ev) {
   const p = ev.payload || {};
+  // Workflow runs are read, not folded (js/views/workflow.js): their events only say "read
+  // again". Saved definitions likewise (the workflows page).
+  if (ev.kind === "workflow.saved" || ev.kind === "workflow.deleted") state.workflowsVersion++;
+  else if (ev.kind.startsWith("workflow.") || ev.kind.startsWith("stage.")) state.workflowVersion++;
   switch (ev.kind) {
     case "user.notification_prefs_updated":
       if (state.me && p.login === state.me.login) state.me = { ...state.me, notification_prefs: p.notification_prefs };

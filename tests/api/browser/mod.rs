@@ -29,6 +29,7 @@ mod subagents;
 mod subtasks;
 mod task_flow;
 mod todo;
+mod workflows;
 
 /// Desktop and phone viewports of the screenshots: (label, width, height).
 pub const VIEWPORTS: [(&str, u32, u32); 2] = [("desktop", 1280, 800), ("phone", 390, 844)];

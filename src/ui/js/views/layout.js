@@ -1,12 +1,16 @@
-// The frame: a sidebar (navigation, projects, the current project's tasks) and the main
-// area chosen by the route. On a phone: one column, with a top bar.
+// The frame: a sidebar (navigation, projects, the current project's tasks), the lead's chat
+// beside it when shown (desktop; `l` or the sidebar's "Lead" toggles it, remembered in
+// localStorage), and the main area chosen by the route. On a phone: one column, with a top
+// bar, and the lead is the `/lead` page.
 
-import { html, useMemo } from "../html.js";
+import { html, useMemo, useState, useEffect } from "../html.js";
+import { LeadPanel } from "./lead.js";
 import { ProjectsPage } from "./projects.js";
 import { ProjectPage, NewTaskPage, TaskRow, projectTasks, openInboxByTask, unread, useProgressive } from "./tasks.js";
 import { TaskPage } from "./task.js";
 import { InboxPage } from "./inbox.js";
 import { StatusPage } from "./status.js";
+import { WorkflowsPage } from "./workflows.js";
 import { isPhone } from "../util.js";
 import { touch } from "../store.js";
 
@@ -24,13 +28,50 @@ function StreamDot({ state }) {
   return html`<span class=${`stream ${state.stream}`} title=${`event stream: ${label}; seq ${state.lastSeq}`} data-testid="stream-state">${label}</span>`;
 }
 
-function Nav({ state, route }) {
+const LEAD_KEY = "byre.lead";
+/** Whether the lead column is shown (desktop), and its toggle; `l` toggles it too. */
+function useLeadOpen() {
+  const [open, setOpen] = useState(() => {
+    try {
+      return localStorage.getItem(LEAD_KEY) === "open";
+    } catch (_) {
+      return false;
+    }
+  });
+  const set = (v) => {
+    setOpen(v);
+    try {
+      localStorage.setItem(LEAD_KEY, v ? "open" : "closed");
+    } catch (_) { /* private mode */ }
+  };
+  useEffect(() => {
+    const onKey = (e) => {
+      if (e.defaultPrevented || e.metaKey || e.ctrlKey || e.altKey || e.key !== "l") return;
+      if (e.target.closest && e.target.closest("input, textarea, select, [contenteditable]")) return;
+      e.preventDefault();
+      setOpen((o) => {
+        try {
+          localStorage.setItem(LEAD_KEY, o ? "closed" : "open");
+        } catch (_) { /* private mode */ }
+        return !o;
+      });
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, []);
+  return [open, set];
+}
+
+function Nav({ state, route, leadOpen, onLead }) {
   let open = 0;
   for (const i of state.inbox.values()) if (i.state === "open") open++;
   const cls = (name) => (route.name === name ? "active" : "");
   return html`<nav class="nav">
     <a href="/" class=${cls("projects")} data-testid="nav-projects">Projects</a>
     <a href="/inbox" class=${cls("inbox")} data-testid="nav-inbox">Inbox${open ? html` <span class="count" data-testid="nav-inbox-count">${open}</span>` : null}</a>
+    ${onLead ? html`<button type="button" class=${`nav-button ${leadOpen ? "active" : ""}`} aria-pressed=${leadOpen} data-testid="nav-lead" title="Your lead agent (l)" onClick=${() => onLead(!leadOpen)}>Lead</button>`
+      : html`<a href="/lead" class=${cls("lead")} data-testid="nav-lead">Lead</a>`}
+    <a href="/workflows" class=${cls("workflows")} data-testid="nav-workflows">Workflows</a>
     <a href="/status" class=${cls("status")} data-testid="nav-status">Status</a>
   </nav>`;
 }
@@ -54,7 +95,7 @@ function SignOut({ state }) {
   return html`<button type="button" class="link small" data-testid="sign-out" onClick=${out}>Sign out</button>`;
 }
 
-function Sidebar({ state, route }) {
+function Sidebar({ state, route, leadOpen, onLead }) {
   const pid = currentProjectId(route, state);
   const projects = useMemo(() => [...state.projects.values()].sort((a, b) => a.name.localeCompare(b.name)), [state.projects.size, state.version]);
   const tasks = pid && route.name === "task" ? projectTasks(state, pid).filter((t) => t.status === "active" || t.id === route.taskId) : null;
@@ -62,7 +103,7 @@ function Sidebar({ state, route }) {
   const shown = useProgressive(tasks ? tasks.length : 0);
   return html`<aside class="sidebar">
     <div class="brand"><a href="/">byre</a> <${StreamDot} state=${state} /></div>
-    <${Nav} state=${state} route=${route} />
+    <${Nav} state=${state} route=${route} leadOpen=${leadOpen} onLead=${onLead} />
     <div class="side-section">
       <div class="side-title">Projects</div>
       ${projects.map((p) => html`<a href=${`/projects/${p.id}`} class=${`side-project ${p.id === pid ? "active" : ""}`} title=${p.name}>${p.name}</a>`)}
@@ -86,17 +127,22 @@ function TopBar({ state, route }) {
 /** The whole page for a route. */
 export function Layout({ route, state }) {
   const phone = isPhone();
+  const [leadOpen, setLeadOpen] = useLeadOpen();
   let main;
   switch (route.name) {
     case "project": main = html`<${ProjectPage} key=${route.projectId} projectId=${route.projectId} state=${state} />`; break;
     case "new-task": main = html`<${NewTaskPage} key=${route.projectId} projectId=${route.projectId} state=${state} />`; break;
     case "task": main = html`<${TaskPage} key=${route.taskId} route=${route} state=${state} phone=${phone} />`; break;
     case "inbox": main = html`<${InboxPage} state=${state} />`; break;
+    case "workflows": main = html`<${WorkflowsPage} state=${state} />`; break;
+    case "lead": main = html`<${LeadPanel} state=${state} />`; break;
     case "status": main = html`<${StatusPage} state=${state} />`; break;
     default: main = html`<${ProjectsPage} state=${state} />`;
   }
-  return html`<div class=${`shell ${phone ? "phone" : "desk"} route-${route.name}`}>
-    ${phone ? html`<${TopBar} state=${state} route=${route} />` : html`<${Sidebar} state=${state} route=${route} />`}
+  const lead = !phone && leadOpen && route.name !== "lead";
+  return html`<div class=${`shell ${phone ? "phone" : "desk"} route-${route.name} ${lead ? "with-lead" : ""}`}>
+    ${phone ? html`<${TopBar} state=${state} route=${route} />` : html`<${Sidebar} state=${state} route=${route} leadOpen=${leadOpen} onLead=${setLeadOpen} />`}
+    ${lead ? html`<${LeadPanel} state=${state} onClose=${() => setLeadOpen(false)} />` : null}
     <main class="main">${main}</main>
   </div>`;
 }

@@ -1,6 +1,6 @@
 // The right pane: the contract's TaskTab tabs, each a view of what exists today. Tabs for
-// capabilities not built yet (terminal, workflow) are listed with `ready: false`
-// and stay hidden until their issues land: flip the flag and add the view.
+// capabilities not built yet are listed with `ready: false` and stay hidden until their
+// issues land: flip the flag and add the view. The workflow tab shows only on stage tasks.
 
 import { html, useState, useEffect } from "../html.js";
 import { api } from "../api.js";
@@ -10,6 +10,7 @@ import { InboxList } from "./inbox.js";
 import { EventLog } from "./eventlog.js";
 import { Reviews } from "./reviews.js";
 import { TodoList } from "./todo.js";
+import { WorkflowTab } from "./workflow.js";
 import { openFindings } from "../reviews.js";
 import { when, short } from "../util.js";
 
@@ -21,15 +22,19 @@ const ALL_TABS = [
   { id: "project", label: "Project", ready: true },
   { id: "terminal", label: "Terminal", ready: false },
   { id: "reviews", label: "Reviews", ready: true },
-  { id: "workflow", label: "Workflow", ready: false },
+  { id: "workflow", label: "Workflow", ready: true },
 ];
 /** The tabs shown today. */
 export const TABS = ALL_TABS.filter((t) => t.ready);
 
-function ordered(state) {
+/** The tabs `task` has: the workflow tab only on a stage task. */
+export const tabsFor = (task) => TABS.filter((t) => t.id !== "workflow" || (task && task.workflow));
+
+function ordered(state, task) {
   const first = (state.focus && state.focus.tabs) || [];
-  const head = first.map((id) => TABS.find((t) => t.id === id)).filter(Boolean);
-  return [...head, ...TABS.filter((t) => !first.includes(t.id))];
+  const mine = tabsFor(task);
+  const head = first.map((id) => mine.find((t) => t.id === id)).filter(Boolean);
+  return [...head, ...mine.filter((t) => !first.includes(t.id))];
 }
 
 function ProjectTab({ task, state }) {
@@ -70,13 +75,14 @@ function ProjectTab({ task, state }) {
 
 /** The pane for `task` showing `tab`. */
 export function Pane({ task, state, tab, onTab, phone }) {
-  const tabs = ordered(state);
+  const tabs = ordered(state, task);
   let body;
   switch (tab) {
     case "files": body = html`<${Files} key=${task.id} task=${task} />`; break;
     case "inbox": body = html`<${InboxList} state=${state} taskId=${task.id} />`; break;
     case "transcript": body = html`<${EventLog} state=${state} taskId=${task.id} />`; break;
     case "reviews": body = html`<${Reviews} task=${task} state=${state} />`; break;
+    case "workflow": body = html`<${WorkflowTab} key=${task.id} task=${task} state=${state} />`; break;
     case "project": body = html`<${ProjectTab} task=${task} state=${state} />`; break;
     default: body = html`<${Changes} key=${task.id} task=${task} state=${state} />`;
   }

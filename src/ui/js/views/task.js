@@ -8,15 +8,16 @@ import { openTask, setFocus, setPaneFocus, markRead } from "../store.js";
 import { navigate } from "../router.js";
 import { Transcript } from "./transcript.js";
 import { Composer } from "./composer.js";
-import { Pane, TABS } from "./pane.js";
+import { Pane, TABS, tabsFor } from "./pane.js";
 import { FinishBar } from "./finish.js";
 import { SubtaskLinks } from "./subtasks.js";
 import { taskColor, STATE_LABEL, short } from "../util.js";
 
-function chooseTab(route, state) {
-  if (route.tab && TABS.some((t) => t.id === route.tab)) return route.tab;
+function chooseTab(route, state, task) {
+  const mine = tabsFor(task);
+  if (route.tab && mine.some((t) => t.id === route.tab)) return route.tab;
   const f = state.focus;
-  if (f && f.task_id === route.taskId && f.tab && TABS.some((t) => t.id === f.tab)) return f.tab;
+  if (f && f.task_id === route.taskId && f.tab && mine.some((t) => t.id === f.tab)) return f.tab;
   return "changes";
 }
 
@@ -28,7 +29,7 @@ export function TaskPage({ route, state, phone }) {
     openTask(taskId).catch((e) => setError(e.message));
   }, [taskId]);
   const task = state.tasks.get(taskId);
-  const tab = chooseTab(route, state);
+  const tab = chooseTab(route, state, task);
   const paneOnly = phone && !!route.tab;
 
   useEffect(() => {
@@ -90,7 +91,7 @@ export function TaskPage({ route, state, phone }) {
       ${header}
       <${Transcript} state=${state} taskId=${taskId} />
       <${Composer} key=${taskId} state=${state} task=${task} />
-      ${phone ? html`<nav class="phone-tabs">${TABS.filter((t) => t.id !== "transcript").map((t) => html`<a href=${`/tasks/${taskId}/${t.id}`} data-testid=${`pane-tab-${t.id}`}>${t.label}</a>`)}</nav>` : null}
+      ${phone ? html`<nav class="phone-tabs">${tabsFor(task).filter((t) => t.id !== "transcript").map((t) => html`<a href=${`/tasks/${taskId}/${t.id}`} data-testid=${`pane-tab-${t.id}`}>${t.label}</a>`)}</nav>` : null}
     </section>
     ${phone ? null : pane}
   </div>`;

@@ -57,6 +57,7 @@ export const TaskRow = memo(function TaskRow({ t, isUnread, inbox, compact, curr
     ${depth ? html`<span class="sub-mark" title="subtask" data-testid="task-subtask-mark">↳</span>` : null}
     <span class="swatch" style=${{ background: taskColor(t) }}></span>
     <span class="task-title" data-testid="task-title" title=${t.title}>${t.title}</span>
+    ${t.workflow_stage ? html`<span class="stage-mark" title=${`stage ${t.workflow_stage} of a ${t.workflow} run`} data-testid="task-stage">${t.workflow_stage}</span>` : null}
     ${isUnread ? html`<span class="dot" title="unread summary" data-testid="task-unread"></span>` : null}
     ${inbox ? html`<span class="count" title="open inbox items" data-testid="task-inbox-count">${inbox}</span>` : null}
     <span class=${`badge st-${t.state}`} data-testid="task-state">${STATE_LABEL[t.state] || t.state}</span>
@@ -124,27 +125,33 @@ export function ProjectPage({ projectId, state }) {
 /** Models offered in the pickers (any other name can be typed). */
 export const MODELS = ["sonnet", "opus", "haiku", "gpt-5.5", "gpt-5"];
 
-/** `/projects/{id}/new`: title, prompt, model. */
+/** `/projects/{id}/new`: title, prompt, model; or a run of a saved workflow (its title is the brief). */
 export function NewTaskPage({ projectId, state }) {
   const [title, setTitle] = useState("");
   const [prompt, setPrompt] = useState("");
   const [model, setModel] = useState(state.me.default_model || "");
+  const [workflows, setWorkflows] = useState([]);
+  const [workflow, setWorkflow] = useState("");
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
   const project = state.projects.get(projectId);
+  useEffect(() => {
+    api.listWorkflows().then(setWorkflows).catch(() => {});
+  }, [state.workflowsVersion || 0]);
   const submit = async (e) => {
     e.preventDefault();
     setBusy(true);
     setError(null);
     const body = { title: title.trim() || prompt.trim().split("\n")[0].slice(0, 80) };
-    if (prompt.trim()) {
+    if (workflow) body.workflow = workflow;
+    else if (prompt.trim()) {
       body.prompt = prompt;
       if (model.trim()) body.model = model.trim();
     }
     try {
       const t = await api.createTask(projectId, body);
       await ensureProject(projectId).catch(() => {});
-      navigate(`/tasks/${t.id}`);
+      navigate(workflow ? `/tasks/${t.id}/workflow` : `/tasks/${t.id}`);
     } catch (err) {
       setError(err.message);
       setBusy(false);
@@ -153,23 +160,32 @@ export function NewTaskPage({ projectId, state }) {
   const onKey = (e) => {
     if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) submit(e);
   };
+  const chosen = workflows.find((w) => w.name === workflow);
   return html`<div class="page new-task-page">
     <h1>New task${project ? html` <span class="sub">in ${project.name}</span>` : null}</h1>
     <form class="card" data-testid="new-task-form" onSubmit=${submit} onKeyDown=${onKey}>
-      <label>Title
+      <label>Run
+        <select data-testid="new-task-workflow" value=${workflow} onChange=${(e) => setWorkflow(e.target.value)}>
+          <option value="">one agent</option>
+          ${workflows.map((w) => html`<option value=${w.name}>workflow: ${w.name}</option>`)}
+        </select>
+        ${chosen ? html`<span class="hint" data-testid="new-task-workflow-description">${chosen.description || "no description"} · each stage runs as its own task, titled “title: stage”. <a href="/workflows">Edit workflows</a></span>`
+          : workflows.length ? null : html`<span class="hint">No workflows saved yet: <a href="/workflows">write one</a> to run stages as tasks.</span>`}
+      </label>
+      <label>${workflow ? "Title — the run's brief, which every stage gets" : "Title"}
         <input data-testid="new-task-title" value=${title} onInput=${(e) => setTitle(e.target.value)} placeholder="Fix the login page" maxlength="200" autofocus />
       </label>
-      <label>Prompt <span class="hint">(optional: starts the agent at once; without one the task waits with no agent)</span>
+      ${workflow ? null : html`<label>Prompt <span class="hint">(optional: starts the agent at once; without one the task waits with no agent)</span>
         <textarea data-testid="new-task-prompt" rows="8" value=${prompt} onInput=${(e) => setPrompt(e.target.value)} placeholder="What should the agent do?"></textarea>
       </label>
       <label>Model
         <input data-testid="new-task-model" list="models" value=${model} onInput=${(e) => setModel(e.target.value)} autocomplete="off" spellcheck="false" />
         <datalist id="models">${MODELS.map((m) => html`<option value=${m} />`)}</datalist>
-      </label>
+      </label>`}
       ${error ? html`<div class="form-error" role="alert" data-testid="new-task-error">${error}</div>` : null}
       <div class="actions">
         <a class="button" href=${`/projects/${projectId}`}>Cancel</a>
-        <button type="submit" class="primary" data-testid="new-task-submit" disabled=${busy || !(title.trim() || prompt.trim())}>${busy ? "Creating the worktree…" : "Create task"}</button>
+        <button type="submit" class="primary" data-testid="new-task-submit" disabled=${busy || !(title.trim() || (!workflow && prompt.trim()))}>${busy ? (workflow ? "Starting the run…" : "Creating the worktree…") : workflow ? "Start the run" : "Create task"}</button>
         <span class="hint">⌘/Ctrl+Enter</span>
       </div>
     </form>
