@@ -155,7 +155,7 @@ function fold(ev) {
     lead.sessions.set(p.id, { id: p.id, owner: ev.owner || "", task_id: "", vendor: p.vendor, model: p.model, role: p.role, state: "idle", created_at: ev.created_at });
   } else if (ev.kind === "session.state" && sid && lead.sessions.has(sid)) {
     lead.sessions.set(sid, { ...lead.sessions.get(sid), state: p.state });
-  } else if (ev.kind.startsWith("lead.note")) {
+  } else if (ev.kind.startsWith("lead_note.")) {
     reloadNotes();
   } else if (ev.kind === "tool.call" && (p.name || "").match(/(^|__)(remember|forget)$/)) {
     // The note events follow the call; read them once the turn moves on.
