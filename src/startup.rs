@@ -180,6 +180,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         worktrees: worktrees.clone(),
         sessions: crate::app::signin::Sessions::default(),
         shutdown: shutdown_rx.clone(),
+        requests: Default::default(),
     });
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),

@@ -27,6 +27,7 @@ pub mod inbox;
 #[cfg(test)]
 mod layering;
 pub mod me;
+pub mod metrics;
 pub mod projects;
 pub mod reviews;
 pub mod sessions;
@@ -61,6 +62,8 @@ pub struct Ctx {
     pub sessions: signin::Sessions,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// HTTP requests served, for `GET /metrics` (recorded by the HTTP adapter).
+    pub requests: metrics::Requests,
 }
 
 impl Ctx {

@@ -117,10 +117,11 @@ fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
         .body(body)
 }
 
-/// Paths the guard never redirects: the API (which answers 401 JSON), agents' routes and the
+/// Paths the guard never redirects: the API and `/metrics` (which answer 401 JSON), agents' routes and the
 /// sign-in page itself.
-const NOT_PAGES: [&str; 7] = [
+const NOT_PAGES: [&str; 8] = [
     "/api",
+    "/metrics",
     "/internal/",
     "/auth/",
     "/signin",

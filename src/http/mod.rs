@@ -401,6 +401,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             Method::DELETE,
             web::to(workflows::delete_workflow),
         )
+        // Outside the contract: the operator's view (README "Operating byre").
+        .route("/metrics", Method::GET, web::to(status::metrics))
+        .route("/api/openapi.yaml", Method::GET, web::to(status::openapi))
         // Outside the contract: browser sign-in in token mode (README.md "Authentication").
         .route("/signin", Method::GET, web::to(auth::signin_page))
         .route("/signin/signin.js", Method::GET, web::to(auth::signin_js))
@@ -438,6 +441,11 @@ pub async fn trace_request(
     }
     let res = next.call(req).instrument(span.clone()).await?;
     let status = res.status().as_u16();
+    if let Some(app) = res.request().app_data::<web::Data<App>>() {
+        let r = res.request();
+        app.requests
+            .record(r.method().as_str(), r.match_pattern().as_deref(), status);
+    }
     span.record("status", status);
     let _enter = span.enter();
     match status {

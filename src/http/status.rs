@@ -1,4 +1,5 @@
-//! `getStatus` — GET /api/admin/status (the figures come from [`crate::app::status`]).
+//! `getStatus` — GET /api/admin/status (the figures come from [`crate::app::status`]); and,
+//! outside the contract, `GET /metrics` and `GET /api/openapi.yaml`.
 
 use actix_web::{web, HttpResponse};
 
@@ -34,4 +35,21 @@ pub fn client_of(req: &actix_web::HttpRequest) -> (String, String, bool) {
 /// `getStatus` — 200 `Status`: real figures of this server and its agent processes.
 pub async fn get_status(_caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(crate::app::status::status(&app).await?))
+}
+
+/// `GET /metrics` (outside the contract) — 200, the server's figures as Prometheus text
+/// ([`crate::app::metrics`]). Authenticated like every API request.
+pub async fn metrics(_caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
+    let text = crate::app::metrics::render(&app).await?;
+    Ok(HttpResponse::Ok()
+        .content_type(crate::app::metrics::CONTENT_TYPE)
+        .body(text))
+}
+
+/// `GET /api/openapi.yaml` (outside the contract) — 200, the contract this server implements,
+/// `schema/byre.openapi.yaml` as built into the binary.
+pub async fn openapi(_caller: Caller) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/yaml")
+        .body(include_str!("../../schema/byre.openapi.yaml"))
 }

@@ -4,12 +4,14 @@
 //! - [`writer`]: the single writer thread: decide, group commit, fold, publish.
 //! - [`bus`]: the live fan-out of committed records, bounded in bytes.
 //! - [`subscription`]: replay from a seq, then follow live, never skipping.
+//! - [`stats`]: the writer's group-commit figures for `GET /metrics`.
 //!
 //! Durability: an event is acknowledged only after the redb transaction holding it committed
 //! with `Durability::Immediate` (fsync'd). A commit error leaves the outcome unknown: the writer
 //! stops accepting (callers get 503) and a restart refolds the log.
 
 pub mod bus;
+pub mod stats;
 pub mod store;
 pub mod subscription;
 pub mod writer;

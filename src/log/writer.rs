@@ -77,6 +77,7 @@ pub struct Writer {
     head: Arc<AtomicU64>,
     failed: Arc<AtomicBool>,
     store: Store,
+    stats: super::stats::CommitStats,
 }
 
 /// Owns the writer thread; [`WriterThread::join`] waits for it after the last handle dropped.
@@ -106,6 +107,7 @@ impl Writer {
         let head = Arc::new(AtomicU64::new(state.last_seq));
         let shared = Arc::new(RwLock::new(state.clone()));
         let failed = Arc::new(AtomicBool::new(false));
+        let stats = super::stats::CommitStats::default();
         let writer = Writer {
             tx,
             state: shared.clone(),
@@ -113,10 +115,24 @@ impl Writer {
             head: head.clone(),
             failed: failed.clone(),
             store: store.clone(),
+            stats: stats.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("byre-writer".into())
-            .spawn(move || run(rx, store, state, shared, bus, head, failed))
+            .spawn(move || {
+                run(
+                    rx,
+                    store,
+                    state,
+                    Outputs {
+                        shared,
+                        bus,
+                        head,
+                        failed,
+                        stats,
+                    },
+                )
+            })
             .expect("the OS lets us start a thread");
         (writer, WriterThread(thread))
     }
@@ -177,31 +193,36 @@ impl Writer {
     pub fn store(&self) -> &Store {
         &self.store
     }
+
+    /// The writer's group-commit figures (for `GET /metrics`).
+    pub fn stats(&self) -> &super::stats::CommitStats {
+        &self.stats
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run(
-    rx: mpsc::Receiver<Msg>,
-    store: Store,
-    state: State,
+/// What the writer thread updates after each group commit, shared with the [`Writer`] handles.
+struct Outputs {
     shared: Arc<RwLock<State>>,
     bus: Bus,
     head: Arc<AtomicU64>,
     failed: Arc<AtomicBool>,
-) {
-    run_loop(rx, &store, state, &shared, &bus, &head, &failed);
-    bus.close();
+    stats: super::stats::CommitStats,
 }
 
-fn run_loop(
-    mut rx: mpsc::Receiver<Msg>,
-    store: &Store,
-    mut state: State,
-    shared: &RwLock<State>,
-    bus: &Bus,
-    head: &AtomicU64,
-    failed: &Arc<AtomicBool>,
-) {
+fn run(rx: mpsc::Receiver<Msg>, store: Store, state: State, out: Outputs) {
+    run_loop(rx, &store, state, &out);
+    out.bus.close();
+}
+
+fn run_loop(mut rx: mpsc::Receiver<Msg>, store: &Store, mut state: State, out: &Outputs) {
+    let Outputs {
+        shared,
+        bus,
+        head,
+        failed,
+        stats,
+    } = out;
     let mut last_checkpoint = (state.last_seq, Instant::now());
     let mut stopping = false;
     let mut background: Option<std::thread::JoinHandle<()>> = None;
@@ -242,6 +263,7 @@ fn run_loop(
         );
         let _enter = span.enter();
         let first_seq = state.last_seq + 1;
+        let started = Instant::now();
         match write_group(store, &mut state, &group) {
             Ok(outcomes) => {
                 let committed: Vec<&Event> = outcomes
@@ -249,6 +271,11 @@ fn run_loop(
                     .filter_map(|o| o.as_ref().ok())
                     .flatten()
                     .collect();
+                stats.record(
+                    group.len(),
+                    committed.len(),
+                    started.elapsed().as_secs_f64(),
+                );
                 span.record("n_events", committed.len());
                 span.record("first_seq", first_seq);
                 span.record("last_seq", state.last_seq);

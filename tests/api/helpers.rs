@@ -242,6 +242,23 @@ impl Api {
         )
     }
 
+    /// GETs a path outside the contract (`/metrics`): its status, Content-Type and body text.
+    pub async fn get_path(&self, path: &str) -> (u16, String, String) {
+        let resp = self
+            .request(reqwest::Method::GET, &format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let status = resp.status().as_u16();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        (status, ct, resp.text().await.expect("body"))
+    }
+
     fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
         let mut req = self.client.request(method, url);
         if let Some(t) = &self.token {

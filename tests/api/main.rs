@@ -23,6 +23,7 @@ mod finish;
 mod fork;
 mod inbox;
 mod me;
+mod metrics;
 mod old_logs;
 mod projects;
 mod recovery;
