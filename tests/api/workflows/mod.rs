@@ -1,4 +1,6 @@
-//! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`.
+//! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`; runs of workflows in [`runs`].
+
+mod runs;
 
 use serde_json::json;
 
