@@ -1,5 +1,6 @@
 //! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`; runs of workflows in [`runs`].
 
+mod crash;
 mod runs;
 
 use serde_json::json;
