@@ -136,6 +136,15 @@ pub struct Task {
     /// With `forked_from`: the `n` of the snapshot it was forked at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_at: Option<u32>,
+    /// A stage task: the workflow its run froze.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// A stage task: its run's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_run: Option<String>,
+    /// A stage task: its stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_stage: Option<String>,
 }
 
 impl From<&p::tasks::Task> for Task {
@@ -166,6 +175,9 @@ impl From<&p::tasks::Task> for Task {
             todo_item: (!t.todo_item.is_empty()).then(|| t.todo_item.clone()),
             forked_from: t.forked_from.as_ref().map(|(id, _)| id.clone()),
             forked_at: t.forked_from.as_ref().map(|(_, n)| *n),
+            workflow: t.stage.as_ref().map(|s| s.workflow.clone()),
+            workflow_run: t.stage.as_ref().map(|s| s.run.clone()),
+            workflow_stage: t.stage.as_ref().map(|s| s.stage.clone()),
         }
     }
 }
@@ -238,6 +250,76 @@ impl From<&p::workflows::Workflow> for WorkflowSummary {
             description: w.definition.description.clone(),
         }
     }
+}
+
+/// Spec `TaskWorkflow`: the workflow a task froze.
+#[derive(Debug, Serialize)]
+pub struct TaskWorkflow {
+    /// The workflow's name.
+    pub name: String,
+    /// Its `WorkflowDefinition` as YAML.
+    pub definition: String,
+}
+
+/// Spec `WorkflowRun`: a run's progress.
+#[derive(Debug, Serialize)]
+pub struct WorkflowRun {
+    /// The workflow's name.
+    pub name: String,
+    /// The run's id.
+    pub run: String,
+    /// Its title.
+    pub title: String,
+    /// Its brief.
+    pub brief: String,
+    /// The frozen definition.
+    pub definition: p::workflows::WorkflowDefinition,
+    /// Whether the final stage finished.
+    pub finished: bool,
+    /// In the definition's order.
+    pub stages: Vec<WorkflowRunStage>,
+}
+
+/// Spec `WorkflowRunStage`.
+#[derive(Debug, Serialize)]
+pub struct WorkflowRunStage {
+    /// The stage's name.
+    pub name: String,
+    /// Its after stages, defaults applied.
+    pub after: Vec<String>,
+    /// `waiting`, or the state of its latest finished attempt (else of its latest attempt).
+    pub state: String,
+    /// The after stages with no finished attempt yet.
+    pub waiting_on: Vec<String>,
+    /// Its attempts, oldest first.
+    pub attempts: Vec<StageAttempt>,
+}
+
+/// Spec `StageAttempt`.
+#[derive(Debug, Serialize)]
+pub struct StageAttempt {
+    /// The task.
+    pub task_id: String,
+    /// Its title.
+    pub title: String,
+    /// `running`, `idle`, `finished`, `merged`, `discarded` or `cleaned_up`.
+    pub state: String,
+    /// A discard was started and the task isn't closed yet.
+    pub discarding: bool,
+    /// A fork: the attempt it was forked from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// Once finished: the output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Once finished: the commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Discarded or cleaned up: who discarded it (`byre` for the clean-up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discarded_by: Option<String>,
+    /// The attempts whose outputs it started from.
+    pub inputs: Vec<p::runs::StageInput>,
 }
 
 /// Spec `AgentSession`.

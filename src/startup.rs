@@ -202,6 +202,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             app.config.data_dir.clone(),
             shutdown_rx.clone(),
         ),
+        crate::reactors::runs::start(app.clone().into_inner(), shutdown_rx.clone()),
         agents_task,
     ];
 

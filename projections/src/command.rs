@@ -129,6 +129,41 @@ pub enum Command {
         /// The item's title.
         todo_item: String,
     },
+    /// `createTask` with `workflow`: a run of the workflow starting from `base_ref`
+    /// (`crate::runs::start_run`); its stages start with [`Command::StartStage`].
+    StartWorkflowRun {
+        /// The caller.
+        actor: String,
+        /// The project.
+        project_id: String,
+        /// The workflow's name.
+        workflow: String,
+        /// The run's title.
+        title: String,
+        /// The default branch's commit now.
+        base_ref: String,
+    },
+    /// Start a stage of a run as its own task (`crate::runs::start_stage`); nothing when it
+    /// has an attempt already or the run is finished.
+    StartStage {
+        /// The run.
+        run: String,
+        /// The stage.
+        stage: String,
+        /// The commit its task branches from (`crate::runs::base_of`, resolved).
+        base_ref: String,
+    },
+    /// A stage agent's `finish_stage` tool (`crate::runs::finish_stage`).
+    FinishStage {
+        /// The calling session.
+        session_id: String,
+        /// The output (Markdown).
+        output: String,
+        /// Done or blocked.
+        status: crate::runs::FinishStatus,
+        /// With blocked: why.
+        reason: String,
+    },
     /// The worktree reactor's outcome for a task: its worktree exists at `head`, or failed.
     RecordWorktree {
         /// The task.

@@ -169,6 +169,19 @@ event_kinds! {
     WorkflowSaved = "workflow.saved" (WorkflowSaved),
     /// A workflow was deleted.
     WorkflowDeleted = "workflow.deleted" (WorkflowDeleted),
+    /// `createTask` with `workflow` started a run of it (its definition frozen).
+    RunStarted = "workflow.run_started" (crate::runs::RunStarted),
+    /// A task is an attempt of a run's stage (its first, or a fork).
+    StageStarted = "workflow.stage_started" (crate::runs::StageStarted),
+    /// A stage's agent called `finish_stage` with `done`; the attempt finishes at its turn's
+    /// snapshot.
+    StageReported = "workflow.stage_reported" (crate::runs::StageReported),
+    /// A stage's agent called `finish_stage` with `blocked`: a question is in the inbox.
+    StageBlocked = "workflow.stage_blocked" (crate::runs::StageBlocked),
+    /// A stage attempt finished: its output and the commit it finished at.
+    StageFinished = "workflow.stage_finished" (crate::runs::StageFinished),
+    /// The run's final stage finished, which ends the run.
+    RunFinished = "workflow.run_finished" (crate::runs::RunFinished),
     /// A user's right pane moved (owned by them).
     FocusUpdated = "focus.updated" (FocusUpdated),
     /// A user read a task's turn summaries up to a seq (owned by them).

@@ -118,9 +118,16 @@ pub(crate) fn fork_snapshot(
     };
     let mut e = NewEvent::new(actor, EventBody::SessionCreated(created))
         .project(task.project_id.clone())
-        .task(new_task_id);
+        .task(new_task_id.clone());
     e.agent_session_id = Some(session_id);
     events.push(e);
+    // A fork of a stage task is a new attempt of its stage (`crate::runs`).
+    events.extend(crate::runs::fork_attempt(
+        state,
+        actor,
+        task_id,
+        &new_task_id,
+    ));
     Ok(events)
 }
 

@@ -7,7 +7,7 @@
 //! - [`State`]: every projection, with [`State::apply`] (fold one event, total, infallible) and
 //!   [`decide`] (a command and the state in, events or a rejection out).
 //! - one module per family ([`users`], [`projects`], [`tasks`], [`blobs`], [`workflows`],
-//!   [`focus`]) holding its models, its part of `decide` and its part of `apply`.
+//!   [`runs`], [`focus`], …) holding its models, its part of `decide` and its part of `apply`.
 //! - [`digest`]: a stable digest of the whole state, so `fold(log) == live` can be checked.
 //!
 //! Architecture invariant: no I/O, no clock, no randomness, no async. Every time and id comes
@@ -24,6 +24,7 @@ pub mod fork;
 pub mod inbox;
 pub mod projects;
 pub mod reviews;
+pub mod runs;
 pub mod sessions;
 pub mod snapshots;
 pub mod subagents;

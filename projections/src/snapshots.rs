@@ -283,6 +283,17 @@ pub(crate) fn record(
     e.agent_session_id =
         (!pending.agent_session_id.is_empty()).then(|| pending.agent_session_id.clone());
     let mut out = vec![e];
+    // A stage's `done` reported in this turn finishes with this turn's snapshot (only the
+    // snapshot of its own cause: a replaced turn end's would be an older worktree).
+    if pending.trigger == SnapshotTrigger::TurnEnd && snaps.pending.contains_key(&cause_seq) {
+        out.extend(crate::runs::on_snapshot(
+            state,
+            task_id,
+            &pending.agent_session_id,
+            pending.turn,
+            outcome.as_ref().ok().map(|t| t.commit.as_str()),
+        ));
+    }
     if let (true, Ok(t)) = (review, outcome) {
         out.extend(crate::reviews::request(
             state,

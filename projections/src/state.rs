@@ -62,6 +62,9 @@ pub struct State {
     /// The running subagents of each session that has some (`subagents.rs`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub subagents: crate::subagents::Running,
+    /// Workflow runs by id (`runs.rs`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub runs: BTreeMap<String, crate::runs::Run>,
     /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
     /// before the writer decides anything. Deciding an implementer's turn end records it in
     /// `turn.ended.review`; folds read only that recorded fact.
@@ -95,6 +98,7 @@ impl State {
         crate::snapshots::apply(self, e);
         crate::reviews::apply(self, e);
         crate::reviews::after::apply(self, e);
+        crate::runs::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -180,6 +184,24 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             base_ref,
             todo_item,
         } => tasks::create_for_todo(state, ctx, actor, project_id, title, base_ref, todo_item),
+        Command::StartWorkflowRun {
+            actor,
+            project_id,
+            workflow,
+            title,
+            base_ref,
+        } => crate::runs::start_run(state, ctx, actor, project_id, workflow, title, base_ref),
+        Command::StartStage {
+            run,
+            stage,
+            base_ref,
+        } => crate::runs::start_stage(state, ctx, run, stage, base_ref),
+        Command::FinishStage {
+            session_id,
+            output,
+            status,
+            reason,
+        } => crate::runs::finish_stage(state, ctx, session_id, output, *status, reason),
         Command::RecordWorktree { task_id, outcome } => {
             tasks::record_worktree(state, task_id, outcome)
         }

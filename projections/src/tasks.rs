@@ -140,6 +140,9 @@ pub struct Task {
     /// A fork: the task it was forked from and the `n` of that task's snapshot it starts at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<(String, u32)>,
+    /// A stage task: its workflow, run and stage (`workflow.stage_started`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<crate::runs::TaskStage>,
 }
 
 /// The state a task's facts imply (spec `Task.state`): merged or discarded once closed, else
@@ -195,7 +198,7 @@ pub fn slug(title: &str) -> String {
 }
 
 /// Checks a task title: one line of 1 to 200 characters.
-fn check_title(title: &str) -> Result<(), Rejection> {
+pub(crate) fn check_title(title: &str) -> Result<(), Rejection> {
     if title.trim().is_empty() || title.chars().count() > 200 || title.chars().any(char::is_control)
     {
         return Err(Rejection::Invalid(
@@ -422,6 +425,7 @@ pub(crate) fn apply(
                 todo_item: p.todo_item.clone(),
                 parent_task_id: None,
                 forked_from: p.forked_from.clone().zip(p.forked_at),
+                stage: None,
             });
         }
         EventBody::TaskWorktreeCreated(_) => {

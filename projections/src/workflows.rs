@@ -74,8 +74,9 @@ pub struct Workflow {
 }
 
 /// Validates a workflow: its name, each stage's name (unique), model and prompt, that every
-/// `after` names another stage, that the stages form no cycle, and that `base` is not given on
-/// a stage with more than one after stage.
+/// `after` names another stage, that `base` is not given on a stage with more than one after
+/// stage, that exactly one stage (the final one) has no other stage after it, and that the
+/// stages form no cycle.
 /// # Errors
 /// `Rejection::Invalid` with the first problem found, naming the stage.
 pub fn validate(name: &str, def: &WorkflowDefinition) -> Result<(), Rejection> {
@@ -137,6 +138,22 @@ pub fn validate(name: &str, def: &WorkflowDefinition) -> Result<(), Rejection> {
                 a.len()
             )));
         }
+    }
+    let finals: Vec<&str> = def
+        .stages
+        .iter()
+        .filter(|s| !after.iter().any(|a| a.contains(&s.name)))
+        .map(|s| s.name.as_str())
+        .collect();
+    if finals.len() > 1 {
+        return Err(Rejection::Invalid(format!(
+            "a workflow ends in one final stage, which no other stage comes after; {} are: make one of them come after the others",
+            finals
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
     }
     // Cycle check: depth-first search with colours (0 new, 1 on the path, 2 done).
     let mut colour = vec![0u8; def.stages.len()];

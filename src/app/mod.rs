@@ -8,6 +8,7 @@
 //!
 //! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
 //! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
+//! [`runs`] (workflow runs),
 //! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
 //! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients).
 
@@ -30,6 +31,7 @@ pub mod me;
 pub mod metrics;
 pub mod projects;
 pub mod reviews;
+pub mod runs;
 pub mod sessions;
 pub mod signin;
 pub mod snapshots;

@@ -39,18 +39,19 @@ pub struct NewTask {
     pub model: Option<String>,
     /// Blob ids of images sent with the prompt.
     pub images: Vec<String>,
-    /// A workflow to run instead of a prompt (not built yet).
+    /// A workflow to run instead of a prompt (`super::runs::create_run`).
     pub workflow: Option<String>,
 }
 
 /// `createTask`: a task branched from the default branch's current tip (its `base_ref`), once
-/// its branch and worktree exist, and with `prompt` its agent session started on `model`.
+/// its branch and worktree exist, and with `prompt` its agent session started on `model`;
+/// with `workflow`, a run of it (`super::runs::create_run`), answered as its first stage task.
 ///
 /// The worktree is made by the worktree reactor after `task.created` commits; this waits for
 /// the reactor's `task.worktree_created` (or `task.worktree_failed`, an internal error).
 /// # Errors
-/// Invalid (bad title, prompt with workflow, empty prompt, bad model, unknown image), not
-/// found (unknown project), not implemented (a workflow).
+/// Invalid (bad title, prompt with workflow, empty prompt, bad model, unknown image,
+/// unknown workflow), not found (unknown project).
 pub async fn create_task(
     app: &Ctx,
     actor: &str,
@@ -75,10 +76,9 @@ pub async fn create_task(
         app.writer
             .read(|s| byre_projections::sessions::check_images(s, &new.images))?;
     }
-    if new.workflow.is_some() {
-        return Err(Error::NotImplemented(
-            "createTask with a workflow starts a workflow run, which is not built yet".into(),
-        ));
+    if let Some(workflow) = &new.workflow {
+        // Each stage runs on its own model: `model` is for a prompt only.
+        return super::runs::create_run(app, actor, project_id, &new.title, workflow).await;
     }
     let task_id = create_at_default_branch(app, actor, project_id, new.title).await?;
     if let Some(prompt) = new.prompt {

@@ -1,5 +1,6 @@
 //! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`,
-//! `start_subtask` and `list_subtasks` (`super::subtasks`), and a reviewer's `submit_review`):
+//! `start_subtask` and `list_subtasks` (`super::subtasks`), a workflow stage agent's
+//! `finish_stage` (`super::runs`), and a reviewer's `submit_review`):
 //! who may call them, what a call's arguments mean, what it does and what the agent reads
 //! back. Claude Code and Codex agents call them through their `byre mcp` child and the
 //! internal HTTP route; CodeBolt agents through their socket's MCP actions. Both come here.
@@ -176,6 +177,19 @@ fn base_definitions() -> Vec<ToolSpec> {
             }),
         },
         ToolSpec {
+            name: "finish_stage",
+            description: "Workflow stage agents only: finish this task's stage of its workflow run. With `status` `done`, `output` (Markdown) is what the later stages get: what you did, where it is, what they need to know; byre records it with the commit your worktree is at when this turn ends, and the stages after this one start. With `status` `blocked`, give your work so far as `output` and the `reason` you cannot finish: the humans get a question and the run waits; their answer arrives as your next message. Call it once per outcome, then END YOUR TURN. Writing that you are done does not finish the stage; only this tool does.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "output": {"type": "string", "description": "Markdown: what the later stages get (done), or your work so far (blocked)."},
+                    "status": {"type": "string", "enum": ["done", "blocked"]},
+                    "reason": {"type": "string", "description": "With blocked: why you cannot finish without the humans."}
+                },
+                "required": ["output", "status"]
+            }),
+        },
+        ToolSpec {
             name: "submit_review",
             description: "Reviewers only: report your review of the step, once, then end your turn. `summary` is Markdown; each finding names a repository path and a line of the snapshot you read.",
             input_schema: json!({
@@ -259,6 +273,23 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 port,
             })
         }
+        "finish_stage" => {
+            let status = match text_arg(args, "status", true)?.as_str() {
+                "done" => byre_projections::runs::FinishStatus::Done,
+                "blocked" => byre_projections::runs::FinishStatus::Blocked,
+                other => {
+                    return Err(format!(
+                        "`status` is `done` or `blocked`, not `{other}`"
+                    ))
+                }
+            };
+            Ok(Command::FinishStage {
+                session_id,
+                output: text_arg(args, "output", true)?,
+                status,
+                reason: text_arg(args, "reason", false)?,
+            })
+        }
         "submit_review" => {
             let result: byre_projections::reviews::ReviewResult =
                 serde_json::from_value(args.clone()).map_err(|e| {
@@ -268,7 +299,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             Ok(Command::SubmitReview { session_id, result })
         }
         other => Err(format!(
-            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks and (for reviewers) submit_review"
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages) and (for reviewers) submit_review"
         )),
     }
 }
@@ -293,6 +324,17 @@ pub fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
             "The port is exposed as a preview; the humans see its link in the task.".into()
         }
         "submit_review" => "Your review is recorded. End your turn now.".into(),
+        "finish_stage" => {
+            let done = ack
+                .events
+                .iter()
+                .any(|e| matches!(e.body, EventBody::StageReported(_)));
+            if done {
+                "Stage finished: your output is recorded, with the commit your worktree is at when this turn ends; the later stages start from it. End your turn now.".into()
+            } else {
+                "Stage blocked: your question is posted to the humans' inbox and the run waits. End your turn now; their answer arrives as your next message.".into()
+            }
+        }
         _ => "Done.".into(),
     }
 }

@@ -202,7 +202,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/tasks/{taskId}/workflow",
             Method::GET,
-            not_implemented("getTaskWorkflow", LATER),
+            web::to(workflows::get_task_workflow),
         )
         .route(
             "/api/tasks/{taskId}/summary-read",
@@ -212,7 +212,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/tasks/{taskId}/workflow/run",
             Method::GET,
-            not_implemented("getWorkflowRun", LATER),
+            web::to(workflows::get_workflow_run),
         )
         .route(
             "/api/tasks/{taskId}/unmerged",

@@ -31,8 +31,9 @@ pub struct TaskCreate {
 
 /// `createTask` — POST /api/projects/{projectId}/tasks → 201 `Task` once its branch and
 /// worktree exist, and with `prompt` its agent session started on `model` (else the caller's
-/// default model); 400 (bad title, prompt with workflow, empty prompt), 404 (unknown project);
-/// 501 with a workflow. See [`op::create_task`].
+/// default model), or with `workflow` a run of it answered as its first stage task; 400 (bad
+/// title, prompt with workflow, empty prompt, unknown workflow), 404 (unknown project). See
+/// [`op::create_task`].
 pub async fn create_task(
     caller: Caller,
     project_id: web::Path<String>,

@@ -1,5 +1,6 @@
-//! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`: parse, call
-//! [`crate::app::workflows`], answer (a workflow's file as YAML).
+//! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`, and a run's `getTaskWorkflow`,
+//! `getWorkflowRun`: parse, call [`crate::app::workflows`] or [`crate::app::runs`], answer (a
+//! workflow's file as YAML).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
@@ -73,4 +74,24 @@ pub async fn delete_workflow(
 ) -> Result<HttpResponse, ApiError> {
     op::delete_workflow(&app, &caller.login, &name).await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// `getTaskWorkflow` — GET /api/tasks/{taskId}/workflow → 200 `TaskWorkflow`: the workflow
+/// the task's run froze, as YAML; 404 (unknown task, or not started from a workflow).
+pub async fn get_task_workflow(
+    _caller: Caller,
+    task_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(crate::app::runs::get_task_workflow(&app, &task_id)?))
+}
+
+/// `getWorkflowRun` — GET /api/tasks/{taskId}/workflow/run → 200 `WorkflowRun`; 404 (unknown
+/// task, or not started from a workflow).
+pub async fn get_workflow_run(
+    _caller: Caller,
+    task_id: web::Path<String>,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(crate::app::runs::get_workflow_run(&app, &task_id)?))
 }

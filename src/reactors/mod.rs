@@ -5,5 +5,6 @@
 pub mod finish;
 pub mod previews;
 pub mod reviews;
+pub mod runs;
 pub mod snapshots;
 pub mod worktrees;

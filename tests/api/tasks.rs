@@ -112,9 +112,9 @@ async fn create_task_refuses_bad_input() {
             400,
         ),
         (
-            "a workflow before runs exist",
+            "an unknown workflow",
             json!({"title": "x", "workflow": "w"}),
-            501,
+            400,
         ),
     ];
     for (what, body, status) in cases {

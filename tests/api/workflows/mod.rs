@@ -1,4 +1,8 @@
-//! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`.
+//! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`; runs of workflows in [`runs`].
+
+mod crash;
+mod refusals;
+mod runs;
 
 use serde_json::json;
 
@@ -150,6 +154,17 @@ async fn put_workflow_refuses_bad_definitions_with_the_reason() {
             "w".into(),
             format!("stages:\n{}", stage("a", "    base: elsewhere\n")),
             "base",
+        ),
+        (
+            "two final stages",
+            "w".into(),
+            format!(
+                "stages:\n{}{}{}",
+                stage("a", ""),
+                stage("b", "    after: [a]\n"),
+                stage("c", "    after: [a]\n")
+            ),
+            "one final stage",
         ),
         (
             "name too long",
