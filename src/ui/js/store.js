@@ -297,7 +297,8 @@ function fold(ev) {
   // Workflow runs are read, not folded (js/views/workflow.js): their events only say "read
   // again". Saved definitions likewise (the workflows page).
   if (ev.kind === "workflow.saved" || ev.kind === "workflow.deleted") state.workflowsVersion++;
-  else if (ev.kind.startsWith("workflow.") || ev.kind.startsWith("stage.")) state.workflowVersion++;
+  else if (ev.kind.startsWith("workflow.")) state.workflowVersion++;
+  if (ev.kind === "workflow.run_started") runNames.set(p.run, p.name);
   switch (ev.kind) {
     case "user.notification_prefs_updated":
       if (state.me && p.login === state.me.login) state.me = { ...state.me, notification_prefs: p.notification_prefs };
@@ -404,9 +405,12 @@ function foldTask(ev) {
       merging: false, discarding: false, merging_into_parent: false, merge_after_review: false,
       summary_seq: 0,
     });
+    const t = state.tasks.get(p.id);
+    for (const k of ["todo_item", "forked_from", "forked_at"]) if (p[k] !== undefined) t[k] = p[k];
     state.tasksVersion++;
     return;
   }
+
   const t = state.tasks.get(ev.task_id);
   if (!t) return;
   const n = { ...t };
@@ -429,6 +433,12 @@ function foldTask(ev) {
       n.merging_into_parent = false;
       break;
     case "task.subtask_started": n.parent_task_id = p.parent_task_id; break;
+    case "workflow.stage_started":
+      n.workflow_run = p.run;
+      n.workflow_stage = p.stage;
+      if (runNames.has(p.run)) n.workflow = runNames.get(p.run);
+      else api.getTask(t.id).then((full) => foldFetched(full)).catch(() => {});
+      break;
     case "task.merge_into_parent_requested": n.merging_into_parent = true; break;
     case "task.discard_requested": n.discarding = true; delete n.merge_queued_at; break;
     case "task.discarded":
@@ -439,6 +449,16 @@ function foldTask(ev) {
   }
   state.tasks.set(t.id, n);
   state.tasksVersion++;
+}
+
+const runNames = new Map(); // workflow run id -> workflow name, from workflow.run_started
+
+/** A task read again (getTask) replaces the folded one, if the page still holds it. */
+function foldFetched(full) {
+  if (!state.tasks.has(full.id)) return;
+  state.tasks.set(full.id, full);
+  state.tasksVersion++;
+  changed();
 }
 
 /**

@@ -226,6 +226,20 @@ export function Item({ item, taskId }) {
       return html`<div class="item note" data-testid="item-subagent" data-seq=${ev.seq}>subagent ${ev.kind === "subagent.started" ? "started" : `ended (${p.status})`}: ${p.description || p.summary || p.id} · ${p.subagents} running</div>`;
     case "task.subtask_started":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>started by <a href=${`/tasks/${p.parent_task_id}`} data-nav="1">its parent task</a> ${p.agent ? ` (agent ${p.agent})` : ""}</div>`;
+    case "workflow.stage_started":
+      return html`<div class="item note" data-testid="item-workflow" data-kind=${ev.kind} data-seq=${ev.seq}>stage <strong>${p.stage}</strong> of a workflow run${p.forked_from ? " (a new attempt)" : ""}${p.inputs && p.inputs.length ? `, from ${p.inputs.map((i) => i.stage).join(", ")}` : ""} · <a href=${`/tasks/${ev.task_id}/workflow`} data-nav="1">see the run</a></div>`;
+    case "workflow.stage_reported":
+      return html`<div class="item note" data-testid="item-workflow" data-kind=${ev.kind} data-seq=${ev.seq}>the agent finished the stage; it counts once this turn's snapshot is taken</div>`;
+    case "workflow.stage_blocked":
+      return html`<div class="item note warn" data-testid="item-workflow" data-kind=${ev.kind} data-seq=${ev.seq}>stage blocked: ${p.reason} · <a href=${`/tasks/${ev.task_id}/inbox`} data-nav="1">answer in the inbox</a></div>`;
+    case "workflow.stage_finished":
+      return html`<div class="item note" data-testid="item-workflow" data-kind=${ev.kind} data-seq=${ev.seq}>stage finished at <code>${short(p.commit)}</code> · <a href=${`/tasks/${ev.task_id}/workflow`} data-nav="1">see the run</a></div>`;
+    case "workflow.run_finished":
+      return html`<div class="item note" data-testid="item-workflow" data-kind=${ev.kind} data-seq=${ev.seq}>the run finished: this task is its final stage's, yours to merge</div>`;
+    case "lead_note.saved":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>noted: ${p.text}</div>`;
+    case "lead_note.deleted":
+      return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>${ev.agent_session_id ? "forgot" : `${ev.actor} deleted`} a note</div>`;
     default:
       if (MERGE_KINDS.has(ev.kind)) return html`<${MergeItem} ev=${ev} />`;
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}><code>${ev.kind}</code></div>`;
