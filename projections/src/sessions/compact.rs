@@ -62,8 +62,11 @@ pub(super) fn compact_into_successor(
             EventBody::SessionCreated(created),
         ),
     ]);
-    let text =
-        format!("You take over this task from a previous session. Its handoff:\n\n{handoff}");
+    let text = if s.role == SessionRole::Lead {
+        crate::lead::successor_message(state, &s.owner, handoff)
+    } else {
+        format!("You take over this task from a previous session. Its handoff:\n\n{handoff}")
+    };
     events.extend(hand_over(
         state,
         &successor,
