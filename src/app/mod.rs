@@ -9,7 +9,8 @@
 //! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
 //! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
 //! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
-//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients).
+//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients),
+//! [`lead`] (each user's lead agent) and [`lead_tools`] (its tools).
 
 use std::sync::Arc;
 
@@ -26,6 +27,8 @@ pub mod fork;
 pub mod inbox;
 #[cfg(test)]
 mod layering;
+pub mod lead;
+pub mod lead_tools;
 pub mod me;
 pub mod projects;
 pub mod reviews;

@@ -1,5 +1,6 @@
 //! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`,
-//! `start_subtask` and `list_subtasks` (`super::subtasks`), and a reviewer's `submit_review`):
+//! `start_subtask` and `list_subtasks` (`super::subtasks`), a reviewer's `submit_review`, and
+//! a lead's tools (`super::lead_tools`)):
 //! who may call them, what a call's arguments mean, what it does and what the agent reads
 //! back. Claude Code and Codex agents call them through their `byre mcp` child and the
 //! internal HTTP route; CodeBolt agents through their socket's MCP actions. Both come here.
@@ -86,14 +87,18 @@ pub async fn call(
     tool: &str,
     args: &Value,
 ) -> Result<ToolResult, Error> {
-    if let Some(refused) = refusal(app, session_id, tool) {
-        return Ok(refused);
-    }
     let args = match args {
         Value::Object(_) => args.clone(),
         Value::Null => json!({}),
         _ => return Ok(ToolResult::error("the arguments must be a JSON object")),
     };
+    // The lead's tools check their caller themselves (a live lead session).
+    if let Some(answer) = super::lead_tools::call(app, session_id, tool, &args).await {
+        return answer;
+    }
+    if let Some(refused) = refusal(app, session_id, tool) {
+        return Ok(refused);
+    }
     if let Some(answer) = super::subtasks::call(app, session_id, tool, &args).await {
         return answer;
     }
@@ -130,6 +135,7 @@ pub struct ToolSpec {
 pub fn definitions() -> Vec<ToolSpec> {
     let mut tools = base_definitions();
     tools.extend(super::subtasks::definitions());
+    tools.extend(super::lead_tools::definitions());
     tools
 }
 
@@ -268,7 +274,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             Ok(Command::SubmitReview { session_id, result })
         }
         other => Err(format!(
-            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks and (for reviewers) submit_review"
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, (for reviewers) submit_review and (for a lead) {}", super::lead_tools::NAMES.join(", ")
         )),
     }
 }
