@@ -57,8 +57,8 @@ pub fn definitions() -> Vec<ToolSpec> {
             name: "show",
             description: "Lead only: move your user's right pane to a project or a task and a tab, with the tabs you want first in `tabs`. While the human is working in the pane (it has focus or holds text they have not sent), `show` moves it ONLY when the human's message you are answering asked to see it: then set `human_asked` true. Otherwise it fails with an error saying the human is busy there; do not retry, say in your reply what they should look at.",
             input_schema: json!({"type": "object", "properties": {
-                "project_id": {"type": "string", "description": "The project to show (implied by task_id)."},
-                "task_id": {"type": "string", "description": "The task to show."},
+                "project_id": {"type": "string", "description": "The project to show, by id or name (implied by task_id)."},
+                "task_id": {"type": "string", "description": "The task to show: its id, or the exact title of an active task."},
                 "tab": tab,
                 "tabs": {"type": "array", "items": tab, "description": "The tabs to put first, in order."},
                 "human_asked": {"type": "boolean", "description": "True only when the human's message you are answering asked to see this."}
@@ -73,20 +73,20 @@ pub fn definitions() -> Vec<ToolSpec> {
             name: "lead_list_tasks",
             description: "Lead only: a project's tasks, newest first: id, title, status and state, the last turn's summary, unmerged changes (commits, files, lines), open inbox items and the latest review's state.",
             input_schema: json!({"type": "object", "properties": {
-                "project_id": {"type": "string"},
+                "project_id": {"type": "string", "description": "The project's id or name."},
                 "include_closed": {"type": "boolean", "description": "Also list merged and discarded tasks (default false)."}
             }, "required": ["project_id"]}),
         },
         ToolSpec {
             name: "lead_read_transcript",
             description: "Lead only: a task's recent transcript as text: messages to its agent, the agent's text, its tool calls and turn ends (the latest part when long).",
-            input_schema: json!({"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"]}),
+            input_schema: json!({"type": "object", "properties": {"task_id": {"type": "string", "description": "The task's id, or the exact title of an active task."}}, "required": ["task_id"]}),
         },
         ToolSpec {
             name: "lead_create_task",
             description: "Lead only: create a task in a project for your user, branched from the default branch: with `prompt` its agent starts on it (on `model`, else the user's default model), or with `workflow` (a workflow's name) a workflow run starts instead. Returns the task.",
             input_schema: json!({"type": "object", "properties": {
-                "project_id": {"type": "string"},
+                "project_id": {"type": "string", "description": "The project's id or name."},
                 "title": {"type": "string", "description": "One line."},
                 "prompt": {"type": "string", "description": "The agent's first message."},
                 "model": {"type": "string", "description": "Optional model: gpt-* runs on Codex, others on Claude Code."},
@@ -97,7 +97,7 @@ pub fn definitions() -> Vec<ToolSpec> {
             name: "lead_message_task",
             description: "Lead only: send a message to a task's agent on your user's behalf; the agent is told it comes from the user's lead. It is queued while the agent is mid-turn and handed over as its next turn.",
             input_schema: json!({"type": "object", "properties": {
-                "task_id": {"type": "string"},
+                "task_id": {"type": "string", "description": "The task's id, or the exact title of an active task."},
                 "text": {"type": "string"}
             }, "required": ["task_id", "text"]}),
         },
@@ -105,7 +105,7 @@ pub fn definitions() -> Vec<ToolSpec> {
             name: "lead_start_todo_item",
             description: "Lead only: start a task for an item of a project's TODO.md (on its default branch), by the item's exact title; its agent starts on the item (or, with `discuss`, talks it over first).",
             input_schema: json!({"type": "object", "properties": {
-                "project_id": {"type": "string"},
+                "project_id": {"type": "string", "description": "The project's id or name."},
                 "title": {"type": "string", "description": "The item's title as TODO.md has it."},
                 "model": {"type": "string"},
                 "discuss": {"type": "boolean"}
@@ -114,7 +114,7 @@ pub fn definitions() -> Vec<ToolSpec> {
         ToolSpec {
             name: "lead_snapshot_task",
             description: "Lead only: take a snapshot of a task's worktree as it is now (it does not commit or move the branch); it appears in the task's snapshots.",
-            input_schema: json!({"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"]}),
+            input_schema: json!({"type": "object", "properties": {"task_id": {"type": "string", "description": "The task's id, or the exact title of an active task."}}, "required": ["task_id"]}),
         },
     ]
 }
@@ -163,6 +163,54 @@ fn str_arg(args: &Value, name: &str) -> Result<Option<String>, Error> {
 
 fn required(args: &Value, name: &str) -> Result<String, Error> {
     str_arg(args, name)?.ok_or_else(|| Error::Invalid(format!("`{name}` is required")))
+}
+
+/// The project `arg` names: its id, or its name when one project has it.
+fn project_of(app: &Ctx, arg: &str) -> Result<String, Error> {
+    app.writer.read(|s| {
+        if s.projects.contains_key(arg) {
+            return Ok(arg.to_owned());
+        }
+        let named: Vec<&String> = s
+            .projects
+            .values()
+            .filter(|p| p.name == arg)
+            .map(|p| &p.id)
+            .collect();
+        match named.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(Error::NotFound(format!(
+                "no project `{arg}` (by id or name)"
+            ))),
+            _ => Err(Error::Invalid(format!(
+                "several projects are named `{arg}`: give its id"
+            ))),
+        }
+    })
+}
+
+/// The task `arg` names: its id, or its title when one active task has it.
+fn task_of(app: &Ctx, arg: &str) -> Result<String, Error> {
+    app.writer.read(|s| {
+        if s.tasks.contains_key(arg) {
+            return Ok(arg.to_owned());
+        }
+        let titled: Vec<&String> = s
+            .tasks
+            .values()
+            .filter(|t| t.title == arg && t.status == byre_projections::tasks::TaskStatus::Active)
+            .map(|t| &t.id)
+            .collect();
+        match titled.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(Error::NotFound(format!(
+                "no task `{arg}` (by id, or the title of an active task)"
+            ))),
+            _ => Err(Error::Invalid(format!(
+                "several active tasks are titled `{arg}`: give its id"
+            ))),
+        }
+    })
 }
 
 fn ok(text: impl Into<String>) -> Result<ToolResult, Error> {
@@ -218,7 +266,9 @@ async fn run(
             ok("The note is deleted.")
         }
         "show" => {
-            let focus = parse_focus(args)?;
+            let mut focus = parse_focus(args)?;
+            focus.project_id = focus.project_id.map(|p| project_of(app, &p)).transpose()?;
+            focus.task_id = focus.task_id.map(|t| task_of(app, &t)).transpose()?;
             let human_asked = args["human_asked"].as_bool().unwrap_or(false);
             submit(
                 app,
@@ -239,9 +289,12 @@ async fn run(
             ok(pretty(&list))
         }
         "lead_list_tasks" => list_tasks(app, args).await,
-        "lead_read_transcript" => read_transcript(app, owner, &required(args, "task_id")?).await,
+        "lead_read_transcript" => {
+            let task_id = task_of(app, &required(args, "task_id")?)?;
+            read_transcript(app, owner, &task_id).await
+        }
         "lead_create_task" => {
-            let project_id = required(args, "project_id")?;
+            let project_id = project_of(app, &required(args, "project_id")?)?;
             let new = super::tasks::NewTask {
                 title: required(args, "title")?,
                 prompt: str_arg(args, "prompt")?,
@@ -257,7 +310,7 @@ async fn run(
         }
         "lead_message_task" => message_task(app, owner, args).await,
         "lead_start_todo_item" => {
-            let project_id = required(args, "project_id")?;
+            let project_id = project_of(app, &required(args, "project_id")?)?;
             let start = super::todo::TodoStart {
                 title: required(args, "title")?,
                 model: str_arg(args, "model")?,
@@ -267,7 +320,7 @@ async fn run(
             ok(format!("Started task {} ({}).", task.id, task.title))
         }
         "lead_snapshot_task" => {
-            let task_id = required(args, "task_id")?;
+            let task_id = task_of(app, &required(args, "task_id")?)?;
             submit(
                 app,
                 Command::RequestSnapshot {
@@ -313,7 +366,7 @@ fn parse_focus(args: &Value) -> Result<Focus, Error> {
 }
 
 async fn list_tasks(app: &Ctx, args: &Value) -> Result<ToolResult, Error> {
-    let project_id = required(args, "project_id")?;
+    let project_id = project_of(app, &required(args, "project_id")?)?;
     let include_closed = args["include_closed"].as_bool().unwrap_or(false);
     let tasks = super::tasks::list_tasks(app, &project_id)?;
     let mut out = Vec::new();
@@ -431,7 +484,7 @@ async fn read_transcript(app: &Ctx, owner: &str, task_id: &str) -> Result<ToolRe
 }
 
 async fn message_task(app: &Ctx, owner: &str, args: &Value) -> Result<ToolResult, Error> {
-    let task_id = required(args, "task_id")?;
+    let task_id = task_of(app, &required(args, "task_id")?)?;
     let text = required(args, "text")?;
     let text =
         format!("(This message comes from {owner}'s lead agent, on their behalf.)\n\n{text}");

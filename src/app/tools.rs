@@ -55,8 +55,9 @@ pub fn session_of_token(app: &Ctx, token: &str) -> Result<String, Error> {
 }
 
 /// Why session `session_id` may not call `tool` (a tool error), or `None` when it may:
-/// `submit_review` is a reviewer's only tool; the others are for a task's implementing agent
-/// only.
+/// `submit_review` is a reviewer's only tool; a lead has only the lead tools
+/// (`super::lead_tools::NAMES`), which only a lead may use; the others are for a task's
+/// implementing agent only.
 pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
     let role = app
         .writer
@@ -65,6 +66,15 @@ pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
         return (role != Some(SessionRole::Reviewer) || tool != "submit_review").then(|| {
             ToolResult::error(format!(
                 "`{tool}`: a reviewer has only `submit_review`, and only a reviewer may use it"
+            ))
+        });
+    }
+    let lead_tool = super::lead_tools::NAMES.contains(&tool);
+    if lead_tool || role == Some(SessionRole::Lead) {
+        return (role != Some(SessionRole::Lead) || !lead_tool).then(|| {
+            ToolResult::error(format!(
+                "`{tool}`: a lead agent has only its lead tools ({}), and only a lead may use them",
+                super::lead_tools::NAMES.join(", ")
             ))
         });
     }
@@ -87,17 +97,16 @@ pub async fn call(
     tool: &str,
     args: &Value,
 ) -> Result<ToolResult, Error> {
+    if let Some(refused) = refusal(app, session_id, tool) {
+        return Ok(refused);
+    }
     let args = match args {
         Value::Object(_) => args.clone(),
         Value::Null => json!({}),
         _ => return Ok(ToolResult::error("the arguments must be a JSON object")),
     };
-    // The lead's tools check their caller themselves (a live lead session).
     if let Some(answer) = super::lead_tools::call(app, session_id, tool, &args).await {
         return answer;
-    }
-    if let Some(refused) = refusal(app, session_id, tool) {
-        return Ok(refused);
     }
     if let Some(answer) = super::subtasks::call(app, session_id, tool, &args).await {
         return answer;

@@ -22,6 +22,7 @@ mod events;
 mod finish;
 mod fork;
 mod inbox;
+mod lead;
 mod me;
 mod old_logs;
 mod projects;
