@@ -32,6 +32,6 @@ pub fn client_of(req: &actix_web::HttpRequest) -> (String, String, bool) {
 }
 
 /// `getStatus` — 200 `Status`: real figures of this server and its agent processes.
-pub async fn get_status(_caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(crate::app::status::status(&app).await?))
+pub async fn get_status(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(crate::app::status::status(&app, &caller.login).await?))
 }

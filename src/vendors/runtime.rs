@@ -73,6 +73,9 @@ pub struct ProtocolError {
     reason: String,
     raw: String,
     size: u64,
+    /// A lead session's user (only they see it); empty for a task's session.
+    #[serde(skip)]
+    owner: String,
 }
 
 /// Spec `Zombie`.
@@ -354,7 +357,12 @@ impl Runtime {
             .protocol_recent
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let owner = self
+            .writer
+            .read(|s| s.sessions.get(session_id).map(|x| x.owner.clone()))
+            .unwrap_or_default();
         recent.push_front(ProtocolError {
+            owner,
             vendor: u.vendor.as_str().into(),
             session_id: session_id.into(),
             at: crate::api::rfc3339(chrono::Utc::now().timestamp_micros()),
