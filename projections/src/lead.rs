@@ -146,6 +146,9 @@ pub(crate) fn message(
     model: Option<&str>,
 ) -> Result<Vec<NewEvent>, Rejection> {
     if let Some(s) = live_session(state, login) {
+        if s.compact_to.is_some() {
+            return held_for_successor(state, login, s, text, images, model);
+        }
         return crate::sessions::send(state, login, &s.id, text, images, model, "");
     }
     if text.trim().is_empty() && images.is_empty() {
@@ -201,6 +204,41 @@ pub(crate) fn message(
         None,
     ));
     Ok(events)
+}
+
+/// A message to a lead writing its compaction handoff: queued on it (`user.queued`), and moved
+/// to its successor with the rest of its queue when the handoff ends
+/// (`sessions::compact_into_successor`), so it is the successor's next turn.
+fn held_for_successor(
+    state: &State,
+    login: &str,
+    s: &Session,
+    text: &str,
+    images: &[String],
+    model: Option<&str>,
+) -> Result<Vec<NewEvent>, Rejection> {
+    if text.trim().is_empty() && images.is_empty() {
+        return Err(Rejection::Invalid(
+            "text may be empty only when images are given".into(),
+        ));
+    }
+    check_images(state, images)?;
+    let model = model.filter(|m| !m.is_empty()).map(str::to_owned);
+    if let Some(m) = &model {
+        crate::users::check_model(m)?;
+    }
+    Ok(vec![session_event(
+        s,
+        state,
+        login,
+        EventBody::UserQueued(crate::sessions::UserQueued {
+            input_id: state.last_input_id + 1,
+            text: text.into(),
+            images: images.to_vec(),
+            head: String::new(),
+            model,
+        }),
+    )])
 }
 
 /// The live lead session `session_id` (a tool's caller).

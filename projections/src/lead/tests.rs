@@ -235,3 +235,37 @@ fn a_compacted_lead_is_followed_by_a_lead_of_the_same_user_told_its_instructions
     assert!(text.starts_with(LEAD_INSTRUCTIONS) && text.ends_with("the handoff"));
     assert_eq!(sessions_of(&w.state, "ada").len(), 2);
 }
+
+#[test]
+fn a_message_while_the_lead_writes_its_handoff_becomes_its_successors_next_turn() {
+    let mut w = World::with_task();
+    w.message_lead("ada", "hi").unwrap();
+    let sid = w.lead_of("ada");
+    w.record_turn_end(&sid, TurnOutcome::Completed, "hello", None);
+    w.ok(Command::CompactSession {
+        actor: "ada".into(),
+        session_id: sid.clone(),
+        model: None,
+        head: String::new(),
+    });
+    let events = w.message_lead("ada", "while compacting").unwrap();
+    assert_eq!(kinds(&events), ["user.queued"]);
+    let input_id = match &events[0].body {
+        EventBody::UserQueued(q) => q.input_id,
+        _ => unreachable!(),
+    };
+    w.record_turn_end(&sid, TurnOutcome::Completed, "the handoff", None);
+    let next = w.lead_of("ada");
+    assert_ne!(next, sid);
+    assert_eq!(w.state.sessions[&next].queue.len(), 1);
+    assert_eq!(w.state.inputs[&input_id].session_id, next);
+    let events = w.record_turn_end(&next, TurnOutcome::Completed, "took over", None);
+    let handed: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::UserMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(handed, ["while compacting"]);
+}
