@@ -375,6 +375,34 @@ impl From<&p::sessions::Session> for AgentSession {
     }
 }
 
+/// Spec `LeadNote`.
+#[derive(Debug, Serialize)]
+pub struct LeadNote {
+    /// Id.
+    pub id: String,
+    /// The note.
+    pub text: String,
+    /// The project it applies to; absent for every project.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+impl From<&p::lead::LeadNote> for LeadNote {
+    fn from(n: &p::lead::LeadNote) -> Self {
+        LeadNote {
+            id: n.id.clone(),
+            text: n.text.clone(),
+            project_id: n.project_id.clone(),
+            created_at: rfc3339(n.created_at_us),
+            updated_at: rfc3339(n.updated_at_us),
+        }
+    }
+}
+
 /// Spec `InboxItem`.
 #[derive(Debug, Serialize)]
 pub struct InboxItem {

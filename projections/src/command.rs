@@ -224,6 +224,49 @@ pub enum Command {
         /// Whether the pane holds unsent text.
         drafting: bool,
     },
+    /// `messageLead`: to the user's live lead session, else a new one (`crate::lead`).
+    MessageLead {
+        /// The caller, whose lead it is.
+        login: String,
+        /// Text.
+        text: String,
+        /// Blob ids.
+        images: Vec<String>,
+        /// Model: a new lead session's, or a switch of the live one's.
+        model: Option<String>,
+    },
+    /// The lead's `remember`: a new note, or note `note_id` of its user replaced. 403 not a
+    /// live lead; 400 empty or too long; 404 unknown project or note.
+    SaveLeadNote {
+        /// The lead session (from its MCP token).
+        session_id: String,
+        /// The note to replace; a new note when absent.
+        note_id: Option<String>,
+        /// The note's text.
+        text: String,
+        /// The project it applies to; every project when absent.
+        project_id: Option<String>,
+    },
+    /// `deleteLeadNote` (`session_id` absent), or the lead's `forget`. 404 when the note is
+    /// not the user's.
+    DeleteLeadNote {
+        /// The caller (ignored when `session_id` is given: the session's owner is the user).
+        login: String,
+        /// The lead session, for `forget`.
+        session_id: Option<String>,
+        /// The note.
+        note_id: String,
+    },
+    /// The lead's `show`: moves its user's right pane (`crate::lead::show`'s rule while the
+    /// human works in it). 403 not a live lead; 409 the human is busy there; as `SetFocus`.
+    ShowFocus {
+        /// The lead session (from its MCP token).
+        session_id: String,
+        /// Where the pane goes.
+        focus: crate::focus::Focus,
+        /// The lead says the human's message it answers asked for this.
+        human_asked: bool,
+    },
     /// `createSession` (and `createTask` with a prompt): a session whose first turn is the
     /// prompt.
     CreateSession {

@@ -286,6 +286,10 @@ event_kinds! {
     MergeAfterReviewSet = "task.merge_after_review_set" (crate::reviews::after::MergeAfterReviewSet),
     /// A merge that waited for a review will not be made (withdrawn, findings, …).
     MergeAfterReviewDropped = "task.merge_after_review_dropped" (crate::reviews::after::MergeAfterReviewDropped),
+    /// A user's lead agent made or replaced a note (`remember`) (owned by the user).
+    LeadNoteSaved = "lead_note.saved" (crate::lead::LeadNoteSaved),
+    /// A user's note was deleted, by the lead (`forget`) or by them (owned by the user).
+    LeadNoteDeleted = "lead_note.deleted" (crate::lead::LeadNoteDeleted),
 }
 
 /// `user.created` payload.

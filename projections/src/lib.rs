@@ -22,6 +22,7 @@ pub mod finish;
 pub mod focus;
 pub mod fork;
 pub mod inbox;
+pub mod lead;
 pub mod projects;
 pub mod reviews;
 pub mod runs;

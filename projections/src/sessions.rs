@@ -269,6 +269,10 @@ fn session<'a>(state: &'a State, id: &str) -> Result<&'a Session, Rejection> {
 pub(crate) fn session_event(s: &Session, state: &State, actor: &str, body: EventBody) -> NewEvent {
     let mut e = NewEvent::new(actor, body);
     e.agent_session_id = Some(s.id.clone());
+    // A lead session's events reach only its user (`crate::lead`).
+    if !s.owner.is_empty() {
+        e.owner = Some(s.owner.clone());
+    }
     if !s.task_id.is_empty() {
         e.task_id = Some(s.task_id.clone());
         e.project_id = state.tasks.get(&s.task_id).map(|t| t.project_id.clone());
@@ -563,7 +567,10 @@ fn end_turn(
     let mut events = Vec::new();
     // A reviewer's failure is the review's (`review.failed`, in words), not a session error
     // in the inbox; its rate limits still reach the inbox (`getStatus.rate_limits`).
-    let reviewer_error = s.role == SessionRole::Reviewer && !rate_limited;
+    // A lead's errors stay in its own transcript (its turn.ended): an inbox item would reach
+    // the whole team.
+    let reviewer_error =
+        (s.role == SessionRole::Reviewer && !rate_limited) || s.role == SessionRole::Lead;
     if ended.outcome == TurnOutcome::Failed && !reviewer_error {
         let id = ctx.id(0);
         let (kind, payload) = if rate_limited {

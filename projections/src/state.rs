@@ -65,6 +65,9 @@ pub struct State {
     /// Workflow runs by id (`runs.rs`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub runs: BTreeMap<String, crate::runs::Run>,
+    /// The users' lead notes by id (`lead.rs`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub lead_notes: BTreeMap<String, crate::lead::LeadNote>,
     /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
     /// before the writer decides anything. Deciding an implementer's turn end records it in
     /// `turn.ended.review`; folds read only that recorded fact.
@@ -99,6 +102,7 @@ impl State {
         crate::reviews::apply(self, e);
         crate::reviews::after::apply(self, e);
         crate::runs::apply(self, e);
+        crate::lead::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -228,6 +232,35 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             focused,
             drafting,
         } => Ok(focus::set_pane_focus(state, login, *focused, *drafting)),
+        Command::MessageLead {
+            login,
+            text,
+            images,
+            model,
+        } => crate::lead::message(state, ctx, login, text, images, model.as_deref()),
+        Command::SaveLeadNote {
+            session_id,
+            note_id,
+            text,
+            project_id,
+        } => crate::lead::save_note(
+            state,
+            ctx,
+            session_id,
+            note_id.as_deref(),
+            text,
+            project_id.as_deref(),
+        ),
+        Command::DeleteLeadNote {
+            login,
+            session_id,
+            note_id,
+        } => crate::lead::delete_note(state, login, session_id.as_deref(), note_id),
+        Command::ShowFocus {
+            session_id,
+            focus,
+            human_asked,
+        } => crate::lead::show(state, session_id, focus, *human_asked),
         Command::CreateSession {
             actor,
             task_id,

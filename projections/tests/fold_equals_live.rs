@@ -41,7 +41,43 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         .unwrap_or_else(|| "nope".into());
     let reviews: Vec<String> = s.reviews.keys().cloned().collect();
     let review = rng.pick(&reviews).cloned().unwrap_or_else(|| "nope".into());
-    match rng.below(32) {
+    let leads: Vec<String> = s
+        .sessions
+        .values()
+        .filter(|x| x.role == byre_projections::sessions::SessionRole::Lead)
+        .map(|x| x.id.clone())
+        .collect();
+    let lead = rng.pick(&leads).cloned().unwrap_or_else(|| "nope".into());
+    let notes: Vec<String> = s.lead_notes.keys().cloned().collect();
+    let note = rng.pick(&notes).cloned();
+    match rng.below(36) {
+        32 => Command::MessageLead {
+            login,
+            text: "lead, please".into(),
+            images: vec![],
+            model: None,
+        },
+        33 => Command::SaveLeadNote {
+            session_id: lead,
+            note_id: note.filter(|_| rng.below(2) == 0),
+            text: "a note".into(),
+            project_id: None,
+        },
+        34 => Command::DeleteLeadNote {
+            login,
+            session_id: (rng.below(2) == 0).then_some(lead),
+            note_id: note.unwrap_or_else(|| "nope".into()),
+        },
+        35 => Command::ShowFocus {
+            session_id: lead,
+            focus: byre_projections::focus::Focus {
+                project_id: None,
+                task_id: Some(task),
+                tabs: vec![],
+                tab: byre_projections::focus::TaskTab::Changes,
+            },
+            human_asked: rng.below(2) == 0,
+        },
         0 => Command::EnsureUser {
             login,
             display_name: "x".into(),
@@ -346,6 +382,8 @@ fn the_live_state_equals_the_fold_of_the_stored_log() {
         "review.done",
         "review.failed",
         "review.finding_state_set",
+        "lead_note.saved",
+        "lead_note.deleted",
     ] {
         assert!(seen.contains(kind), "the random commands reach `{kind}`");
     }

@@ -34,8 +34,13 @@ impl EventFilter {
             && (r.owner.as_deref() != Some(self.login.as_str()) || r.agent_session_id.is_none()))
     }
 
-    /// Whether the stream sends a live-only delta of task `task_id` (never on a lead stream).
-    pub fn keeps_delta(&self, task_id: &str) -> bool {
+    /// Whether the stream sends a live-only delta of task `task_id` (empty for a lead's) whose
+    /// session belongs to `owner` (a lead's user; `None` for a task's session): a lead's
+    /// deltas go only to its user, and a lead stream sends only the caller's lead's.
+    pub fn keeps_delta(&self, task_id: &str, owner: Option<&str>) -> bool {
+        if let Some(o) = owner {
+            return o == self.login && self.task_id.is_none();
+        }
         !(self.task_id.as_deref().is_some_and(|t| t != task_id) || self.lead)
     }
 }

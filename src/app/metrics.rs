@@ -62,11 +62,12 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
     registry.register(name, help, g);
 }
 
-/// The server's figures as Prometheus text.
+/// The server's figures as Prometheus text, as `viewer` may see them (counts only: nothing
+/// of another user's lead but its process).
 /// # Errors
 /// [`Error::Internal`] when `getStatus`'s figures cannot be read.
-pub async fn render(app: &Ctx) -> Result<String, Error> {
-    let status = super::status::status(app).await?;
+pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
+    let status = super::status::status(app, viewer).await?;
     let n = |k: &str| status[k].as_i64().unwrap_or(0);
     let mut registry = Registry::with_prefix("byre");
 

@@ -10,7 +10,8 @@
 //! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
 //! [`runs`] (workflow runs),
 //! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
-//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients).
+//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients),
+//! [`lead`] (each user's lead agent) and [`lead_tools`] (its tools).
 
 use std::sync::Arc;
 
@@ -27,6 +28,8 @@ pub mod fork;
 pub mod inbox;
 #[cfg(test)]
 mod layering;
+pub mod lead;
+pub mod lead_tools;
 pub mod me;
 pub mod metrics;
 pub mod projects;

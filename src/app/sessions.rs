@@ -12,6 +12,10 @@ use crate::api;
 /// # Errors
 /// [`Error::NotFound`] for an unknown task.
 pub async fn worktree_head(app: &Ctx, task_id: &str) -> Result<String, Error> {
+    if task_id.is_empty() {
+        // A lead session's: it has no worktree.
+        return Ok(String::new());
+    }
     let worktree = app
         .writer
         .read(|s| s.tasks.get(task_id).map(|t| t.worktree_path.clone()))
@@ -20,18 +24,30 @@ pub async fn worktree_head(app: &Ctx, task_id: &str) -> Result<String, Error> {
         .await
 }
 
-/// `getSession`: session `id` as the contract's `AgentSession`.
+/// `getSession`: session `id` as the contract's `AgentSession`, as `viewer` may see it.
 /// # Errors
-/// [`Error::NotFound`] when there is none.
-pub fn get_session(app: &Ctx, id: &str) -> Result<api::AgentSession, Error> {
+/// [`Error::NotFound`] when there is none, or it is another user's lead session (which
+/// nobody else may see or act on: DESIGN.md invariant 4).
+pub fn get_session(app: &Ctx, viewer: &str, id: &str) -> Result<api::AgentSession, Error> {
     app.writer
-        .read(|s| s.sessions.get(id).map(api::AgentSession::from))
+        .read(|s| {
+            s.sessions
+                .get(id)
+                .filter(|x| x.owner.is_empty() || x.owner == viewer)
+                .map(api::AgentSession::from)
+        })
         .ok_or_else(|| Error::NotFound(format!("no session `{id}`")))
 }
 
-fn task_of(app: &Ctx, session_id: &str) -> Result<String, Error> {
+/// The task of session `session_id` (empty for a lead's), for `actor`.
+fn task_of(app: &Ctx, actor: &str, session_id: &str) -> Result<String, Error> {
     app.writer
-        .read(|s| s.sessions.get(session_id).map(|x| x.task_id.clone()))
+        .read(|s| {
+            s.sessions
+                .get(session_id)
+                .filter(|x| x.owner.is_empty() || x.owner == actor)
+                .map(|x| x.task_id.clone())
+        })
         .ok_or_else(|| Error::NotFound(format!("no session `{session_id}`")))
 }
 
@@ -79,7 +95,7 @@ pub async fn create_session(
     images: Vec<String>,
 ) -> Result<api::AgentSession, Error> {
     let id = start_session(app, actor, task_id, model, prompt, images).await?;
-    get_session(app, &id)
+    get_session(app, actor, &id)
 }
 
 /// `listSessions`: the task's sessions, oldest first (reviewers left out).
@@ -119,7 +135,7 @@ pub async fn send_message(
     session_id: &str,
     message: Message,
 ) -> Result<api::AgentSession, Error> {
-    let task_id = task_of(app, session_id)?;
+    let task_id = task_of(app, actor, session_id)?;
     let head = worktree_head(app, &task_id).await?;
     app.submit(Command::SendMessage {
         actor: actor.to_owned(),
@@ -130,7 +146,7 @@ pub async fn send_message(
         head,
     })
     .await?;
-    get_session(app, session_id)
+    get_session(app, actor, session_id)
 }
 
 /// `withdrawMessage`: takes a queued message back.
@@ -159,12 +175,13 @@ pub async fn interrupt_session(
     actor: &str,
     session_id: &str,
 ) -> Result<api::AgentSession, Error> {
+    task_of(app, actor, session_id)?;
     app.submit(Command::InterruptSession {
         actor: actor.to_owned(),
         session_id: session_id.to_owned(),
     })
     .await?;
-    get_session(app, session_id)
+    get_session(app, actor, session_id)
 }
 
 /// `compactSession`: the idle session's agent writes a handoff; when that turn ends normally
@@ -178,7 +195,7 @@ pub async fn compact_session(
     session_id: &str,
     model: Option<String>,
 ) -> Result<api::AgentSession, Error> {
-    let task_id = task_of(app, session_id)?;
+    let task_id = task_of(app, actor, session_id)?;
     let head = worktree_head(app, &task_id).await?;
     app.submit(Command::CompactSession {
         actor: actor.to_owned(),
@@ -187,5 +204,5 @@ pub async fn compact_session(
         head,
     })
     .await?;
-    get_session(app, session_id)
+    get_session(app, actor, session_id)
 }

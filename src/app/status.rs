@@ -82,10 +82,12 @@ struct ConnectedClient {
     last_action_at: Option<String>,
 }
 
-/// `getStatus`: the spec's `Status`, real figures of this server and its agent processes.
+/// `getStatus`: the spec's `Status`, real figures of this server and its agent processes, as
+/// `viewer` may see them (another user's lead's unrecognised lines are left out of
+/// `protocol_errors.recent`).
 /// # Errors
 /// [`Error::Internal`] when the log file's size cannot be read.
-pub async fn status(app: &Ctx) -> Result<serde_json::Value, Error> {
+pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error> {
     let (projects, active_tasks) = app.writer.read(|s| {
         (
             s.projects.len(),
@@ -126,7 +128,7 @@ pub async fn status(app: &Ctx) -> Result<serde_json::Value, Error> {
     let db_bytes = tokio::task::spawn_blocking(move || store.file_bytes())
         .await
         .map_err(Error::internal)?;
-    let agents = app.agents.status(app.config.stuck_after_seconds);
+    let agents = app.agents.status(viewer, app.config.stuck_after_seconds);
     Ok(json!({
         "started_at": rfc3339(app.started_at_us),
         "db_bytes": db_bytes,

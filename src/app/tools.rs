@@ -1,6 +1,7 @@
 //! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`,
 //! `start_subtask` and `list_subtasks` (`super::subtasks`), a workflow stage agent's
-//! `finish_stage` (`super::runs`), and a reviewer's `submit_review`):
+//! `finish_stage` (`super::runs`), a reviewer's `submit_review`, and a lead's tools
+//! (`super::lead_tools`)):
 //! who may call them, what a call's arguments mean, what it does and what the agent reads
 //! back. Claude Code and Codex agents call them through their `byre mcp` child and the
 //! internal HTTP route; CodeBolt agents through their socket's MCP actions. Both come here.
@@ -55,8 +56,9 @@ pub fn session_of_token(app: &Ctx, token: &str) -> Result<String, Error> {
 }
 
 /// Why session `session_id` may not call `tool` (a tool error), or `None` when it may:
-/// `submit_review` is a reviewer's only tool; the others are for a task's implementing agent
-/// only.
+/// `submit_review` is a reviewer's only tool; a lead has only the lead tools
+/// (`super::lead_tools::NAMES`), which only a lead may use; the others are for a task's
+/// implementing agent only.
 pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
     let role = app
         .writer
@@ -65,6 +67,15 @@ pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
         return (role != Some(SessionRole::Reviewer) || tool != "submit_review").then(|| {
             ToolResult::error(format!(
                 "`{tool}`: a reviewer has only `submit_review`, and only a reviewer may use it"
+            ))
+        });
+    }
+    let lead_tool = super::lead_tools::NAMES.contains(&tool);
+    if lead_tool || role == Some(SessionRole::Lead) {
+        return (role != Some(SessionRole::Lead) || !lead_tool).then(|| {
+            ToolResult::error(format!(
+                "`{tool}`: a lead agent has only its lead tools ({}), and only a lead may use them",
+                super::lead_tools::NAMES.join(", ")
             ))
         });
     }
@@ -95,6 +106,9 @@ pub async fn call(
         Value::Null => json!({}),
         _ => return Ok(ToolResult::error("the arguments must be a JSON object")),
     };
+    if let Some(answer) = super::lead_tools::call(app, session_id, tool, &args).await {
+        return answer;
+    }
     if let Some(answer) = super::subtasks::call(app, session_id, tool, &args).await {
         return answer;
     }
@@ -131,6 +145,7 @@ pub struct ToolSpec {
 pub fn definitions() -> Vec<ToolSpec> {
     let mut tools = base_definitions();
     tools.extend(super::subtasks::definitions());
+    tools.extend(super::lead_tools::definitions());
     tools
 }
 
@@ -299,7 +314,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             Ok(Command::SubmitReview { session_id, result })
         }
         other => Err(format!(
-            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages) and (for reviewers) submit_review"
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages), (for reviewers) submit_review and (for a lead) {}", super::lead_tools::NAMES.join(", ")
         )),
     }
 }

@@ -88,7 +88,7 @@ pub async fn stream_events(
                 },
                 delta = deltas.recv() => match delta {
                     Ok(d) => {
-                        if !filter.keeps_delta(&d.task_id) {
+                        if !filter.keeps_delta(&d.task_id, d.owner.as_deref()) {
                             continue;
                         }
                         // Live-only: no `id:`, so a reconnect neither skips nor replays it; a named

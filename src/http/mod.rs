@@ -14,6 +14,7 @@ mod error;
 mod events;
 mod finish;
 mod fork;
+mod lead;
 mod me;
 mod projects;
 mod reviews;
@@ -127,27 +128,27 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/me/lead/sessions",
             Method::GET,
-            not_implemented("listLeadSessions", LATER),
+            web::to(lead::list_lead_sessions),
         )
         .route(
             "/api/me/lead/events",
             Method::GET,
-            not_implemented("listLeadEvents", LATER),
+            web::to(lead::list_lead_events),
         )
         .route(
             "/api/me/lead/messages",
             Method::POST,
-            not_implemented("messageLead", LATER),
+            web::to(lead::message_lead),
         )
         .route(
             "/api/me/lead/notes",
             Method::GET,
-            not_implemented("listLeadNotes", LATER),
+            web::to(lead::list_lead_notes),
         )
         .route(
             "/api/me/lead/notes/{noteId}",
             Method::DELETE,
-            not_implemented("deleteLeadNote", LATER),
+            web::to(lead::delete_lead_note),
         )
         .route("/api/me/focus", Method::GET, web::to(me::get_focus))
         .route("/api/me/focus", Method::PUT, web::to(me::set_focus))

@@ -45,16 +45,17 @@ pub async fn list_sessions(
     Ok(HttpResponse::Ok().json(op::list_sessions(&app, &task_id)?))
 }
 
-/// `getSession` — GET /api/sessions/{sessionId} → 200 `AgentSession`; 404.
+/// `getSession` — GET /api/sessions/{sessionId} → 200 `AgentSession`; 404 (also for another
+/// user's lead session).
 pub async fn get_session(
-    _caller: Caller,
+    caller: Caller,
     id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(op::get_session(&app, &id)?))
+    Ok(HttpResponse::Ok().json(op::get_session(&app, &caller.login, &id)?))
 }
 
-/// Body of `sendMessage` (spec `MessageCreate`).
+/// Body of `sendMessage` and `messageLead` (spec `MessageCreate`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageCreate {
@@ -62,6 +63,17 @@ pub struct MessageCreate {
     #[serde(default)]
     images: Vec<String>,
     model: Option<String>,
+}
+
+impl MessageCreate {
+    /// The app layer's message.
+    pub fn into_message(self) -> op::Message {
+        op::Message {
+            text: self.text,
+            images: self.images,
+            model: self.model,
+        }
+    }
 }
 
 /// `sendMessage` — POST /api/sessions/{sessionId}/messages → 202 `AgentSession`: a new turn
@@ -73,12 +85,7 @@ pub async fn send_message(
     body: web::Json<MessageCreate>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let b = body.into_inner();
-    let message = op::Message {
-        text: b.text,
-        images: b.images,
-        model: b.model,
-    };
+    let message = body.into_inner().into_message();
     let session = op::send_message(&app, &caller.login, &id, message).await?;
     Ok(HttpResponse::Accepted().json(session))
 }

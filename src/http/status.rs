@@ -33,14 +33,14 @@ pub fn client_of(req: &actix_web::HttpRequest) -> (String, String, bool) {
 }
 
 /// `getStatus` — 200 `Status`: real figures of this server and its agent processes.
-pub async fn get_status(_caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(crate::app::status::status(&app).await?))
+pub async fn get_status(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(crate::app::status::status(&app, &caller.login).await?))
 }
 
 /// `GET /metrics` (outside the contract) — 200, the server's figures as Prometheus text
 /// ([`crate::app::metrics`]). Authenticated like every API request.
-pub async fn metrics(_caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    let text = crate::app::metrics::render(&app).await?;
+pub async fn metrics(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
+    let text = crate::app::metrics::render(&app, &caller.login).await?;
     Ok(HttpResponse::Ok()
         .content_type(crate::app::metrics::CONTENT_TYPE)
         .body(text))

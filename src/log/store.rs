@@ -3,6 +3,8 @@
 //! Tables:
 //! - `events`: seq (u64) → bincode [`StoredEvent`] (format version, envelope, payload JSON).
 //! - `task_events`: (task_id, seq) → () — the per-task index behind `listTaskEvents`.
+//! - `lead_events`: (owner login, seq) → () — the events of each user's lead sessions (owned,
+//!   with an `agent_session_id`), behind `listLeadEvents`.
 //! - `blobs`: SHA-256 hex → image bytes (`uploadBlob`), written in the same transaction as the
 //!   `blob.uploaded` event.
 //! - `checkpoints`: seq → state digest, written by the live server so that a rebuild can be
@@ -19,6 +21,8 @@ use serde::{Deserialize, Serialize};
 pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 pub(crate) const TASK_EVENTS: TableDefinition<(&str, u64), ()> =
     TableDefinition::new("task_events");
+pub(crate) const LEAD_EVENTS: TableDefinition<(&str, u64), ()> =
+    TableDefinition::new("lead_events");
 pub(crate) const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
 pub(crate) const CHECKPOINTS: TableDefinition<u64, &str> = TableDefinition::new("checkpoints");
 
@@ -322,6 +326,7 @@ impl Store {
         {
             txn.open_table(EVENTS).map_err(StoreError::from)?;
             txn.open_table(TASK_EVENTS).map_err(StoreError::from)?;
+            txn.open_table(LEAD_EVENTS).map_err(StoreError::from)?;
             txn.open_table(BLOBS).map_err(StoreError::from)?;
             txn.open_table(CHECKPOINTS).map_err(StoreError::from)?;
         }
@@ -458,6 +463,48 @@ impl Store {
         }
         out.reverse();
         Ok(out)
+    }
+
+    /// A page of whole turns of `login`'s lead events (`listLeadEvents`): walking back from
+    /// `before` (exclusive; the log's end when `None`), the events after the `turns + 1`'th
+    /// `turn.ended` met, oldest first, and whether earlier events exist (that `turn.ended`).
+    /// Without `before` the events of a running turn (after the last `turn.ended`) are
+    /// included; with `before` in the middle of a turn, that turn's events before it.
+    /// # Errors
+    /// A storage error, or an envelope that does not decode.
+    pub fn lead_turns_before(
+        &self,
+        login: &str,
+        before: Option<u64>,
+        turns: usize,
+    ) -> Result<(Vec<Arc<Record>>, bool), OpenError> {
+        let txn = self.db.begin_read().map_err(StoreError::from)?;
+        let index = txn.open_table(LEAD_EVENTS).map_err(StoreError::from)?;
+        let events = txn.open_table(EVENTS).map_err(StoreError::from)?;
+        let mut out = Vec::new();
+        let mut more = false;
+        let mut ended = 0usize;
+        let end = before.unwrap_or(u64::MAX);
+        for entry in index
+            .range((login, 0)..(login, end))
+            .map_err(StoreError::from)?
+            .rev()
+        {
+            let (key, _) = entry.map_err(StoreError::from)?;
+            let Some(record) = record_at(&events, key.value().1)? else {
+                continue;
+            };
+            if record.kind == "turn.ended" {
+                ended += 1;
+                if ended > turns {
+                    more = true;
+                    break;
+                }
+            }
+            out.push(record);
+        }
+        out.reverse();
+        Ok((out, more))
     }
 
     /// Seq of the task's latest event; 0 for none.

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::bus::Bus;
 use super::store::{
-    Record, Store, StoreError, StoredEvent, BLOBS, CHECKPOINTS, EVENTS, TASK_EVENTS,
+    Record, Store, StoreError, StoredEvent, BLOBS, CHECKPOINTS, EVENTS, LEAD_EVENTS, TASK_EVENTS,
 };
 
 /// Most submissions folded into one transaction.
@@ -364,6 +364,7 @@ fn write_group(
     {
         let mut events_table = txn.open_table(EVENTS)?;
         let mut index = txn.open_table(TASK_EVENTS)?;
+        let mut lead_index = txn.open_table(LEAD_EVENTS)?;
         let mut blobs = txn.open_table(BLOBS)?;
         let now_us = chrono::Utc::now().timestamp_micros();
         for s in group {
@@ -393,6 +394,10 @@ fn write_group(
                 events_table.insert(e.seq, StoredEvent::from_event(e).encode().as_slice())?;
                 if let Some(task_id) = &e.task_id {
                     index.insert((task_id.as_str(), e.seq), ())?;
+                }
+                // A user's lead events: owned, of a session (`app::events::EventFilter`).
+                if let (Some(owner), Some(_)) = (&e.owner, &e.agent_session_id) {
+                    lead_index.insert((owner.as_str(), e.seq), ())?;
                 }
             }
             if let (Some(bytes), Command::UploadBlob { sha256, .. }) = (&s.attachment, &s.cmd) {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use byre_projections::sessions::{Vendor, VendorUnrecognized};
+use byre_projections::sessions::{SessionRole, Vendor, VendorUnrecognized};
 use byre_projections::Command;
 use dashmap::DashMap;
 use futures_util::StreamExt;
@@ -56,8 +56,10 @@ pub struct Live {
 /// `id:`.
 #[derive(Debug)]
 pub struct Ephemeral {
-    /// The task.
+    /// The task (empty for a lead session's).
     pub task_id: String,
+    /// A lead session's user: only they are sent it; `None` for a task's session.
+    pub owner: Option<String>,
     /// JSON `{"kind":"agent.delta","task_id","agent_session_id","payload":{"text"}}`.
     pub json: Arc<str>,
 }
@@ -71,6 +73,9 @@ pub struct ProtocolError {
     reason: String,
     raw: String,
     size: u64,
+    /// A lead session's user (only they see it); empty for a task's session.
+    #[serde(skip)]
+    owner: String,
 }
 
 /// Spec `Zombie`.
@@ -89,6 +94,20 @@ pub struct Zombie {
     /// The process (group), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) pid: Option<u32>,
+}
+
+/// The directory a user's lead agent works in: `{data}/lead/{login}`, the login's bytes
+/// outside `[A-Za-z0-9._-]` written `%XX` (so two logins never share one, and none escapes).
+pub fn lead_dir(data_dir: &Path, login: &str) -> PathBuf {
+    let mut name = String::new();
+    for b in login.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && !name.is_empty()) {
+            name.push(b as char);
+        } else {
+            name.push_str(&format!("%{b:02X}"));
+        }
+    }
+    data_dir.join("lead").join(name)
 }
 
 /// A session's driver, the spec of its next process, and its task.
@@ -338,7 +357,12 @@ impl Runtime {
             .protocol_recent
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let owner = self
+            .writer
+            .read(|s| s.sessions.get(session_id).map(|x| x.owner.clone()))
+            .unwrap_or_default();
         recent.push_front(ProtocolError {
+            owner,
             vendor: u.vendor.as_str().into(),
             session_id: session_id.into(),
             at: crate::api::rfc3339(chrono::Utc::now().timestamp_micros()),
@@ -350,8 +374,23 @@ impl Runtime {
     }
 
     pub(crate) fn delta(&self, session_id: &str, task_id: &str, text: &str) {
-        let json = serde_json::json!({"kind": "agent.delta", "task_id": task_id, "agent_session_id": session_id, "payload": {"text": text}});
+        let owner = self.writer.read(|s| {
+            s.sessions
+                .get(session_id)
+                .map(|x| x.owner.clone())
+                .filter(|o| !o.is_empty())
+        });
+        let json = match &owner {
+            // A lead's delta says whose it is, as its logged events do.
+            Some(o) => {
+                serde_json::json!({"kind": "agent.delta", "agent_session_id": session_id, "owner": o, "payload": {"text": text}})
+            }
+            None => {
+                serde_json::json!({"kind": "agent.delta", "task_id": task_id, "agent_session_id": session_id, "payload": {"text": text}})
+            }
+        };
         let _ = self.ephemeral.send(Arc::new(Ephemeral {
+            owner,
             task_id: task_id.into(),
             json: json.to_string().into(),
         }));
@@ -457,6 +496,19 @@ impl Runtime {
     ) -> Option<Result<SpawnPlan, Vendor>> {
         let found = self.writer.read(|s| {
             let sess = s.sessions.get(session_id)?;
+            if sess.role == SessionRole::Lead {
+                // A lead works in a directory of its own, never a repository.
+                let cwd = lead_dir(self.data_dir(), &sess.owner);
+                return Some((
+                    sess.vendor,
+                    sess.vendor_session_id.clone(),
+                    sess.model.clone(),
+                    String::new(),
+                    cwd.to_string_lossy().into_owned(),
+                    0,
+                    None,
+                ));
+            }
             let task = s.tasks.get(&sess.task_id)?;
             // A reviewer works in its review's read-only checkout, never the task's worktree.
             let cwd = match s.review_of_session(session_id) {
@@ -486,6 +538,12 @@ impl Runtime {
             ))
         });
         let (vendor, vendor_session_id, own_model, task_id, worktree, port_base, fork) = found?;
+        if task_id.is_empty() {
+            // The lead's directory is made on its first start (and again if removed).
+            if let Err(e) = std::fs::create_dir_all(&worktree) {
+                tracing::error!(error = %e, "cannot make the lead's directory");
+            }
+        }
         let Some(driver) = self.driver(vendor) else {
             return Some(Err(vendor));
         };
@@ -718,6 +776,10 @@ impl Runtime {
                 .values()
                 .filter(|x| (x.turn_running || x.subagents > 0) && !x.completed)
                 .filter_map(|x| {
+                    if x.role == SessionRole::Lead {
+                        // A lead has no worktree: its messages carry no HEAD.
+                        return Some((x.id.clone(), String::new()));
+                    }
                     s.tasks
                         .get(&x.task_id)
                         .map(|t| (x.id.clone(), t.worktree_path.clone()))
@@ -726,6 +788,9 @@ impl Runtime {
         });
         for (session_id, worktree) in running {
             let head = tokio::task::spawn_blocking(move || {
+                if worktree.is_empty() {
+                    return String::new();
+                }
                 crate::git::worktree_head(Path::new(&worktree)).unwrap_or_default()
             })
             .await

@@ -22,6 +22,7 @@ mod events;
 mod finish;
 mod fork;
 mod inbox;
+mod lead;
 mod me;
 mod metrics;
 mod old_logs;

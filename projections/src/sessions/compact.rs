@@ -62,8 +62,11 @@ pub(super) fn compact_into_successor(
             EventBody::SessionCreated(created),
         ),
     ]);
-    let text =
-        format!("You take over this task from a previous session. Its handoff:\n\n{handoff}");
+    let text = if s.role == SessionRole::Lead {
+        crate::lead::successor_message(state, &s.owner, handoff)
+    } else {
+        format!("You take over this task from a previous session. Its handoff:\n\n{handoff}")
+    };
     events.extend(hand_over(
         state,
         &successor,
@@ -74,6 +77,26 @@ pub(super) fn compact_into_successor(
         head,
         None,
     ));
+    // Messages held while the handoff was written (a lead's: `crate::lead`) wait for the
+    // successor's next turns, in order, under their own input ids.
+    let after_handoff = Session {
+        turn_running: true,
+        ..successor
+    };
+    for q in &s.queue {
+        events.push(session_event(
+            &after_handoff,
+            state,
+            &q.actor,
+            EventBody::UserQueued(UserQueued {
+                input_id: q.input_id,
+                text: q.text.clone(),
+                images: q.images.clone(),
+                head: q.head.clone(),
+                model: q.model.clone(),
+            }),
+        ));
+    }
     events
 }
 

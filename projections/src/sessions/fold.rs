@@ -7,10 +7,13 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
     let sid = e.agent_session_id.as_deref().unwrap_or("");
     match &e.body {
         EventBody::SessionCreated(p) => {
-            state
-                .sessions
-                .entry(p.id.clone())
-                .or_insert_with(|| Session::created(p, &e.actor, e.created_at_us, e.seq));
+            state.sessions.entry(p.id.clone()).or_insert_with(|| {
+                let mut s = Session::created(p, &e.actor, e.created_at_us, e.seq);
+                if p.role == SessionRole::Lead {
+                    s.owner = e.owner.clone().unwrap_or_default();
+                }
+                s
+            });
         }
         EventBody::SessionState(p) => {
             if let Some(s) = state.sessions.get_mut(sid) {

@@ -14,8 +14,9 @@ impl Runtime {
     /// vendor_status?}`), with `vendor_status` replaced by the latest status the vendor
     /// reported since this server started (Codex's `account/rateLimits/updated`, Claude
     /// Code's `rate_limit_event` `rate_limit_info`), if any, and `vendor_reports` the number
-    /// of such reports.
-    pub fn status(&self, stuck_after_seconds: u64) -> serde_json::Value {
+    /// of such reports. `protocol_errors.recent` leaves out another user's lead's lines
+    /// (`viewer` sees only theirs and the tasks').
+    pub fn status(&self, viewer: &str, stuck_after_seconds: u64) -> serde_json::Value {
         let now = chrono::Utc::now().timestamp_micros();
         let (sessions, rate_limits): (
             Vec<(String, String, Vendor, SessionState, i64, bool)>,
@@ -106,6 +107,8 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
+            // A lead's raw lines are its user's alone (counted for everyone).
+            .filter(|e| e.owner.is_empty() || e.owner == viewer)
             .cloned()
             .collect();
         serde_json::json!({

@@ -21,6 +21,7 @@ use crate::helpers::WAIT;
 
 mod fork;
 mod hostile;
+mod lead;
 mod resume;
 mod reviews;
 mod signin;

@@ -12,9 +12,25 @@ import { buildItems, ItemView } from "./items.js";
 import { VList, stickToBottom } from "../vlist.js";
 import { when } from "../util.js";
 
+/**
+ * A lead session's first message is byre's instructions and the user's notes, `---`, then the
+ * user's own words (or a compacted lead's handoff): the chat shows the user's words only.
+ */
+const MARK = "\n\n---\n\n";
+const SAID = "The user's message:\n\n";
+function userWords(ev) {
+  if (ev.kind !== "user.message" && ev.kind !== "user.queued") return ev;
+  const text = (ev.payload && ev.payload.text) || "";
+  const at = text.indexOf(MARK);
+  if (at < 0) return ev;
+  let rest = text.slice(at + MARK.length);
+  if (rest.startsWith(SAID)) rest = rest.slice(SAID.length);
+  return { ...ev, payload: { ...ev.payload, text: rest } };
+}
+
 let built = { version: -1, items: [] };
 function items() {
-  if (built.version !== lead.version) built = { version: lead.version, items: buildItems(lead.events) };
+  if (built.version !== lead.version) built = { version: lead.version, items: buildItems(lead.events.map(userWords)) };
   return built.items;
 }
 
