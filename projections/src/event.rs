@@ -273,6 +273,12 @@ event_kinds! {
     MergeAfterReviewSet = "task.merge_after_review_set" (crate::reviews::after::MergeAfterReviewSet),
     /// A merge that waited for a review will not be made (withdrawn, findings, …).
     MergeAfterReviewDropped = "task.merge_after_review_dropped" (crate::reviews::after::MergeAfterReviewDropped),
+    /// A viewer's socket attached to the task's terminal (and started its shell if none ran).
+    TerminalOpened = "terminal.opened" (crate::terminals::TerminalOpened),
+    /// A viewer's socket closed while the terminal's shell runs on.
+    TerminalClosed = "terminal.closed" (crate::terminals::TerminalClosed),
+    /// The terminal's shell ended (by itself, or killed by byre); its viewers are closed.
+    TerminalExited = "terminal.exited" (crate::terminals::TerminalExited),
 }
 
 /// `user.created` payload.

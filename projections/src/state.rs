@@ -62,6 +62,9 @@ pub struct State {
     /// The running subagents of each session that has some (`subagents.rs`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub subagents: crate::subagents::Running,
+    /// Running task terminals by task id (`terminals.rs`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub terminals: BTreeMap<String, crate::terminals::Terminal>,
     /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
     /// before the writer decides anything. Deciding an implementer's turn end records it in
     /// `turn.ended.review`; folds read only that recorded fact.
@@ -95,6 +98,7 @@ impl State {
         crate::snapshots::apply(self, e);
         crate::reviews::apply(self, e);
         crate::reviews::after::apply(self, e);
+        crate::terminals::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -374,6 +378,11 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         } => {
             crate::reviews::set_finding_state(state, actor, review_id, *index, *finding_state, head)
         }
+        Command::RecordTerminal {
+            actor,
+            task_id,
+            change,
+        } => crate::terminals::record(state, actor, task_id, change),
     }
 }
 

@@ -9,7 +9,8 @@
 //! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
 //! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
 //! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
-//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients).
+//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients), [`terminal`]
+//! (attaching to a task's terminal).
 
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ pub mod snapshots;
 pub mod status;
 pub mod subtasks;
 pub mod tasks;
+pub mod terminal;
 pub mod todo;
 pub mod tools;
 pub mod views;
@@ -57,6 +59,8 @@ pub struct Ctx {
     pub mcp: Arc<crate::vendors::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
+    /// Task terminals (shells on ptys, their viewers).
+    pub terminals: Arc<crate::terminal::Terminals>,
     /// Signed-in browser sessions (token mode).
     pub sessions: signin::Sessions,
     /// Turns true when the server shuts down; event streams end then.
