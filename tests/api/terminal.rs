@@ -341,6 +341,32 @@ async fn get_task_terminal_refuses_bad_sizes_unknown_tasks_and_plain_requests() 
         assert_eq!(r.status, *status, "case {i} {query:?}: {:?}", r.body);
         assert!(!r.message().is_empty(), "case {i} has a message");
     }
+    // A page of another site may not open a shell (WebSockets are not bound by CORS); the
+    // server's own origin may.
+    let evil = Api::for_url(&server.url).with_header("Origin", "http://evil.example");
+    let r = evil
+        .call(
+            "getTaskTerminal",
+            &[&task_id],
+            &[("cols", "80"), ("rows", "24")],
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    let own = Api::for_url(&server.url).with_header("Origin", &server.url);
+    let r = own
+        .call(
+            "getTaskTerminal",
+            &[&task_id],
+            &[("cols", "80"), ("rows", "24")],
+            None,
+        )
+        .await;
+    assert_eq!(
+        r.status, 400,
+        "its own origin passes (then: no upgrade): {:?}",
+        r.body
+    );
     assert!(
         terminal_events(&api, &task_id).await.is_empty(),
         "a refused open starts nothing"

@@ -28,6 +28,7 @@ mod speed;
 mod subagents;
 mod subtasks;
 mod task_flow;
+mod terminal;
 mod todo;
 
 /// Desktop and phone viewports of the screenshots: (label, width, height).

@@ -1,5 +1,5 @@
 // The right pane: the contract's TaskTab tabs, each a view of what exists today. Tabs for
-// capabilities not built yet (terminal, workflow) are listed with `ready: false`
+// capabilities not built yet (workflow) are listed with `ready: false`
 // and stay hidden until their issues land: flip the flag and add the view.
 
 import { html, useState, useEffect } from "../html.js";
@@ -10,6 +10,7 @@ import { InboxList } from "./inbox.js";
 import { EventLog } from "./eventlog.js";
 import { Reviews } from "./reviews.js";
 import { TodoList } from "./todo.js";
+import { Terminal } from "./terminal.js";
 import { openFindings } from "../reviews.js";
 import { when, short } from "../util.js";
 
@@ -19,7 +20,7 @@ const ALL_TABS = [
   { id: "inbox", label: "Inbox", ready: true },
   { id: "transcript", label: "Events", ready: true },
   { id: "project", label: "Project", ready: true },
-  { id: "terminal", label: "Terminal", ready: false },
+  { id: "terminal", label: "Terminal", ready: true },
   { id: "reviews", label: "Reviews", ready: true },
   { id: "workflow", label: "Workflow", ready: false },
 ];
@@ -77,6 +78,7 @@ export function Pane({ task, state, tab, onTab, phone }) {
     case "inbox": body = html`<${InboxList} state=${state} taskId=${task.id} />`; break;
     case "transcript": body = html`<${EventLog} state=${state} taskId=${task.id} />`; break;
     case "reviews": body = html`<${Reviews} task=${task} state=${state} />`; break;
+    case "terminal": body = html`<${Terminal} key=${task.id} task=${task} />`; break;
     case "project": body = html`<${ProjectTab} task=${task} state=${state} />`; break;
     default: body = html`<${Changes} key=${task.id} task=${task} state=${state} />`;
   }
