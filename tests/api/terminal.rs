@@ -284,8 +284,9 @@ async fn the_shell_and_what_it_started_die_with_the_task() {
     let (_repo, task_id) = task(&api).await;
     let mut term = Term::open(&server.url, &task_id, 80, 24).await;
     let pid: u32 = term.eval("p", "$$").await.parse().unwrap();
-    // A job in a process group of its own (job control), still in the shell's session.
-    term.type_line("sleep 600 &").await;
+    // A job in a process group of its own (job control) that ignores the hangup: only its
+    // BYRE_TERMINAL mark finds it.
+    term.type_line("nohup sleep 600 >/dev/null 2>&1 &").await;
     let job: u32 = term.eval("j", "$!").await.parse().unwrap();
     assert!(alive(job));
     let r = api.call("discardTask", &[&task_id], &[], None).await;
@@ -382,13 +383,14 @@ async fn no_shell_survives_a_kill_9_of_byre_past_the_next_start() {
     let (_repo, task_id) = task(&api).await;
     let mut term = Term::open(&byre.url, &task_id, 80, 24).await;
     let pid: u32 = term.eval("p", "$$").await.parse().unwrap();
-    term.type_line("sleep 600 &").await;
+    // The pty's hangup may end the shell when byre dies; a job that ignores it lives on.
+    term.type_line("nohup sleep 600 >/dev/null 2>&1 &").await;
     let job: u32 = term.eval("j", "$!").await.parse().unwrap();
     byre.kill_9();
     drop(term);
     assert!(
-        alive(pid),
-        "kill -9 leaves the shell (it is in a session of its own)"
+        alive(job),
+        "kill -9 of byre leaves a job that ignores SIGHUP running"
     );
 
     let byre = ServeProcess::start(data.path());

@@ -11,7 +11,7 @@ const HIDDEN = new Set([
   "session.state", "task.state", "user.unqueued", "inbox.delivered", "vendor.unrecognized",
   "focus.updated", "summary.read", "pane_focus.updated", "user.notification_prefs_updated",
   "user.default_model_updated", "session.vendor_session_started", "task.merge_landed",
-  "snapshot.requested", "review.requested",
+  "snapshot.requested", "review.requested", "terminal.closed",
 ]);
 
 const MERGE_KINDS = new Set([
@@ -60,6 +60,8 @@ export function buildItems(events) {
       continue;
     }
     if (HIDDEN.has(ev.kind)) continue;
+    // A viewer attaching to a running shell (a reload, a reconnect) is not news.
+    if (ev.kind === "terminal.opened" && !ev.payload.started) continue;
     const p = ev.payload || {};
     if (ev.kind === "tool.result") {
       const call = calls.get(p.tool_use_id);
@@ -226,6 +228,12 @@ export function Item({ item, taskId }) {
       return html`<div class="item note" data-testid="item-subagent" data-seq=${ev.seq}>subagent ${ev.kind === "subagent.started" ? "started" : `ended (${p.status})`}: ${p.description || p.summary || p.id} · ${p.subagents} running</div>`;
     case "task.subtask_started":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>started by <a href=${`/tasks/${p.parent_task_id}`} data-nav="1">its parent task</a> ${p.agent ? ` (agent ${p.agent})` : ""}</div>`;
+    case "terminal.opened":
+      return html`<div class="item note" data-testid="item-terminal" data-seq=${ev.seq}>${ev.actor} opened the terminal: <code>${p.shell}</code> (pid ${p.shell_pid})</div>`;
+    case "terminal.exited": {
+      const why = { exited: "exited", task_closed: "was killed as the task closed", server_stopping: "was killed as byre stopped", server_restarted: "was killed after byre restarted" }[p.cause] || p.cause;
+      return html`<div class="item note" data-testid="item-terminal" data-seq=${ev.seq}>the terminal's shell ${why}${p.status != null ? ` (status ${p.status})` : ""}</div>`;
+    }
     default:
       if (MERGE_KINDS.has(ev.kind)) return html`<${MergeItem} ev=${ev} />`;
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}><code>${ev.kind}</code></div>`;
