@@ -104,6 +104,9 @@ pub struct Terminals {
     runs: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     finished: Mutex<HashMap<String, watch::Receiver<bool>>>,
     stopping: AtomicBool,
+    /// The server's main runtime: output loops run there, not on the HTTP worker that opened
+    /// the terminal (a worker's runtime ends with the HTTP server, before shells are killed).
+    runtime: tokio::runtime::Handle,
 }
 
 /// One viewer's attachment to a task's terminal.
@@ -217,6 +220,7 @@ impl Terminals {
             runs: Mutex::new(Vec::new()),
             finished: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            runtime: tokio::runtime::Handle::current(),
         });
         for (task_id, shell_pid) in running {
             let change = TerminalChange::Exited(TerminalExited {
@@ -367,7 +371,11 @@ impl Terminals {
         if let Err(e) = self.record(login, task_id, change).await {
             shell.kill("task_closed");
             // Reap it; nothing is recorded for a shell the log never held.
-            let (_, _, ended) = started.run().await;
+            let (_, _, ended) = self
+                .runtime
+                .spawn(started.run())
+                .await
+                .map_err(|e| OpenError::Start(std::io::Error::other(e)))?;
             shell.finish(ended);
             return Err(e.into());
         }
@@ -386,7 +394,7 @@ impl Terminals {
             .insert(task_id.to_owned(), done_rx);
         let me = self.clone();
         let task = task_id.to_owned();
-        let handle = tokio::spawn(async move {
+        let handle = self.runtime.spawn(async move {
             let pid = started.shell.pid;
             let this = started.shell.clone();
             let (status, cause, ended) = started.run().await;

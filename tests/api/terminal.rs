@@ -207,8 +207,16 @@ async fn a_reconnect_gets_the_scrollback_exactly_once_and_the_same_shell() {
     assert_eq!(events[2]["payload"]["shell_pid"], pid);
 
     drop(second);
-    server.stop().await;
+    let data = server.stop().await;
     gone(pid, "after byre stopped").await;
+    // The stop recorded the shell's end itself (a restart finds nothing left to record).
+    let server = TestServer::spawn_on(data, crate::helpers::local_ada()).await;
+    let events = terminal_events(&server.api(), &task_id).await;
+    let last = events.last().unwrap();
+    assert_eq!(last["kind"], "terminal.exited");
+    assert_eq!(last["payload"]["cause"], "server_stopping");
+    assert_eq!(last["payload"]["shell_pid"], pid);
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
