@@ -2,7 +2,8 @@
 //! WebSocket. Parse the size, call [`crate::app::terminal`], then carry bytes both ways:
 //! output as binary messages (the scrollback first, once, then live), input from binary
 //! messages, resizes from text messages holding a `TerminalSize` (an invalid one is logged
-//! and ignored). A socket that answers no ping for [`PONG_TIMEOUT`] is closed. When the shell
+//! and ignored). A socket silent for three ping intervals (`Config::terminal_ping`, 10 s) is
+//! closed as half-open (`unresponsive`). When the shell
 //! ends the socket closes with 4000 and the exit status as the reason (1001 when byre stops);
 //! a viewer too slow for the output is closed with 4001 and may reconnect.
 
@@ -15,12 +16,6 @@ use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 use super::{ApiError, App};
 use crate::app::terminal as op;
 use crate::identity::Caller;
-
-/// How often the server pings a terminal socket.
-const PING_INTERVAL: Duration = Duration::from_secs(10);
-
-/// How long a socket may stay silent (no pong, no message) before it is closed as half-open.
-const PONG_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Largest input message, in bytes (a paste).
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -45,7 +40,7 @@ pub async fn get_task_terminal(
         .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
     let viewer = op::open_terminal(&app, &caller.login, &task_id, size).await?;
     tracing::info!(task_id = %task_id, viewer_id = %viewer.id, login = %caller.login, pid = viewer.shell_pid, "terminal opened");
-    actix_web::rt::spawn(serve(viewer, session, stream));
+    actix_web::rt::spawn(serve(viewer, session, stream, app.config.terminal_ping));
     Ok(response)
 }
 
@@ -82,12 +77,14 @@ async fn serve(
     mut viewer: crate::terminal::Viewer,
     mut session: actix_ws::Session,
     stream: actix_ws::MessageStream,
+    ping_every: Duration,
 ) {
     let mut stream = stream
         .max_frame_size(MAX_MESSAGE_BYTES)
         .aggregate_continuations()
         .max_continuation_size(MAX_MESSAGE_BYTES);
-    let mut ping = tokio::time::interval(PING_INTERVAL);
+    let silent_at_most = ping_every * 3;
+    let mut ping = tokio::time::interval(ping_every);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_heard = Instant::now();
     // None: the client left (`reason` recorded); Some: the socket is closed with it.
@@ -134,7 +131,7 @@ async fn serve(
                 }
             }
             _ = ping.tick() => {
-                if last_heard.elapsed() > PONG_TIMEOUT {
+                if last_heard.elapsed() > silent_at_most {
                     break ("unresponsive", Some(CloseReason {
                         code: CloseCode::Policy,
                         description: Some("no answer to pings".into()),

@@ -418,3 +418,29 @@ async fn no_shell_survives_a_kill_9_of_byre_past_the_next_start() {
     byre.terminate();
     gone(new_pid, "after byre stopped").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_that_answers_no_ping_is_closed_and_the_shell_runs_on() {
+    let server = TestServer::spawn_configured(
+        tempfile::TempDir::new().unwrap(),
+        crate::helpers::local_ada(),
+        |c| c.terminal_ping = Duration::from_millis(200),
+    )
+    .await;
+    let api = server.api();
+    let (_repo, task_id) = task(&api).await;
+    let mut sse = api.events(&[("task_id", task_id.as_str())], None).await;
+    // A client that never reads never answers a ping: a half-open connection, as far as the
+    // server can tell.
+    let silent = Term::open(&server.url, &task_id, 80, 24).await;
+    let closed = until_kind(&mut sse, "terminal.closed", WAIT).await;
+    let closed = &closed.last().unwrap().data;
+    assert_eq!(closed["payload"]["reason"], "unresponsive");
+    drop(silent);
+    // A client that reads answers the pings and stays; it finds the same shell.
+    let mut term = Term::open(&server.url, &task_id, 80, 24).await;
+    let first = terminal_events(&api, &task_id).await[0]["payload"]["shell_pid"].clone();
+    let pid = term.eval("p", "$$").await;
+    assert_eq!(pid, first.to_string());
+    server.stop().await;
+}
