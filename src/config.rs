@@ -40,6 +40,9 @@ pub struct Config {
     pub default_model: String,
     /// How often an idle event stream gets a heartbeat comment.
     pub heartbeat: Duration,
+    /// How often a task terminal's socket is pinged; one silent for three of these (no pong,
+    /// no message) is closed as half-open (`getTaskTerminal`).
+    pub terminal_ping: Duration,
     /// How long a running turn may go without a stream event before it counts as stuck.
     pub stuck_after_seconds: u64,
     /// The `claude` program; `None`: `BYRE_CLAUDE_BIN`, else `claude` on PATH.
@@ -104,6 +107,7 @@ impl Config {
             auth,
             default_model: "sonnet".into(),
             heartbeat: Duration::from_secs(15),
+            terminal_ping: Duration::from_secs(10),
             stuck_after_seconds: 300,
             claude_bin: None,
             codex_bin: None,

@@ -12,6 +12,7 @@
 //! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, session tokens).
 //! - [`api`]: the contract's JSON types, converted from the projections.
 //! - [`codebolt`]: the WebSocket CodeBolt agents speak, and what their requests do.
+//! - [`terminal`]: task terminals: login shells on ptys, their scrollback and viewers.
 //! - [`cli`]: `byre serve | log | rebuild | replay`.
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod log;
 pub mod mcp;
 pub mod reactors;
 pub mod startup;
+pub mod terminal;
 pub mod vendors;
 
 /// The git commit this binary was built from (`build.rs`: `git rev-parse HEAD`, the

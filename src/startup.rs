@@ -170,6 +170,8 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     if config.tailscale_bin.is_none() {
         config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
     }
+    let (terminals, terminals_task) =
+        crate::terminal::Terminals::start(writer.clone(), shutdown_rx.clone()).await;
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
         config: Arc::new(config),
@@ -178,6 +180,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         agents,
         mcp,
         worktrees: worktrees.clone(),
+        terminals,
         sessions: crate::app::signin::Sessions::default(),
         shutdown: shutdown_rx.clone(),
         requests: Default::default(),
@@ -204,6 +207,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         ),
         crate::reactors::runs::start(app.clone().into_inner(), shutdown_rx.clone()),
         agents_task,
+        terminals_task,
     ];
 
     // CodeBolt agents connect to `localhost` (v1 clients cannot be told another host): when

@@ -574,4 +574,14 @@ pub enum Command {
         /// The task worktree's HEAD (for the message a `fixed` sends).
         head: String,
     },
+    /// The terminal runtime records a viewer's open or close, or its shell's exit. 404
+    /// unknown task; 409 an open of a closed task.
+    RecordTerminal {
+        /// The viewer's login for an open or close; `byre` for an exit.
+        actor: String,
+        /// The task.
+        task_id: String,
+        /// What happened.
+        change: crate::terminals::TerminalChange,
+    },
 }

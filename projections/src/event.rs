@@ -290,6 +290,12 @@ event_kinds! {
     LeadNoteSaved = "lead_note.saved" (crate::lead::LeadNoteSaved),
     /// A user's note was deleted, by the lead (`forget`) or by them (owned by the user).
     LeadNoteDeleted = "lead_note.deleted" (crate::lead::LeadNoteDeleted),
+    /// A viewer's socket attached to the task's terminal (and started its shell if none ran).
+    TerminalOpened = "terminal.opened" (crate::terminals::TerminalOpened),
+    /// A viewer's socket closed while the terminal's shell runs on.
+    TerminalClosed = "terminal.closed" (crate::terminals::TerminalClosed),
+    /// The terminal's shell ended (by itself, or killed by byre); its viewers are closed.
+    TerminalExited = "terminal.exited" (crate::terminals::TerminalExited),
 }
 
 /// `user.created` payload.

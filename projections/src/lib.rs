@@ -31,6 +31,7 @@ pub mod snapshots;
 pub mod subagents;
 pub mod subtasks;
 pub mod tasks;
+pub mod terminals;
 pub mod tools;
 pub mod upcast;
 pub mod users;

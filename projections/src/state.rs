@@ -68,6 +68,9 @@ pub struct State {
     /// The users' lead notes by id (`lead.rs`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub lead_notes: BTreeMap<String, crate::lead::LeadNote>,
+    /// Running task terminals by task id (`terminals.rs`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub terminals: BTreeMap<String, crate::terminals::Terminal>,
     /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
     /// before the writer decides anything. Deciding an implementer's turn end records it in
     /// `turn.ended.review`; folds read only that recorded fact.
@@ -103,6 +106,7 @@ impl State {
         crate::reviews::after::apply(self, e);
         crate::runs::apply(self, e);
         crate::lead::apply(self, e);
+        crate::terminals::apply(self, e);
     }
 
     /// A task's sessions (not reviewers), oldest first (`listSessions`).
@@ -429,6 +433,11 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         } => {
             crate::reviews::set_finding_state(state, actor, review_id, *index, *finding_state, head)
         }
+        Command::RecordTerminal {
+            actor,
+            task_id,
+            change,
+        } => crate::terminals::record(state, actor, task_id, change),
     }
 }
 

@@ -11,7 +11,8 @@
 //! [`runs`] (workflow runs),
 //! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
 //! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients),
-//! [`lead`] (each user's lead agent) and [`lead_tools`] (its tools).
+//! [`lead`] (each user's lead agent) and [`lead_tools`] (its tools), [`terminal`] (attaching
+//! to a task's terminal).
 
 use std::sync::Arc;
 
@@ -41,6 +42,7 @@ pub mod snapshots;
 pub mod status;
 pub mod subtasks;
 pub mod tasks;
+pub mod terminal;
 pub mod todo;
 pub mod tools;
 pub mod views;
@@ -63,6 +65,8 @@ pub struct Ctx {
     pub mcp: Arc<crate::vendors::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
+    /// Task terminals (shells on ptys, their viewers).
+    pub terminals: Arc<crate::terminal::Terminals>,
     /// Signed-in browser sessions (token mode).
     pub sessions: signin::Sessions,
     /// Turns true when the server shuts down; event streams end then.

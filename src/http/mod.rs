@@ -24,6 +24,7 @@ mod snapshots;
 mod status;
 mod table;
 mod tasks;
+mod terminal;
 mod todo;
 pub mod ui;
 mod views;
@@ -278,7 +279,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/tasks/{taskId}/terminal",
             Method::GET,
-            not_implemented("getTaskTerminal", LATER),
+            web::to(terminal::get_task_terminal),
         )
         .route(
             "/api/tasks/{taskId}/previews",

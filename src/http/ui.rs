@@ -72,11 +72,15 @@ pub static ASSETS: &[Asset] = assets![
     "js/views/workflows.js" => JS,
     "js/views/lead.js" => JS,
     "js/lead.js" => JS,
+    "js/views/terminal.js" => JS,
     "vendor/preact.module.js" => JS,
     "vendor/hooks.module.js" => JS,
     "vendor/htm.module.js" => JS,
     "vendor/marked.esm.js" => JS,
     "vendor/purify.es.mjs" => JS,
+    "vendor/xterm.mjs" => JS,
+    "vendor/addon-fit.mjs" => JS,
+    "vendor/xterm.css" => "text/css; charset=utf-8",
 ];
 
 /// The `ETag` of each asset, in [`ASSETS`] order, computed once.

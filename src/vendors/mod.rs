@@ -20,7 +20,7 @@ pub mod claude;
 pub mod codebolt;
 pub mod codex;
 pub mod mcp;
-mod reaper;
+pub(crate) mod reaper;
 pub mod runtime;
 mod session;
 

@@ -87,7 +87,15 @@ pub(crate) const SESSION_ENV: &str = "BYRE_AGENT_SESSION";
 /// byre's own group; zombies (no environment left) are not counted. Returns how many groups
 /// held such a process.
 pub(crate) fn kill_marked(of_session: impl Fn(&str) -> bool) -> usize {
-    let prefix = format!("{SESSION_ENV}=");
+    kill_marked_by(SESSION_ENV, of_session)
+}
+
+/// [`kill_marked`] for any marker: SIGKILLs the process group of every process whose
+/// environment sets `env` to a value `accept` accepts (task terminals mark their shells with
+/// `BYRE_TERMINAL`, `src/terminal/`). Never byre's own group; returns how many groups held one.
+pub(crate) fn kill_marked_by(env: &str, accept: impl Fn(&str) -> bool) -> usize {
+    let of_session = accept;
+    let prefix = format!("{env}=");
     // SAFETY: getpgrp has no preconditions.
     let own = unsafe { libc::getpgrp() };
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -120,7 +128,11 @@ pub(crate) fn kill_marked(of_session: impl Fn(&str) -> bool) -> usize {
         }
     }
     for g in &groups {
-        tracing::warn!(pgid = g, "killed a process group an agent left running");
+        tracing::warn!(
+            pgid = g,
+            marker = env,
+            "killed a marked process group left running"
+        );
         kill_group(*g);
     }
     groups.len()

@@ -33,6 +33,7 @@ mod snapshots;
 mod subagents;
 mod subtasks;
 mod tasks;
+mod terminal;
 mod todo;
 mod ui;
 mod views;

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 npm install --prefix "$tmp" --no-audit --no-fund --save-exact --ignore-scripts \
-  preact@10.27.2 htm@3.1.1 marked@18.2.1 dompurify@3.5.0 >/dev/null
+  preact@10.27.2 htm@3.1.1 marked@18.2.1 dompurify@3.5.0 @xterm/xterm@6.0.0 @xterm/addon-fit@0.11.0 >/dev/null
 m="$tmp/node_modules"
 copy() { sed -e '/^\/\/# sourceMappingURL=/d' -e 's|from"preact"|from"./preact.module.js"|' "$1" > "$here/$2"; }
 copy "$m/preact/dist/preact.module.js" preact.module.js
@@ -17,9 +17,14 @@ copy "$m/preact/hooks/dist/hooks.module.js" hooks.module.js
 copy "$m/htm/dist/htm.module.js" htm.module.js
 copy "$m/marked/lib/marked.esm.js" marked.esm.js
 copy "$m/dompurify/dist/purify.es.mjs" purify.es.mjs
+copy "$m/@xterm/xterm/lib/xterm.mjs" xterm.mjs
+copy "$m/@xterm/addon-fit/lib/addon-fit.mjs" addon-fit.mjs
+cp "$m/@xterm/xterm/css/xterm.css" "$here/xterm.css"
 mkdir -p "$here/licenses"
 cp "$m/preact/LICENSE" "$here/licenses/preact.LICENSE"
 cp "$m/htm/LICENSE" "$here/licenses/htm.LICENSE"
 cp "$m/marked/LICENSE" "$here/licenses/marked.LICENSE"
 cp "$m/dompurify/LICENSE" "$here/licenses/dompurify.LICENSE"
+cp "$m/@xterm/xterm/LICENSE" "$here/licenses/xterm.LICENSE"
+cp "$m/@xterm/addon-fit/LICENSE" "$here/licenses/xterm-addon-fit.LICENSE"
 echo "vendored into $here"

@@ -29,6 +29,7 @@ mod speed;
 mod subagents;
 mod subtasks;
 mod task_flow;
+mod terminal;
 mod todo;
 mod workflows;
 

@@ -11,7 +11,7 @@ const HIDDEN = new Set([
   "session.state", "task.state", "user.unqueued", "inbox.delivered", "vendor.unrecognized",
   "focus.updated", "summary.read", "pane_focus.updated", "user.notification_prefs_updated",
   "user.default_model_updated", "session.vendor_session_started", "task.merge_landed",
-  "snapshot.requested", "review.requested",
+  "snapshot.requested", "review.requested", "terminal.closed",
 ]);
 
 const MERGE_KINDS = new Set([
@@ -60,6 +60,8 @@ export function buildItems(events) {
       continue;
     }
     if (HIDDEN.has(ev.kind)) continue;
+    // A viewer attaching to a running shell (a reload, a reconnect) is not news.
+    if (ev.kind === "terminal.opened" && !ev.payload.started) continue;
     const p = ev.payload || {};
     if (ev.kind === "tool.result") {
       const call = calls.get(p.tool_use_id);
@@ -240,6 +242,12 @@ export function Item({ item, taskId }) {
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>noted: ${p.text}</div>`;
     case "lead_note.deleted":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>${ev.agent_session_id ? "forgot" : `${ev.actor} deleted`} a note</div>`;
+    case "terminal.opened":
+      return html`<div class="item note" data-testid="item-terminal" data-seq=${ev.seq}>${ev.actor} opened the terminal: <code>${p.shell}</code> (pid ${p.shell_pid})</div>`;
+    case "terminal.exited": {
+      const why = { exited: "exited", task_closed: "was killed as the task closed", server_stopping: "was killed as byre stopped", server_restarted: "was killed after byre restarted" }[p.cause] || p.cause;
+      return html`<div class="item note" data-testid="item-terminal" data-seq=${ev.seq}>the terminal's shell ${why}${p.status != null ? ` (status ${p.status})` : ""}</div>`;
+    }
     default:
       if (MERGE_KINDS.has(ev.kind)) return html`<${MergeItem} ev=${ev} />`;
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}><code>${ev.kind}</code></div>`;

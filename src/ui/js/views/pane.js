@@ -11,6 +11,7 @@ import { EventLog } from "./eventlog.js";
 import { Reviews } from "./reviews.js";
 import { TodoList } from "./todo.js";
 import { WorkflowTab } from "./workflow.js";
+import { Terminal } from "./terminal.js";
 import { openFindings } from "../reviews.js";
 import { when, short } from "../util.js";
 
@@ -20,7 +21,7 @@ const ALL_TABS = [
   { id: "inbox", label: "Inbox", ready: true },
   { id: "transcript", label: "Events", ready: true },
   { id: "project", label: "Project", ready: true },
-  { id: "terminal", label: "Terminal", ready: false },
+  { id: "terminal", label: "Terminal", ready: true },
   { id: "reviews", label: "Reviews", ready: true },
   { id: "workflow", label: "Workflow", ready: true },
 ];
@@ -83,6 +84,7 @@ export function Pane({ task, state, tab, onTab, phone }) {
     case "transcript": body = html`<${EventLog} state=${state} taskId=${task.id} />`; break;
     case "reviews": body = html`<${Reviews} task=${task} state=${state} />`; break;
     case "workflow": body = html`<${WorkflowTab} key=${task.id} task=${task} state=${state} />`; break;
+    case "terminal": body = html`<${Terminal} key=${task.id} task=${task} />`; break;
     case "project": body = html`<${ProjectTab} task=${task} state=${state} />`; break;
     default: body = html`<${Changes} key=${task.id} task=${task} state=${state} />`;
   }

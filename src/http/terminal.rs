@@ -1,0 +1,150 @@
+//! `getTaskTerminal` — GET /api/tasks/{taskId}/terminal?cols&rows → 101: the task terminal's
+//! WebSocket. Parse the size, call [`crate::app::terminal`], then carry bytes both ways:
+//! output as binary messages (the scrollback first, once, then live), input from binary
+//! messages, resizes from text messages holding a `TerminalSize` (an invalid one is logged
+//! and ignored). A socket silent for three ping intervals (`Config::terminal_ping`, 10 s) is
+//! closed as half-open (`unresponsive`). When the shell
+//! ends the socket closes with 4000 and the exit status as the reason (1001 when byre stops);
+//! a viewer too slow for the output is closed with 4001 and may reconnect.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
+
+use super::{ApiError, App};
+use crate::app::terminal as op;
+use crate::identity::Caller;
+
+/// Largest input message, in bytes (a paste).
+const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// `getTaskTerminal`: 400 bad `cols`/`rows` or not a WebSocket upgrade; 403 an `Origin` of
+/// another site; 404 unknown task; 409 closed task (or its worktree not made yet).
+pub async fn get_task_terminal(
+    caller: Caller,
+    task_id: web::Path<String>,
+    query: web::Query<HashMap<String, String>>,
+    req: HttpRequest,
+    body: web::Payload,
+    app: web::Data<App>,
+) -> Result<HttpResponse, ApiError> {
+    let size = op::terminal_size(
+        query.get("cols").map(String::as_str),
+        query.get("rows").map(String::as_str),
+    )?;
+    same_origin(&req)?;
+    op::terminal_place(&app, &task_id).await?;
+    let (response, session, stream) = actix_ws::handle(&req, body)
+        .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
+    let viewer = op::open_terminal(&app, &caller.login, &task_id, size).await?;
+    tracing::info!(task_id = %task_id, viewer_id = %viewer.id, login = %caller.login, pid = viewer.shell_pid, "terminal opened");
+    actix_web::rt::spawn(serve(viewer, session, stream, app.config.terminal_ping));
+    Ok(response)
+}
+
+/// Refuses a socket a page of another origin opens: a WebSocket is not bound by CORS and
+/// carries a shell's input, so a browser's `Origin` must be byre's own (its `Host`). Clients
+/// that send no `Origin` (not browsers) pass.
+/// # Errors
+/// 403 when `Origin` names another host, or is not a URL.
+fn same_origin(req: &HttpRequest) -> Result<(), ApiError> {
+    let Some(origin) = req.headers().get(actix_web::http::header::ORIGIN) else {
+        return Ok(());
+    };
+    let host = req
+        .headers()
+        .get(actix_web::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let authority = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, rest)| rest.trim_end_matches('/'));
+    if authority.is_some_and(|a| !a.is_empty() && a.eq_ignore_ascii_case(host)) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(
+            "a terminal opens only from byre's own pages (the Origin is another site)".into(),
+        ))
+    }
+}
+
+/// One viewer's socket until it or the shell ends.
+async fn serve(
+    mut viewer: crate::terminal::Viewer,
+    mut session: actix_ws::Session,
+    stream: actix_ws::MessageStream,
+    ping_every: Duration,
+) {
+    let mut stream = stream
+        .max_frame_size(MAX_MESSAGE_BYTES)
+        .aggregate_continuations()
+        .max_continuation_size(MAX_MESSAGE_BYTES);
+    let silent_at_most = ping_every * 3;
+    let mut ping = tokio::time::interval(ping_every);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heard = Instant::now();
+    // None: the client left (`reason` recorded); Some: the socket is closed with it.
+    let (reason, close) = loop {
+        tokio::select! {
+            out = viewer.output.recv() => match out {
+                Some(bytes) => {
+                    if session.binary(bytes).await.is_err() {
+                        break ("client", None);
+                    }
+                }
+                None => match viewer.ended() {
+                    Some(ended) => break ("ended", Some(CloseReason {
+                        code: CloseCode::Other(ended.code),
+                        description: Some(ended.reason),
+                    })),
+                    None => break ("lagging", Some(CloseReason {
+                        code: CloseCode::Other(4001),
+                        description: Some("fell behind the terminal's output; reconnect".into()),
+                    })),
+                },
+            },
+            msg = stream.recv() => {
+                last_heard = Instant::now();
+                match msg {
+                    Some(Ok(AggregatedMessage::Binary(b))) => {
+                        if let Err(e) = viewer.input(&b).await {
+                            tracing::debug!(error = %e, "input to an ending terminal");
+                        }
+                    }
+                    Some(Ok(AggregatedMessage::Text(t))) => viewer.resize(&t).await,
+                    Some(Ok(AggregatedMessage::Ping(p))) => {
+                        let _ = session.pong(&p).await;
+                    }
+                    Some(Ok(AggregatedMessage::Pong(_))) => {}
+                    Some(Ok(AggregatedMessage::Close(_))) | None => break ("client", None),
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "terminal socket ended with an error");
+                        break ("client", Some(CloseReason {
+                            code: CloseCode::Protocol,
+                            description: Some(e.to_string()),
+                        }));
+                    }
+                }
+            }
+            _ = ping.tick() => {
+                if last_heard.elapsed() > silent_at_most {
+                    break ("unresponsive", Some(CloseReason {
+                        code: CloseCode::Policy,
+                        description: Some("no answer to pings".into()),
+                    }));
+                }
+                if session.ping(b"byre").await.is_err() {
+                    break ("client", None);
+                }
+            }
+        }
+    };
+    let _ = session.close(close).await;
+    if reason != "ended" {
+        viewer.leave(reason).await;
+    }
+}

@@ -1,0 +1,364 @@
+//! One task's shell on a pty: how it is started (argv, environment, its own session and so
+//! process group), its bounded scrollback, its viewers' queues, and the loop that reads its
+//! output until it ends.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::CStr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+
+use crate::vendors::reaper::{kill_group, kill_marked_by};
+
+/// The environment variable every shell gets (and so every process it starts):
+/// `<task id>/<shell id>`. It finds what a shell left behind, at its end and, after a
+/// `kill -9` of byre, at the next start (`super::Terminals::start`).
+pub const TERMINAL_ENV: &str = "BYRE_TERMINAL";
+
+/// How much of what a terminal printed is kept for viewers that attach later, in bytes.
+pub const SCROLLBACK_BYTES: usize = 256 * 1024;
+
+/// Chunks of output a viewer may have waiting before it counts as lagging and is dropped.
+pub const VIEWER_QUEUE: usize = 1024;
+
+/// How long the output of an ended shell is still read (what its last commands printed)
+/// before its viewers are closed.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+
+/// The shell program and home directory of the user byre runs as (passwd), with `/bin/sh`
+/// when passwd names no executable shell.
+pub fn login_shell() -> (PathBuf, Option<PathBuf>, String) {
+    let (shell, home, name) = passwd().unwrap_or_default();
+    let shell = Some(PathBuf::from(shell))
+        .filter(|p| p.is_absolute() && p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/bin/sh"));
+    let home = Some(PathBuf::from(home)).filter(|p| p.is_absolute());
+    (shell, home, name)
+}
+
+/// (shell, home, login name) of the current uid's passwd entry.
+fn passwd() -> Option<(String, String, String)> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    // SAFETY: a zeroed passwd is a valid out-parameter; getpwuid_r fills it and points its
+    // strings into `buf`, which outlives every read below.
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let rc = unsafe { libc::getpwuid_r(uid, &mut entry, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() {
+        return None;
+    }
+    let text = |p: *const libc::c_char| {
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: getpwuid_r gave a NUL-terminated string inside `buf`.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    Some((
+        text(entry.pw_shell),
+        text(entry.pw_dir),
+        text(entry.pw_name),
+    ))
+}
+
+/// How a shell ended, as its viewers' sockets are closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// The WebSocket close code: 4000 when the shell ended, 1001 when byre stops.
+    pub code: u16,
+    /// The close reason: the exit status (`3`), or why.
+    pub reason: String,
+}
+
+/// A running shell and everything attached to it.
+pub struct Shell {
+    /// Its task.
+    pub task_id: String,
+    /// Its pid: also its session and process group.
+    pub pid: u32,
+    /// The value of [`TERMINAL_ENV`] it and its children carry.
+    pub marker: String,
+    /// The program started.
+    pub program: String,
+    writer: tokio::sync::Mutex<pty_process::OwnedWritePty>,
+    inner: Mutex<Inner>,
+    ended: watch::Sender<Option<Ended>>,
+    /// Why byre killed it, if it did (`task_closed`, `server_stopping`).
+    kill_cause: Mutex<Option<&'static str>>,
+}
+
+struct Inner {
+    /// The last [`SCROLLBACK_BYTES`] it printed.
+    scrollback: VecDeque<u8>,
+    /// Viewers' queues by viewer id.
+    viewers: HashMap<String, mpsc::Sender<Bytes>>,
+    /// The pty's size (cols, rows).
+    size: (u16, u16),
+}
+
+/// What a started shell hands its runner: the read half of the pty and the child.
+pub struct Started {
+    /// The shell.
+    pub shell: Arc<Shell>,
+    reader: pty_process::OwnedReadPty,
+    child: tokio::process::Child,
+}
+
+/// What a viewer gets on attaching: its queue (the scrollback first, then live output) and
+/// the shell's end.
+pub struct Attached {
+    /// Output chunks; ends when the shell ended or the viewer lagged.
+    pub output: mpsc::Receiver<Bytes>,
+    /// The shell's end, once known.
+    pub ended: watch::Receiver<Option<Ended>>,
+}
+
+/// Starts `program` as a login shell (`argv[0]` `-name`) on a new pty of `cols`×`rows` in
+/// `cwd`, in a session (so process group) of its own, with a cleared environment: `HOME`,
+/// `USER`, `LOGNAME`, `SHELL`, `PATH` and `LANG` (from byre's), `TERM=xterm-256color`,
+/// `PORT` and [`TERMINAL_ENV`].
+/// # Errors
+/// The pty cannot be opened or the program cannot start.
+pub fn start(
+    task_id: &str,
+    marker: String,
+    cwd: &Path,
+    port: u32,
+    (cols, rows): (u16, u16),
+) -> std::io::Result<Started> {
+    let (program, home, user) = login_shell();
+    let (pty, pts) = pty_process::open().map_err(std::io::Error::other)?;
+    pty.resize(pty_process::Size::new(rows, cols))
+        .map_err(std::io::Error::other)?;
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "sh".into());
+    let home = home.unwrap_or_else(|| cwd.to_owned());
+    let user = if user.is_empty() {
+        std::env::var("USER").unwrap_or_default()
+    } else {
+        user
+    };
+    let path = std::env::var("PATH")
+        .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".into());
+    let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into());
+    let cmd = pty_process::Command::new(&program)
+        .arg0(format!("-{name}"))
+        .env_clear()
+        .env("HOME", &home)
+        .env("USER", &user)
+        .env("LOGNAME", &user)
+        .env("SHELL", &program)
+        .env("PATH", path)
+        .env("LANG", lang)
+        .env("TERM", "xterm-256color")
+        .env("PORT", port.to_string())
+        .env(TERMINAL_ENV, &marker)
+        .current_dir(cwd);
+    let child = cmd.spawn(pts).map_err(std::io::Error::other)?;
+    let pid = child.id().unwrap_or(0);
+    let (reader, writer) = pty.into_split();
+    let shell = Arc::new(Shell {
+        task_id: task_id.to_owned(),
+        pid,
+        marker,
+        program: program.to_string_lossy().into_owned(),
+        writer: tokio::sync::Mutex::new(writer),
+        inner: Mutex::new(Inner {
+            scrollback: VecDeque::new(),
+            viewers: HashMap::new(),
+            size: (cols, rows),
+        }),
+        ended: watch::channel(None).0,
+        kill_cause: Mutex::new(None),
+    });
+    Ok(Started {
+        shell,
+        reader,
+        child,
+    })
+}
+
+impl Shell {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether it has ended (its viewers were closed).
+    pub fn has_ended(&self) -> bool {
+        self.ended.borrow().is_some()
+    }
+
+    /// The pty's size (cols, rows).
+    pub fn size(&self) -> (u16, u16) {
+        self.inner().size
+    }
+
+    /// Attaches viewer `viewer_id`: its queue starts with the scrollback (one chunk), then
+    /// gets every chunk printed after, never one twice (both under one lock with the output
+    /// loop). `None` when the shell has ended.
+    pub fn attach(&self, viewer_id: &str) -> Option<Attached> {
+        let mut inner = self.inner();
+        if self.has_ended() {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(VIEWER_QUEUE);
+        if !inner.scrollback.is_empty() {
+            let chunk = Bytes::copy_from_slice(inner.scrollback.make_contiguous());
+            let _ = tx.try_send(chunk);
+        }
+        inner.viewers.insert(viewer_id.to_owned(), tx);
+        Some(Attached {
+            output: rx,
+            ended: self.ended.subscribe(),
+        })
+    }
+
+    /// Detaches a viewer (its socket closed).
+    pub fn detach(&self, viewer_id: &str) {
+        self.inner().viewers.remove(viewer_id);
+    }
+
+    /// Writes a viewer's input to the pty.
+    /// # Errors
+    /// The pty is gone.
+    pub async fn input(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut w = self.writer.lock().await;
+        w.write_all(bytes).await?;
+        w.flush().await
+    }
+
+    /// Resizes the pty (the kernel tells the foreground job with SIGWINCH).
+    /// # Errors
+    /// The pty is gone.
+    pub async fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()> {
+        let w = self.writer.lock().await;
+        w.resize(pty_process::Size::new(rows, cols))
+            .map_err(std::io::Error::other)?;
+        self.inner().size = (cols, rows);
+        Ok(())
+    }
+
+    /// Kills the shell's process group and whatever carries its marker, saying why
+    /// (`cause`, recorded in `terminal.exited`). Its output loop then ends it.
+    pub fn kill(&self, cause: &'static str) {
+        self.kill_cause
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(cause);
+        self.kill_leftovers();
+    }
+
+    fn kill_leftovers(&self) {
+        if let Ok(pid) = i32::try_from(self.pid) {
+            kill_group(pid);
+        }
+        let marker = self.marker.clone();
+        kill_marked_by(TERMINAL_ENV, |v| v == marker);
+    }
+
+    /// Appends output to the scrollback and hands it to every viewer; a viewer whose queue is
+    /// full is dropped (its socket closes as lagging and it may reconnect).
+    fn output(&self, bytes: &[u8]) {
+        let mut inner = self.inner();
+        inner.scrollback.extend(bytes);
+        let excess = inner.scrollback.len().saturating_sub(SCROLLBACK_BYTES);
+        inner.scrollback.drain(..excess);
+        let chunk = Bytes::copy_from_slice(bytes);
+        inner
+            .viewers
+            .retain(|id, tx| match tx.try_send(chunk.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::warn!(viewer_id = %id, "a terminal viewer fell behind; dropped");
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
+    }
+}
+
+/// How a shell's run ended: (exit status, cause, what its viewers are to be closed with).
+pub type Exit = (Option<i32>, &'static str, Ended);
+
+impl Started {
+    /// Reads the shell's output until it ends, then kills what it left (its group and
+    /// marked processes). Returns the status (the code, or 128 + signal), the cause, and
+    /// what its viewers are to be closed with ([`Shell::finish`]): 4000 with the status, or
+    /// 1001 when byre stopped it.
+    pub async fn run(self) -> Exit {
+        use std::os::unix::process::ExitStatusExt;
+        let Started {
+            shell,
+            mut reader,
+            mut child,
+        } = self;
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut status: Option<std::process::ExitStatus> = None;
+        // Once the shell exited: until when its output is still read.
+        let mut drain_until: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                r = reader.read(&mut buf) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => shell.output(&buf[..n]),
+                },
+                s = child.wait(), if status.is_none() => {
+                    status = s.ok();
+                    // Background jobs may hold the pty open: they go with the shell.
+                    shell.kill_leftovers();
+                    drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+                }
+                () = tokio::time::sleep_until(drain_until.unwrap_or_else(tokio::time::Instant::now)),
+                    if drain_until.is_some() => break,
+            }
+        }
+        if status.is_none() {
+            // The pty closed first: the shell is ending, or detached itself from it.
+            status = match tokio::time::timeout(DRAIN_AFTER_EXIT, child.wait()).await {
+                Ok(s) => s.ok(),
+                Err(_) => {
+                    shell.kill_leftovers();
+                    child.wait().await.ok()
+                }
+            };
+        }
+        shell.kill_leftovers();
+        let code = status.and_then(|s| s.code().or_else(|| s.signal().map(|n| 128 + n)));
+        let cause = shell
+            .kill_cause
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or("exited");
+        let ended = if cause == "server_stopping" {
+            Ended {
+                code: 1001,
+                reason: "byre is stopping".into(),
+            }
+        } else {
+            Ended {
+                code: 4000,
+                reason: code.map_or_else(|| "unknown".into(), |c| c.to_string()),
+            }
+        };
+        (code, cause, ended)
+    }
+}
+
+impl Shell {
+    /// Closes every viewer with `ended` (after its end was recorded); later attaches fail.
+    pub fn finish(&self, ended: Ended) {
+        // Under the lock: no viewer attaches between the end and the queues' closing.
+        let mut inner = self.inner();
+        self.ended.send_replace(Some(ended));
+        inner.viewers.clear();
+    }
+}

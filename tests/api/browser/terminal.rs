@@ -1,0 +1,73 @@
+//! The task pane's Terminal tab: xterm.js on the task's shell. The test types a command into
+//! the terminal as a user would (keys into xterm's input) and reads its output from the
+//! screen; then the shell exits and Enter starts a new one.
+
+use fantoccini::Locator;
+
+use super::Browser;
+use crate::helpers::{TestServer, WAIT};
+
+/// The text on the terminal's screen.
+const SCREEN: &str =
+    "((document.querySelector('[data-testid=terminal] .xterm-rows') || {}).textContent || '')";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_into_the_terminal_tab_runs_the_command_in_the_task_shell() {
+    let server = TestServer::spawn().await;
+    let api = server.api();
+    let (_repo, project) = api.basic_project().await;
+    let task = api.create_task(&project, "Terminal tab").await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+
+    let b = Browser::open(&server.url).await;
+    b.goto(&format!("/tasks/{task_id}/terminal")).await;
+    b.testid("terminal", "").await;
+    b.wait_js(
+        "the terminal connects",
+        "document.querySelector('[data-testid=terminal-status]').textContent === 'connected'",
+    )
+    .await;
+    let input = b
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("[data-testid=terminal] textarea"))
+        .await
+        .expect("xterm's input");
+    input
+        .send_keys("echo \"typed$((20+1)) $(basename $(pwd))\"\n")
+        .await
+        .expect("type into the terminal");
+    let expected = format!("typed21 {task_id}");
+    b.wait_js(
+        "the command's output shows on the terminal",
+        &format!("{SCREEN}.includes({expected:?})"),
+    )
+    .await;
+    b.screenshots("terminal").await;
+
+    // The shell exits: the tab says so, and Enter opens a new one.
+    input.send_keys("exit 3\n").await.expect("type exit");
+    b.wait_js(
+        "the tab shows the exit status",
+        "document.querySelector('[data-testid=terminal-status]').textContent === 'exited (3)'",
+    )
+    .await;
+    input.send_keys("\n").await.expect("press Enter");
+    b.wait_js(
+        "a new shell connects",
+        "document.querySelector('[data-testid=terminal-status]').textContent === 'connected'",
+    )
+    .await;
+    input
+        .send_keys("echo \"again$((20+2))\"\n")
+        .await
+        .expect("type into the new shell");
+    b.wait_js(
+        "the new shell answers",
+        &format!("{SCREEN}.includes('again22')"),
+    )
+    .await;
+    b.close().await;
+    server.stop().await;
+}
