@@ -383,7 +383,7 @@ impl Runtime {
         let json = match &owner {
             // A lead's delta says whose it is, as its logged events do.
             Some(o) => {
-                serde_json::json!({"kind": "agent.delta", "agent_session_id": session_id, "owner": o, "payload": {"text": text}})
+                serde_json::json!({"kind": "agent.delta", "task_id": "", "agent_session_id": session_id, "owner": o, "payload": {"text": text}})
             }
             None => {
                 serde_json::json!({"kind": "agent.delta", "task_id": task_id, "agent_session_id": session_id, "payload": {"text": text}})

@@ -132,6 +132,11 @@ async fn a_lead_creates_a_task_messages_its_agent_remembers_and_moves_the_pane_a
         .filter(|e| e.data["kind"] == "tool.call")
         .map(|e| e.data["payload"]["name"].as_str().unwrap())
         .collect();
+    let results: Vec<&Value> = seen
+        .iter()
+        .filter(|e| e.data["kind"] == "tool.result")
+        .map(|e| &e.data["payload"]["output"])
+        .collect();
     assert_eq!(
         tools,
         [
@@ -139,7 +144,8 @@ async fn a_lead_creates_a_task_messages_its_agent_remembers_and_moves_the_pane_a
             "mcp__byre__lead_message_task",
             "mcp__byre__remember",
             "mcp__byre__show"
-        ]
+        ],
+        "the tools' results: {results:?}"
     );
     let failed: Vec<&Value> = seen
         .iter()
