@@ -131,7 +131,25 @@ pub struct ToolSpec {
 pub fn definitions() -> Vec<ToolSpec> {
     let mut tools = base_definitions();
     tools.extend(super::subtasks::definitions());
+    tools.push(finish_stage_definition());
     tools
+}
+
+/// `finish_stage`, a workflow stage agent's tool (`super::runs`).
+fn finish_stage_definition() -> ToolSpec {
+    ToolSpec {
+        name: "finish_stage",
+        description: "Workflow stage agents only: finish this task's stage of its workflow run. With `status` `done`, `output` (Markdown) is what the later stages get: what you did, where it is, what they need to know; byre records it with the commit your worktree is at when this turn ends, and the stages after this one start. With `status` `blocked`, give your work so far as `output` and the `reason` you cannot finish: the humans get a question and the run waits; their answer arrives as your next message. Call it once per outcome, then END YOUR TURN. Writing that you are done does not finish the stage; only this tool does.",
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "output": {"type": "string", "description": "Markdown: what the later stages get (done), or your work so far (blocked)."},
+                "status": {"type": "string", "enum": ["done", "blocked"]},
+                "reason": {"type": "string", "description": "With blocked: why you cannot finish without the humans."}
+            },
+            "required": ["output", "status"]
+        }),
+    }
 }
 
 fn base_definitions() -> Vec<ToolSpec> {
@@ -174,19 +192,6 @@ fn base_definitions() -> Vec<ToolSpec> {
                     "name": {"type": "string", "description": "A short name, e.g. \"web\"."}
                 },
                 "required": ["port", "name"]
-            }),
-        },
-        ToolSpec {
-            name: "finish_stage",
-            description: "Workflow stage agents only: finish this task's stage of its workflow run. With `status` `done`, `output` (Markdown) is what the later stages get: what you did, where it is, what they need to know; byre records it with the commit your worktree is at when this turn ends, and the stages after this one start. With `status` `blocked`, give your work so far as `output` and the `reason` you cannot finish: the humans get a question and the run waits; their answer arrives as your next message. Call it once per outcome, then END YOUR TURN. Writing that you are done does not finish the stage; only this tool does.",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "output": {"type": "string", "description": "Markdown: what the later stages get (done), or your work so far (blocked)."},
-                    "status": {"type": "string", "enum": ["done", "blocked"]},
-                    "reason": {"type": "string", "description": "With blocked: why you cannot finish without the humans."}
-                },
-                "required": ["output", "status"]
             }),
         },
         ToolSpec {
