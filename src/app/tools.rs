@@ -140,13 +140,65 @@ pub struct ToolSpec {
     pub input_schema: Value,
 }
 
-/// The tools, their descriptions for the model and their argument schemas: the same for
-/// every vendor (MCP for the CLIs, the CodeBolt toolbox `byre`).
+/// Every tool, its description for the model and its argument schema: the same for every
+/// vendor (MCP for the CLIs, the CodeBolt toolbox `byre`).
 pub fn definitions() -> Vec<ToolSpec> {
     let mut tools = base_definitions();
     tools.extend(super::subtasks::definitions());
+    tools.push(finish_stage_definition());
     tools.extend(super::lead_tools::definitions());
     tools
+}
+
+/// The tools a session of `role` is offered (the others would be refused, see [`refusal`]): a
+/// reviewer has `submit_review` only, a lead its lead tools only, a task's agent the rest.
+pub fn definitions_for(role: SessionRole) -> Vec<ToolSpec> {
+    let lead = |t: &ToolSpec| super::lead_tools::NAMES.contains(&t.name);
+    definitions()
+        .into_iter()
+        .filter(|t| match role {
+            SessionRole::Reviewer => t.name == "submit_review",
+            SessionRole::Lead => lead(t),
+            SessionRole::Implementer => t.name != "submit_review" && !lead(t),
+        })
+        .collect()
+}
+
+/// A session role as `byre mcp --role` takes it (`implementer`, `lead`, `reviewer`); `None`
+/// for anything else.
+pub fn parse_role(text: &str) -> Option<SessionRole> {
+    match text {
+        "implementer" => Some(SessionRole::Implementer),
+        "lead" => Some(SessionRole::Lead),
+        "reviewer" => Some(SessionRole::Reviewer),
+        _ => None,
+    }
+}
+
+/// The name [`parse_role`] reads.
+pub fn role_name(role: SessionRole) -> &'static str {
+    match role {
+        SessionRole::Implementer => "implementer",
+        SessionRole::Lead => "lead",
+        SessionRole::Reviewer => "reviewer",
+    }
+}
+
+/// `finish_stage`, a workflow stage agent's tool (`super::runs`).
+fn finish_stage_definition() -> ToolSpec {
+    ToolSpec {
+        name: "finish_stage",
+        description: "Workflow stage agents only: finish this task's stage of its workflow run. With `status` `done`, `output` (Markdown) is what the later stages get: what you did, where it is, what they need to know; byre records it with the commit your worktree is at when this turn ends, and the stages after this one start. With `status` `blocked`, give your work so far as `output` and the `reason` you cannot finish: the humans get a question and the run waits; their answer arrives as your next message. Call it once per outcome, then END YOUR TURN. Writing that you are done does not finish the stage; only this tool does.",
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "output": {"type": "string", "description": "Markdown: what the later stages get (done), or your work so far (blocked)."},
+                "status": {"type": "string", "enum": ["done", "blocked"]},
+                "reason": {"type": "string", "description": "With blocked: why you cannot finish without the humans."}
+            },
+            "required": ["output", "status"]
+        }),
+    }
 }
 
 fn base_definitions() -> Vec<ToolSpec> {
@@ -189,19 +241,6 @@ fn base_definitions() -> Vec<ToolSpec> {
                     "name": {"type": "string", "description": "A short name, e.g. \"web\"."}
                 },
                 "required": ["port", "name"]
-            }),
-        },
-        ToolSpec {
-            name: "finish_stage",
-            description: "Workflow stage agents only: finish this task's stage of its workflow run. With `status` `done`, `output` (Markdown) is what the later stages get: what you did, where it is, what they need to know; byre records it with the commit your worktree is at when this turn ends, and the stages after this one start. With `status` `blocked`, give your work so far as `output` and the `reason` you cannot finish: the humans get a question and the run waits; their answer arrives as your next message. Call it once per outcome, then END YOUR TURN. Writing that you are done does not finish the stage; only this tool does.",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "output": {"type": "string", "description": "Markdown: what the later stages get (done), or your work so far (blocked)."},
-                    "status": {"type": "string", "enum": ["done", "blocked"]},
-                    "reason": {"type": "string", "description": "With blocked: why you cannot finish without the humans."}
-                },
-                "required": ["output", "status"]
             }),
         },
         ToolSpec {
@@ -351,5 +390,49 @@ pub fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
             }
         }
         _ => "Done.".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(role: SessionRole) -> Vec<&'static str> {
+        definitions_for(role).iter().map(|t| t.name).collect()
+    }
+
+    #[test]
+    fn each_role_is_offered_only_the_tools_it_may_use() {
+        assert_eq!(names(SessionRole::Reviewer), ["submit_review"]);
+        let lead = names(SessionRole::Lead);
+        assert_eq!(lead, super::super::lead_tools::NAMES);
+        let implementer = names(SessionRole::Implementer);
+        for t in [
+            "ask_human",
+            "take_snapshot",
+            "start_subtask",
+            "finish_stage",
+        ] {
+            assert!(implementer.contains(&t), "{t} missing: {implementer:?}");
+        }
+        for t in implementer.iter().chain(lead.iter()) {
+            assert_ne!(*t, "submit_review");
+        }
+        assert!(implementer.iter().all(|t| !lead.contains(t)));
+        // Every tool is offered to some role.
+        let all: Vec<&str> = definitions().iter().map(|t| t.name).collect();
+        assert_eq!(all.len(), implementer.len() + lead.len() + 1);
+    }
+
+    #[test]
+    fn roles_read_back_from_their_names() {
+        for role in [
+            SessionRole::Implementer,
+            SessionRole::Lead,
+            SessionRole::Reviewer,
+        ] {
+            assert_eq!(parse_role(role_name(role)), Some(role));
+        }
+        assert_eq!(parse_role("admin"), None);
     }
 }

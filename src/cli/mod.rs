@@ -117,6 +117,9 @@ pub enum Cmd {
         /// The file holding the session's token.
         #[arg(long)]
         token_file: PathBuf,
+        /// The session's role (`implementer`, `lead`, `reviewer`): which tools it is offered.
+        #[arg(long, default_value = "implementer", value_parser = parse_role)]
+        role: byre_projections::sessions::SessionRole,
     },
     /// Print a task as it stood at a seq.
     Replay {
@@ -230,8 +233,12 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Rebuild { data, verify } => {
             inspect::rebuild(&data.unwrap_or_else(config::default_data_dir), verify)
         }
-        Cmd::Mcp { url, token_file } => {
-            crate::mcp::stdio::serve(url, &token_file).await?;
+        Cmd::Mcp {
+            url,
+            token_file,
+            role,
+        } => {
+            crate::mcp::stdio::serve(url, &token_file, role).await?;
             Ok(0)
         }
         Cmd::Replay { data, task, until } => {
@@ -253,4 +260,9 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+fn parse_role(text: &str) -> Result<byre_projections::sessions::SessionRole, String> {
+    crate::app::tools::parse_role(text)
+        .ok_or_else(|| format!("unknown role `{text}`: implementer, lead or reviewer"))
 }

@@ -581,10 +581,9 @@ fn project_action(worktree: &Path, action: &str) -> Value {
 async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
     let toolbox = json!([{"name": "byre", "description": "byre's tools for a task's agent"}]);
     let definitions = || -> Vec<Value> {
-        crate::app::tools::definitions()
+        // A CodeBolt agent is a task's agent, never a reviewer or a lead.
+        crate::app::tools::definitions_for(byre_projections::sessions::SessionRole::Implementer)
             .into_iter()
-            // A CodeBolt agent is a task's agent, never a reviewer.
-            .filter(|t| t.name != "submit_review")
             .map(|t| {
                 json!({"type": "function", "function": {
                     "name": format!("byre--{}", t.name),

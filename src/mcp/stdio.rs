@@ -1,5 +1,6 @@
-//! `byre mcp --url URL --token-file PATH`: the stdio MCP server an agent CLI starts (rmcp's
-//! server over stdin/stdout). It lists byre's tools and forwards each call to the running byre
+//! `byre mcp --url URL --token-file PATH --role ROLE`: the stdio MCP server an agent CLI
+//! starts (rmcp's server over stdin/stdout). It lists the tools of the session's role
+//! ([`crate::app::tools::definitions_for`]) and forwards each call to the running byre
 //! (`POST {URL}/internal/mcp/tools/{tool}`, `Authorization: Bearer <token>`, the arguments as
 //! the JSON body; answer `{"is_error": bool, "text": "…"}`), whose text becomes the tool's
 //! result. Anything that goes wrong is a tool error the model reads, never a crash.
@@ -8,6 +9,8 @@ use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
+use byre_projections::sessions::SessionRole;
+
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -15,13 +18,19 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
-/// What the model is told about byre's tools as a whole.
-const INSTRUCTIONS: &str = "byre runs you as the agent of one task in a git worktree. Use ask_human when you cannot go on without a human's decision, set_merge_title to name your change, expose_port to show a running server to the humans, take_snapshot to keep the worktree's current state, and start_subtask / list_subtasks to hand a part of the work to another agent in a task of its own and follow it.";
+/// What the model is told about byre's tools as a whole, by the session's role.
+fn instructions(role: SessionRole) -> &'static str {
+    match role {
+        SessionRole::Implementer => "byre runs you as the agent of one task in a git worktree. Use ask_human when you cannot go on without a human's decision, set_merge_title to name your change, expose_port to show a running server to the humans, take_snapshot to keep the worktree's current state, and start_subtask / list_subtasks to hand a part of the work to another agent in a task of its own and follow it.",
+        SessionRole::Lead => "byre runs you as a user's lead agent, across their projects. Manage their tasks with the lead_* tools, keep what you learn about how they work with remember and forget, and move their right pane with show.",
+        SessionRole::Reviewer => "byre runs you as the reviewer of one snapshot of a task. Submit your review with submit_review.",
+    }
+}
 
-/// The tools, their descriptions for the model and their argument schemas
-/// ([`crate::app::tools::definitions`]) as MCP tools.
-pub fn tools() -> Vec<Tool> {
-    crate::app::tools::definitions()
+/// The tools of `role`, their descriptions for the model and their argument schemas
+/// ([`crate::app::tools::definitions_for`]) as MCP tools.
+pub fn tools(role: SessionRole) -> Vec<Tool> {
+    crate::app::tools::definitions_for(role)
         .into_iter()
         .map(|t| {
             let schema = t.input_schema.as_object().cloned().unwrap_or_default();
@@ -36,6 +45,7 @@ struct Forwarder {
     url: String,
     token: String,
     client: reqwest::Client,
+    role: SessionRole,
 }
 
 impl Forwarder {
@@ -81,7 +91,7 @@ impl Forwarder {
 impl ServerHandler for Forwarder {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(instructions(self.role))
     }
 
     async fn list_tools(
@@ -89,7 +99,7 @@ impl ServerHandler for Forwarder {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        Ok(ListToolsResult::with_all_items(tools(self.role)))
     }
 
     async fn call_tool(
@@ -106,7 +116,7 @@ impl ServerHandler for Forwarder {
 /// Serves MCP on stdin/stdout until the client closes it.
 /// # Errors
 /// The token file is unreadable, or the MCP session failed to start.
-pub async fn serve(url: String, token_file: &Path) -> anyhow::Result<()> {
+pub async fn serve(url: String, token_file: &Path, role: SessionRole) -> anyhow::Result<()> {
     let token = std::fs::read_to_string(token_file)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", token_file.display()))?
         .trim()
@@ -117,6 +127,7 @@ pub async fn serve(url: String, token_file: &Path) -> anyhow::Result<()> {
         // Straight to the loopback server: never through the agent's HTTP(S)_PROXY, which
         // could not reach this host's loopback and which byre refuses anyway.
         client: reqwest::Client::builder().no_proxy().build()?,
+        role,
     };
     let service = forwarder.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;

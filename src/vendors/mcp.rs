@@ -38,7 +38,7 @@ pub const CODEX_STARTUP_TIMEOUT_SEC: u64 = 60;
 pub struct McpLaunch {
     /// byre's binary.
     pub program: PathBuf,
-    /// `["mcp", "--url", URL, "--token-file", PATH]`.
+    /// `["mcp", "--url", URL, "--token-file", PATH, "--role", ROLE]`.
     pub args: Vec<String>,
 }
 
@@ -133,7 +133,11 @@ impl McpHost {
 
     /// Writes the session's token file and returns how to start its MCP server; `None` (and
     /// the agent runs without byre's tools) when the file cannot be written.
-    pub fn launch(&self, session_id: &str) -> Option<McpLaunch> {
+    pub fn launch(
+        &self,
+        session_id: &str,
+        role: byre_projections::sessions::SessionRole,
+    ) -> Option<McpLaunch> {
         let path = self.token_dir.join(format!("{session_id}.token"));
         if let Err(e) = std::fs::DirBuilder::new()
             .recursive(true)
@@ -152,6 +156,8 @@ impl McpHost {
                 self.url.clone(),
                 "--token-file".into(),
                 path.to_string_lossy().into_owned(),
+                "--role".into(),
+                crate::app::tools::role_name(role).into(),
             ],
         })
     }

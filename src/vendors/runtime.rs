@@ -538,6 +538,10 @@ impl Runtime {
             ))
         });
         let (vendor, vendor_session_id, own_model, task_id, worktree, port_base, fork) = found?;
+        let role = self
+            .writer
+            .read(|s| s.sessions.get(session_id).map(|x| x.role))
+            .unwrap_or(byre_projections::sessions::SessionRole::Implementer);
         if task_id.is_empty() {
             // The lead's directory is made on its first start (and again if removed).
             if let Err(e) = std::fs::create_dir_all(&worktree) {
@@ -556,7 +560,7 @@ impl Runtime {
             resume: false,
             socket_token: String::new(),
             socket_port: 0,
-            mcp: self.mcp.launch(session_id),
+            mcp: self.mcp.launch(session_id, role),
             fork: None,
         };
         spec.resume = driver.has_conversation(&spec);
