@@ -178,6 +178,40 @@ async fn a_lead_creates_a_task_messages_its_agent_remembers_and_moves_the_pane_a
         })
     })
     .await;
+    // Each agent is offered its own role's tools: the lead its lead tools, the task's agent
+    // the task tools.
+    let offered = |needle: &str| -> Vec<String> {
+        let rs = fake.messages_requests();
+        let r = rs
+            .iter()
+            .find(|r| r.last_user_text().is_some_and(|t| t.contains(needle)))
+            .unwrap_or_else(|| panic!("no request holds {needle}"));
+        r.tool_names()
+            .into_iter()
+            .filter(|n| n.starts_with("mcp__byre__"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let lead_tools = offered("LEAD-SETUP");
+    assert!(
+        lead_tools.contains(&"mcp__byre__lead_create_task".to_owned()),
+        "{lead_tools:?}"
+    );
+    assert!(
+        !lead_tools.contains(&"mcp__byre__ask_human".to_owned()),
+        "{lead_tools:?}"
+    );
+    let task_tools = offered("Say hello to the team");
+    assert!(
+        task_tools.contains(&"mcp__byre__ask_human".to_owned()),
+        "{task_tools:?}"
+    );
+    assert!(
+        task_tools
+            .iter()
+            .all(|t| !t.contains("lead_") && !t.ends_with("__remember")),
+        "{task_tools:?}"
+    );
     let focus = ada.call("getFocus", &[], &[], None).await.body;
     assert_eq!(focus["task_id"], task_id.as_str());
     assert_eq!(focus["project_id"], project_id.as_str());
