@@ -384,10 +384,13 @@ impl Machines {
                 TransferKind::Download { received, .. } => Some(received),
                 TransferKind::Upload(_) => None,
             });
+        // byre's own verdict on the archive first: the machine's reply may only repeat it.
+        if let Some(Received::Done(Err(e))) = received {
+            return Err(e);
+        }
         let reply = answer?;
         match received {
             Some(Received::Done(Ok(()))) => Ok(reply),
-            Some(Received::Done(Err(e))) => Err(e),
             _ => Err(format!(
                 "the machine `{}` answered without sending the archive",
                 machine.host
