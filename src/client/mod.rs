@@ -32,6 +32,8 @@ const CLOSE_REPLACED: u16 = 4001;
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait before reconnecting.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Longest silence of the server (which pings every 20 s) before the socket counts as lost.
+const SILENCE_LIMIT: Duration = Duration::from_secs(70);
 
 /// What `byre client` was started with.
 #[derive(Debug, Clone)]
@@ -138,15 +140,23 @@ async fn connect_once(url: &str, options: &Options, shared: &Arc<Shared>) -> End
     // Requests of this connection; dropped with it, which stops them (a command's process
     // group is killed).
     let mut running = tokio::task::JoinSet::new();
+    // The server pings every 20 s: a socket silent for longer than this is half-open.
+    let mut watchdog = tokio::time::interval(SILENCE_LIMIT / 2);
+    let mut last_heard = Instant::now();
     loop {
         tokio::select! {
+            _ = watchdog.tick() => {
+                if last_heard.elapsed() > SILENCE_LIMIT {
+                    return Ended::Lost(format!("nothing from the server for {} s", SILENCE_LIMIT.as_secs()));
+                }
+            }
             out = reply_rx.recv() => {
                 let Some(msg) = out else { continue };
                 if let Err(e) = sink.send(msg).await {
                     return Ended::Lost(format!("cannot send: {e}"));
                 }
             }
-            msg = stream.next() => match msg {
+            msg = stream.next() => match msg.inspect(|_| last_heard = Instant::now()) {
                 Some(Ok(Message::Text(text))) => {
                     let shared = shared.clone();
                     let tx = reply_tx.clone();

@@ -290,3 +290,70 @@ pub(crate) async fn download(shared: &Shared, request: &Value) -> Result<Value, 
     }
     Ok(json!({}))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{bash, machine_path, Tail, MAX_OUTPUT_BYTES};
+
+    #[test]
+    fn machine_paths_are_absolute_or_under_home() {
+        let home = super::home_dir();
+        let cases = [
+            ("~/notes.txt", Ok(home.join("notes.txt"))),
+            ("/etc/hosts", Ok("/etc/hosts".into())),
+            ("notes.txt", Err(())),
+            ("~notes", Err(())),
+            ("/a\0b", Err(())),
+        ];
+        for (raw, want) in cases {
+            let got = machine_path(&json!({ "path": raw }), "path").map_err(|_| ());
+            assert_eq!(got, want, "{raw:?}");
+        }
+        assert!(machine_path(&json!({}), "path").is_err(), "missing");
+    }
+
+    #[test]
+    fn the_output_tail_keeps_the_last_64_kib() {
+        let mut tail = Tail::default();
+        tail.push(&vec![b'a'; MAX_OUTPUT_BYTES]);
+        tail.push(b"end");
+        let bytes = tail.bytes();
+        assert_eq!(bytes.len(), MAX_OUTPUT_BYTES);
+        assert!(bytes.ends_with(b"aend"));
+    }
+
+    #[tokio::test]
+    async fn bash_answers_the_exit_code_and_output_together() {
+        let reply = bash(&json!({"command": "echo out; echo err >&2; exit 3"}))
+            .await
+            .unwrap();
+        assert_eq!(reply["exit_code"], 3, "{reply}");
+        let output = reply["output"].as_str().unwrap();
+        assert!(output.contains("out") && output.contains("err"), "{reply}");
+    }
+
+    #[tokio::test]
+    async fn bash_kills_the_command_at_its_timeout_and_what_it_left_behind() {
+        let reply = bash(&json!({"command": "sleep 300 & echo $!; sleep 300", "timeout_ms": 8000}))
+            .await
+            .unwrap();
+        assert_eq!(reply["exit_code"], -1, "{reply}");
+        let pid: u32 = reply["output"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}: {reply}"));
+        // Gone, or a zombie waiting for its new parent to reap it: not running.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .next();
+        assert!(matches!(state, None | Some("Z")), "{stat}");
+    }
+}
