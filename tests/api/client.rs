@@ -34,8 +34,14 @@ struct ClientProcess {
 impl ClientProcess {
     /// `byre client --server URL --host HOST` with `home` as its home directory.
     fn start(url: &str, host: &str, home: &Path) -> ClientProcess {
+        Self::start_with(url, host, home, &[])
+    }
+
+    /// As [`ClientProcess::start`], with more arguments.
+    fn start_with(url: &str, host: &str, home: &Path, more: &[&str]) -> ClientProcess {
         let mut child = Command::new(byre_bin())
             .args(["client", "--server", url, "--host", host])
+            .args(more)
             .env("HOME", home)
             .env("SHELL", "/bin/sh")
             .env("BYRE_LOG", "warn")
@@ -394,4 +400,149 @@ async fn client_operations_refuse_what_they_cannot_serve() {
         let body: Value = resp.json().await.unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(body["message"].is_string(), "{what}: {body}");
     }
+}
+
+/// Calls byre's agent tool `tool` as session `session_id`'s `byre mcp` would; the answer.
+async fn tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
+    let host = byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
+        .expect("the server's MCP secret");
+    let r = reqwest::Client::new()
+        .post(format!("{}/internal/mcp/tools/{tool}", server.url))
+        .bearer_auth(host.token(session_id))
+        .json(&args)
+        .send()
+        .await
+        .expect("byre answers");
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
+    // No agent CLI: the task's one turn fails at once and its session stays, idle.
+    let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), |c| {
+        c.claude_bin = Some("/nonexistent/claude".into());
+    })
+    .await;
+    let api = server.api();
+    let (_repo, project_id) = api.basic_project().await;
+    let mut sse = api.events(&[], None).await;
+    let (task_id, _) = start_task(&api, &project_id, "hello").await;
+    first_turn(&mut sse, &task_id).await;
+    let session_id = api.first_session_id(&task_id).await;
+
+    let r = tool(&server, &session_id, "bash", json!({"command": "true"})).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("no machine of ada is connected"),
+        "{r}"
+    );
+
+    // The hands server: byre's own `byre mcp` with a token no session has, so each of its
+    // tools answers a CallToolResult with isError.
+    let home = TempDir::new().unwrap();
+    let token_file = home.path().join("bad-token");
+    std::fs::write(&token_file, "not-a-token").unwrap();
+    let hands = format!(
+        "{} mcp --url {} --token-file {}",
+        byre_bin(),
+        server.url,
+        token_file.display()
+    );
+    let mut client =
+        ClientProcess::start_with(&server.url, "laptop", home.path(), &["--hands-mcp", &hands]);
+    client.line("connected to").await;
+
+    let refusals: Vec<(&str, Value, &str)> = vec![
+        (
+            "read_file",
+            json!({"path": "relative.txt"}),
+            "absolute or starting with ~/",
+        ),
+        (
+            "upload",
+            json!({"path": "../outside", "dest": "~/x"}),
+            "must not contain `..`",
+        ),
+        (
+            "upload",
+            json!({"path": "README.md", "dest": "x"}),
+            "absolute or starting with ~/",
+        ),
+        (
+            "download",
+            json!({"path": "~/x", "dest": ".git/config"}),
+            ".git",
+        ),
+        (
+            "download",
+            json!({"path": "~/x", "dest": ""}),
+            "not its root",
+        ),
+        (
+            "bash",
+            json!({"command": "true", "timeout_seconds": 0}),
+            "timeout_seconds",
+        ),
+        ("bash", json!({}), "`command` is required"),
+        (
+            "hands",
+            json!({"tool": "x", "arguments": 3}),
+            "`arguments` must be an object",
+        ),
+        ("read_file", json!({"path": "~/missing.txt"}), "missing.txt"),
+    ];
+    for (name, args, says) in refusals {
+        let r = tool(&server, &session_id, name, args.clone()).await;
+        assert_eq!(r["is_error"], true, "{name} {args}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains(says),
+            "{name} {args}: {r}"
+        );
+    }
+
+    let r = tool(
+        &server,
+        &session_id,
+        "write_file",
+        json!({"path": "~/deep/note.txt", "content": "hi"}),
+    )
+    .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("deep/note.txt")).unwrap(),
+        "hi"
+    );
+    let r = tool(
+        &server,
+        &session_id,
+        "read_file",
+        json!({"path": "~/deep/note.txt"}),
+    )
+    .await;
+    assert_eq!(
+        (r["is_error"].clone(), r["text"].clone()),
+        (json!(false), json!("hi")),
+        "{r}"
+    );
+
+    let r = tool(
+        &server,
+        &session_id,
+        "hands",
+        json!({"tool": "take_snapshot", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(r["result"]["isError"], true, "the tool's own result: {r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not a valid session token"),
+        "{r}"
+    );
+    client.line("started the hands server").await;
 }
