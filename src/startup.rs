@@ -177,6 +177,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         config: Arc::new(config),
         started_at_us: chrono::Utc::now().timestamp_micros(),
         clients: Clients::default(),
+        machines: crate::app::clients::Machines::default(),
         agents,
         mcp,
         worktrees: worktrees.clone(),

@@ -214,10 +214,7 @@ fn task_of(app: &Ctx, arg: &str) -> Result<String, Error> {
 }
 
 fn ok(text: impl Into<String>) -> Result<ToolResult, Error> {
-    Ok(ToolResult {
-        is_error: false,
-        text: text.into(),
-    })
+    Ok(ToolResult::text(text))
 }
 
 fn pretty(v: &impl serde::Serialize) -> String {

@@ -12,7 +12,8 @@
 //! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
 //! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients),
 //! [`lead`] (each user's lead agent) and [`lead_tools`] (its tools), [`terminal`] (attaching
-//! to a task's terminal).
+//! to a task's terminal), [`clients`] (the users' machines connected as clients, their
+//! requests and transfers) and [`client_tools`] (the agents' tools that use them).
 
 use std::sync::Arc;
 
@@ -23,6 +24,8 @@ use crate::log::{SubmitError, Writer};
 
 pub mod blobs;
 pub mod choices;
+pub mod client_tools;
+pub mod clients;
 pub mod events;
 pub mod finish;
 pub mod fork;
@@ -59,6 +62,8 @@ pub struct Ctx {
     pub started_at_us: i64,
     /// Open event streams, for `getStatus`.
     pub clients: status::Clients,
+    /// The users' machines connected over `connectClient`, and their waiting requests.
+    pub machines: clients::Machines,
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
     pub agents: Arc<crate::vendors::runtime::Runtime>,
     /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).

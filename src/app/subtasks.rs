@@ -251,10 +251,9 @@ pub async fn call(
 ) -> Option<Result<ToolResult, Error>> {
     let answer = match tool {
         "start_subtask" => start_tool(app, session_id, args).await,
-        "list_subtasks" => list_subtasks(app, session_id).await.map(|list| ToolResult {
-            is_error: false,
-            text: serde_json::to_string_pretty(&list).unwrap_or_default(),
-        }),
+        "list_subtasks" => list_subtasks(app, session_id)
+            .await
+            .map(|list| ToolResult::text(serde_json::to_string_pretty(&list).unwrap_or_default())),
         _ => return None,
     };
     Some(match answer {
@@ -290,11 +289,8 @@ async fn start_tool(app: &Ctx, session_id: &str, args: &Value) -> Result<ToolRes
         .writer
         .read(|s| s.tasks.get(&started.task_id).map(|t| t.branch.clone()))
         .unwrap_or_default();
-    Ok(ToolResult {
-        is_error: false,
-        text: format!(
+    Ok(ToolResult::text(format!(
             "Subtask {} started on branch `{branch}`; its agent is working on your prompt now. Follow it with list_subtasks. You do not need to wait for it.",
             started.task_id
-        ),
-    })
+    )))
 }

@@ -1,6 +1,7 @@
 //! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`,
 //! `start_subtask` and `list_subtasks` (`super::subtasks`), a workflow stage agent's
-//! `finish_stage` (`super::runs`), a reviewer's `submit_review`, and a lead's tools
+//! `finish_stage` (`super::runs`), the tools that use the user's own machine
+//! (`super::client_tools`), a reviewer's `submit_review`, and a lead's tools
 //! (`super::lead_tools`)):
 //! who may call them, what a call's arguments mean, what it does and what the agent reads
 //! back. Claude Code and Codex agents call them through their `byre mcp` child and the
@@ -24,6 +25,9 @@ pub struct ToolResult {
     pub is_error: bool,
     /// What the model reads.
     pub text: String,
+    /// A whole MCP `CallToolResult` to hand on as it is (`hands`: a tool of the user's
+    /// machine), images included; `text` then holds its text for callers that take text only.
+    pub result: Option<Value>,
 }
 
 impl ToolResult {
@@ -32,6 +36,36 @@ impl ToolResult {
         ToolResult {
             is_error: true,
             text: text.into(),
+            result: None,
+        }
+    }
+
+    /// A successful result saying `text`.
+    pub fn text(text: impl Into<String>) -> ToolResult {
+        ToolResult {
+            is_error: false,
+            text: text.into(),
+            result: None,
+        }
+    }
+
+    /// An MCP `CallToolResult` (an object with `content` and maybe `isError`), handed on as
+    /// it is; its text blocks, joined, are the text.
+    pub fn call_result(result: Value) -> ToolResult {
+        let text = result["content"]
+            .as_array()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        ToolResult {
+            is_error: result["isError"].as_bool().unwrap_or(false),
+            text,
+            result: Some(result),
         }
     }
 }
@@ -112,6 +146,9 @@ pub async fn call(
     if let Some(answer) = super::subtasks::call(app, session_id, tool, &args).await {
         return answer;
     }
+    if let Some(answer) = super::client_tools::call(app, session_id, tool, &args).await {
+        return answer;
+    }
     let task_id = app
         .writer
         .read(|s| s.sessions.get(session_id).map(|x| x.task_id.clone()))
@@ -121,10 +158,7 @@ pub async fn call(
         Err(message) => return Ok(ToolResult::error(message)),
     };
     match app.writer.submit(cmd, None).await {
-        Ok(ack) => Ok(ToolResult {
-            is_error: false,
-            text: success_text(tool, &ack),
-        }),
+        Ok(ack) => Ok(ToolResult::text(success_text(tool, &ack))),
         Err(SubmitError::Rejected(r)) => Ok(ToolResult::error(r.to_string())),
         Err(e) => Err(e.into()),
     }
@@ -146,6 +180,7 @@ pub fn definitions() -> Vec<ToolSpec> {
     let mut tools = base_definitions();
     tools.extend(super::subtasks::definitions());
     tools.push(finish_stage_definition());
+    tools.extend(super::client_tools::definitions());
     tools.extend(super::lead_tools::definitions());
     tools
 }
@@ -353,7 +388,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             Ok(Command::SubmitReview { session_id, result })
         }
         other => Err(format!(
-            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages), (for reviewers) submit_review and (for a lead) {}", super::lead_tools::NAMES.join(", ")
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages), the machine tools bash, read_file, write_file, upload, download and hands, (for reviewers) submit_review and (for a lead) {}", super::lead_tools::NAMES.join(", ")
         )),
     }
 }

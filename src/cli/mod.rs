@@ -1,4 +1,4 @@
-//! The `byre` command line: `serve`, `log`, `rebuild`, `replay`. `log`, `rebuild` and
+//! The `byre` command line: `serve`, `client`, `log`, `rebuild`, `replay`. `log`, `rebuild` and
 //! `replay` open the log read-only, so they work while a server runs on the same data dir.
 
 use std::net::{SocketAddr, TcpListener};
@@ -76,6 +76,26 @@ pub enum Cmd {
         /// Seconds a reviewer may run before its review fails.
         #[arg(long, env = "BYRE_REVIEW_TIMEOUT", default_value_t = 600)]
         review_timeout: u64,
+    },
+    /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
+    /// connected to a byre server; reconnects with backoff.
+    Client {
+        /// The server, e.g. `http://127.0.0.1:7777`.
+        #[arg(long)]
+        server: String,
+        /// This machine's name on the server (its `Byre-Host`). Default: the host name.
+        #[arg(long)]
+        host: Option<String>,
+        /// The bearer token, when the server runs `--auth token`.
+        #[arg(long, env = "BYRE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// A file holding the bearer token (instead of --token).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// The byre-hands MCP server to start for `hands` requests: a command line, its words
+        /// split on whitespace (no shell).
+        #[arg(long)]
+        hands_mcp: Option<String>,
     },
     /// Print events of the log.
     Log {
@@ -214,6 +234,30 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             wait_for_signal().await;
             running.stop().await;
             Ok(0)
+        }
+        Cmd::Client {
+            server,
+            host,
+            token,
+            token_file,
+            hands_mcp,
+        } => {
+            let token = match token_file {
+                Some(path) => Some(
+                    std::fs::read_to_string(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?
+                        .trim()
+                        .to_owned(),
+                ),
+                None => token,
+            };
+            let options = crate::client::Options {
+                server,
+                host: host.unwrap_or_else(crate::client::host_name),
+                token,
+                hands_mcp,
+            };
+            crate::client::run(options).await
         }
         Cmd::Log {
             data,

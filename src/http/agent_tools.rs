@@ -3,7 +3,8 @@
 //!
 //! Request: `Authorization: Bearer <session token>` (`crate::vendors::mcp::McpHost::token`), the tool's
 //! arguments as a JSON object of at most `MAX_TOOL_ARGS_BYTES`. Answer: 200
-//! `{"is_error": bool, "text": "…"}`, the tool result the model reads — a refused, malformed
+//! `{"is_error": bool, "text": "…"}` (plus `result`, a whole MCP `CallToolResult` to hand on
+//! as it is, for `hands`), the tool result the model reads — a refused, malformed
 //! or oversized call is a tool error, never an HTTP error; 401
 //! without a token, 403 for a token that is not a live session's (forged, of no session, or of
 //! a completed one) and for a call that does not come straight from this host: a non-loopback
@@ -19,7 +20,11 @@ use super::{ApiError, App};
 use crate::app::tools::{self, ToolResult, MAX_TOOL_ARGS_BYTES};
 
 fn answer(result: ToolResult) -> HttpResponse {
-    HttpResponse::Ok().json(json!({"is_error": result.is_error, "text": result.text}))
+    let mut body = json!({"is_error": result.is_error, "text": result.text});
+    if let Some(whole) = result.result {
+        body["result"] = whole;
+    }
+    HttpResponse::Ok().json(body)
 }
 
 /// Whether a request comes straight from a process on this host: a loopback peer and no

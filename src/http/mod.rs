@@ -10,6 +10,7 @@ use actix_web::{web, HttpResponse};
 mod agent_tools;
 pub mod auth;
 mod blobs;
+mod clients;
 mod error;
 mod events;
 mod finish;
@@ -82,16 +83,6 @@ fn not_implemented(operation_id: &'static str, issue: &'static str) -> actix_web
             "{operation_id} is not implemented yet ({issue})"
         )))
     })
-}
-
-fn not_implemented_handler(
-    operation_id: &'static str,
-) -> impl Fn() -> std::future::Ready<Result<HttpResponse, ApiError>> + Clone {
-    move || {
-        std::future::ready(Err(ApiError::NotImplemented(format!(
-            "{operation_id} is not implemented yet (not yet scheduled)"
-        ))))
-    }
 }
 
 /// The route table: every operationId of the contract, each on its method; another method on a
@@ -364,17 +355,17 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/clients/connect",
             Method::GET,
-            not_implemented("connectClient", LATER),
+            web::to(clients::connect_client),
         )
         .route(
             "/api/clients/transfers/{transferId}",
             Method::GET,
-            web::to(not_implemented_handler("getClientTransfer")),
+            web::to(clients::get_client_transfer),
         )
         .route(
             "/api/clients/transfers/{transferId}",
             Method::PUT,
-            web::to(not_implemented_handler("putClientTransfer")),
+            web::to(clients::put_client_transfer),
         )
         // Events, status, workflows
         .route("/api/events", Method::GET, web::to(events::stream_events))

@@ -3,7 +3,7 @@
 //! ([`crate::app::tools::definitions_for`]) and forwards each call to the running byre
 //! (`POST {URL}/internal/mcp/tools/{tool}`, `Authorization: Bearer <token>`, the arguments as
 //! the JSON body; answer `{"is_error": bool, "text": "…"}`), whose text becomes the tool's
-//! result. Anything that goes wrong is a tool error the model reads, never a crash.
+//! result; an answer with a whole `result` (`hands`) is handed on as it is. Anything that goes wrong is a tool error the model reads, never a crash.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -21,7 +21,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 /// What the model is told about byre's tools as a whole, by the session's role.
 fn instructions(role: SessionRole) -> &'static str {
     match role {
-        SessionRole::Implementer => "byre runs you as the agent of one task in a git worktree. Use ask_human when you cannot go on without a human's decision, set_merge_title to name your change, expose_port to show a running server to the humans, take_snapshot to keep the worktree's current state, and start_subtask / list_subtasks to hand a part of the work to another agent in a task of its own and follow it.",
+        SessionRole::Implementer => "byre runs you as the agent of one task in a git worktree. Use ask_human when you cannot go on without a human's decision, set_merge_title to name your change, expose_port to show a running server to the humans, take_snapshot to keep the worktree's current state, and start_subtask / list_subtasks to hand a part of the work to another agent in a task of its own and follow it. bash, read_file, write_file, upload, download and hands act on the user's own machine (their laptop), not the worktree: use them only when the work needs that machine.",
         SessionRole::Lead => "byre runs you as a user's lead agent, across their projects. Manage their tasks with the lead_* tools, keep what you learn about how they work with remember and forget, and move their right pane with show.",
         SessionRole::Reviewer => "byre runs you as the reviewer of one snapshot of a task. Submit your review with submit_review.",
     }
@@ -59,6 +59,15 @@ impl Forwarder {
             .await;
         let (is_error, text) = match answer {
             Ok(r) if r.status().is_success() => match r.json::<serde_json::Value>().await {
+                Ok(v) if v["result"].is_object() => {
+                    match serde_json::from_value::<CallToolResult>(v["result"].clone()) {
+                        Ok(whole) => return whole,
+                        Err(e) => (
+                            true,
+                            format!("the machine's tool result was malformed: {e}"),
+                        ),
+                    }
+                }
                 Ok(v) => (
                     v["is_error"].as_bool().unwrap_or(true),
                     v["text"]

@@ -151,7 +151,7 @@ async fn a_real_codeboltjs_agent_writes_commits_runs_commands_and_chats() {
     assert!(has("the human said: blue"), "{texts:?}");
     // byre's agent tools are its toolbox `byre`.
     assert!(
-        has("byre tools: byre--ask_human,byre--take_snapshot,byre--set_merge_title,byre--expose_port,byre--start_subtask,byre--list_subtasks,byre--finish_stage"),
+        has("byre tools: byre--ask_human,byre--take_snapshot,byre--set_merge_title,byre--expose_port,byre--start_subtask,byre--list_subtasks,byre--finish_stage,byre--bash,byre--read_file,byre--write_file,byre--upload,byre--download,byre--hands"),
         "{texts:?}"
     );
     assert!(has("set_merge_title: The merge title is set."), "{texts:?}");

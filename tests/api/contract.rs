@@ -330,6 +330,9 @@ async fn a_body_over_its_limit_is_a_json_413_on_every_operation_that_takes_one()
         if probe.status().as_u16() == 501 {
             continue; // not built yet: it reads no body
         }
+        if op == "putClientTransfer" {
+            continue; // 1 GiB, counted while streamed, and only for a waiting transfer (404 here)
+        }
         // Just over the operation's limit (images 5 MiB, workflow files 256 KiB, JSON 1 MiB).
         let limit = match ct.as_str() {
             t if t.starts_with("image/") => 5 * 1024 * 1024,

@@ -13,6 +13,7 @@ mod blobs;
 mod browser;
 mod claude;
 mod cli;
+mod client;
 mod codebolt;
 mod codebolt_agents;
 mod codex;

@@ -1,0 +1,548 @@
+//! The user's machine as a client (issue 17 part 2): the real `byre client` process
+//! connected to the test server, and a real Claude Code agent (fake model script
+//! `fixtures/fake-model/x_client.json`) using it through byre's MCP tools: it runs a command,
+//! uploads a worktree file and downloads one back; a second client of the same host replaces
+//! the first; a client killed mid-request gives the agent a tool error at once; a machine that
+//! answers a download with a `../` archive is refused. Plus the operations' refusals.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use byre_fake_models::FakeAnthropic;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::helpers::{kinds, local_ada, Api, Sse, SseEvent, TestServer};
+use crate::process::byre_bin;
+
+/// How long a test waits for the real CLI's turns, the client's lines and its exit.
+const WAIT: Duration = Duration::from_secs(120);
+
+/// A running `byre client`, its stdout lines on a channel; killed when dropped.
+struct ClientProcess {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl ClientProcess {
+    /// `byre client --server URL --host HOST` with `home` as its home directory.
+    fn start(url: &str, host: &str, home: &Path) -> ClientProcess {
+        Self::start_with(url, host, home, &[])
+    }
+
+    /// As [`ClientProcess::start`], with more arguments.
+    fn start_with(url: &str, host: &str, home: &Path, more: &[&str]) -> ClientProcess {
+        let mut child = Command::new(byre_bin())
+            .args(["client", "--server", url, "--host", host])
+            .args(more)
+            .env("HOME", home)
+            .env("SHELL", "/bin/sh")
+            .env("BYRE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn byre client");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        ClientProcess {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first line (from now on) holding `needle`; panics after [`WAIT`] without one.
+    async fn line(&mut self, needle: &str) -> String {
+        loop {
+            match tokio::time::timeout(WAIT, self.lines.recv()).await {
+                Ok(Some(line)) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                _ => panic!(
+                    "the client printed no {needle:?}; it printed {:?}",
+                    self.seen
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for ClientProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A local server (ada) whose Claude Code talks to the fake model `x_client`, a project and
+/// the event stream.
+async fn bench() -> (TestServer, FakeAnthropic, Api, String, TempDir, Sse) {
+    let fake = FakeAnthropic::fixture("x_client").await.expect("fake API");
+    let bin: PathBuf = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install the CLI");
+    let url = fake.url.clone();
+    let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
+        c.claude_bin = Some(bin);
+        c.agent_env = vec![
+            ("ANTHROPIC_BASE_URL".into(), url),
+            ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+            ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+        ];
+    })
+    .await;
+    let api = server.api();
+    let (repo, project_id) = api.basic_project().await;
+    let sse = api.events(&[], None).await;
+    (server, fake, api, project_id, repo, sse)
+}
+
+/// Every event of task `task_id` up to its first `turn.ended`.
+async fn first_turn(sse: &mut Sse, task_id: &str) -> Vec<SseEvent> {
+    let mut seen = Vec::new();
+    loop {
+        let e = sse
+            .next(WAIT)
+            .await
+            .unwrap_or_else(|| panic!("no turn.ended; saw {:?}", kinds(&seen)));
+        let end = e.data["kind"] == "turn.ended" && e.data["task_id"] == task_id;
+        seen.push(e);
+        if end {
+            return seen;
+        }
+    }
+}
+
+/// The payloads of the `tool.result` events among `events`, as text.
+fn tool_results(events: &[SseEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.data["kind"] == "tool.result")
+        .map(|e| e.data["payload"].to_string())
+        .collect()
+}
+
+async fn start_task(api: &Api, project_id: &str, prompt: &str) -> (String, PathBuf) {
+    let task = api
+        .create_task_with(project_id, json!({"title": "Machine", "prompt": prompt}))
+        .await;
+    (
+        task["id"].as_str().unwrap().to_owned(),
+        PathBuf::from(task["worktree_path"].as_str().unwrap()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_runs_a_command_on_the_users_machine_and_moves_files_both_ways() {
+    let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
+    let home = TempDir::new().unwrap();
+    let mut client = ClientProcess::start(&server.url, "laptop", home.path());
+    client.line("connected to").await;
+    let status = api.call("getStatus", &[], &[], None).await;
+    assert!(
+        status.body["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["host"] == "laptop" && c["login"] == "ada"),
+        "getStatus lists the machine: {}",
+        status.body["clients"]
+    );
+
+    let (task_id, worktree) = start_task(&api, &project_id, "Please use my machine").await;
+    let events = first_turn(&mut sse, &task_id).await;
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 3, "bash, upload, download: {results:?}");
+    let home_dir = std::fs::canonicalize(home.path()).unwrap();
+    assert!(
+        results[0].contains("exit code 0") && results[0].contains("BASH-RAN in"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[0].contains(home_dir.to_str().unwrap())
+            || results[0].contains(home.path().to_str().unwrap()),
+        "the command ran in the home directory: {}",
+        results[0]
+    );
+    assert!(results[1].contains("Uploaded README.md"), "{}", results[1]);
+    assert!(results[2].contains("Downloaded"), "{}", results[2]);
+    assert_eq!(
+        std::fs::read(home.path().join("uploads/README.md")).unwrap(),
+        std::fs::read(worktree.join("README.md")).unwrap(),
+        "the worktree file reached the machine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("fetched/from-machine.txt")).unwrap(),
+        "made on the machine\n",
+        "the machine's file reached the worktree"
+    );
+    client.line("answered").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_client_of_the_same_host_replaces_the_first() {
+    let server = TestServer::spawn().await;
+    let api = server.api();
+    let home = TempDir::new().unwrap();
+    let mut first = ClientProcess::start(&server.url, "laptop", home.path());
+    first.line("connected to").await;
+    let mut second = ClientProcess::start(&server.url, "laptop", home.path());
+    second.line("connected to").await;
+    first
+        .line("another `byre client` for laptop took over")
+        .await;
+    let code = tokio::task::spawn_blocking(move || {
+        let status = first.child.wait().expect("wait");
+        status.code()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        code,
+        Some(2),
+        "the replaced client stops rather than reconnect"
+    );
+    let status = api.call("getStatus", &[], &[], None).await;
+    let laptops: Vec<&Value> = status.body["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["host"] == "laptop")
+        .collect();
+    assert_eq!(laptops.len(), 1, "{}", status.body["clients"]);
+    drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_killed_mid_request_gives_the_agent_a_tool_error_at_once() {
+    let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
+    let home = TempDir::new().unwrap();
+    let mut client = ClientProcess::start(&server.url, "laptop", home.path());
+    client.line("connected to").await;
+    let (task_id, _) = start_task(&api, &project_id, "Run a long command on my machine").await;
+    client.line("LONG-STARTED").await;
+    client.child.kill().expect("kill -9 the client");
+    // The command's timeout is 600 s and the server waits beyond it: only the disconnect can
+    // end this turn within WAIT.
+    let events = first_turn(&mut sse, &task_id).await;
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].contains("disconnected before answering") && results[0].contains("is_error"),
+        "{}",
+        results[0]
+    );
+}
+
+/// A gzipped tar whose one entry is named `../escaped.txt` (written header by header: the tar
+/// crate's builder refuses such names).
+fn escaping_archive() -> Vec<u8> {
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::fast(),
+    ));
+    let mut header = tar::Header::new_gnu();
+    let name = b"../escaped.txt";
+    header.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name);
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(0o644);
+    header.set_size(4);
+    header.set_cksum();
+    builder.append(&header, &b"evil"[..]).unwrap();
+    builder.into_inner().unwrap().finish().unwrap()
+}
+
+/// A request to `path` of the server at `base` (local mode: no credentials needed).
+fn raw(base: &str, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new().request(method, format!("{base}{path}"))
+}
+
+/// A machine played by the test: a raw WebSocket with `Byre-Host: host`.
+async fn raw_machine(
+    url: &str,
+    host: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let ws = url.replacen("http://", "ws://", 1) + "/api/clients/connect";
+    let mut request = ws.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Byre-Host", host.parse().unwrap());
+    tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connectClient")
+        .0
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_download_archive_with_dotdot_entries_is_refused_and_writes_nothing() {
+    let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
+    let mut machine = raw_machine(&server.url, "laptop").await;
+    let (task_id, worktree) = start_task(&api, &project_id, "Fetch the evil archive").await;
+    let request: Value = loop {
+        match tokio::time::timeout(WAIT, machine.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => break serde_json::from_str(&t).unwrap(),
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no ClientRequest: {other:?}"),
+        }
+    };
+    assert_eq!(request["op"], "download", "{request}");
+    assert_eq!(request["path"], "~/evil", "{request}");
+    // A reply for no waiting request is ignored; the socket stays open.
+    machine
+        .send(Message::text(json!({"id": "no-such-request"}).to_string()))
+        .await
+        .unwrap();
+    let transfer = request["transfer"].as_str().unwrap();
+    let put = raw(
+        &server.url,
+        reqwest::Method::PUT,
+        &format!("/api/clients/transfers/{transfer}"),
+    )
+    .header("content-type", "application/gzip")
+    .body(escaping_archive())
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(put.status().as_u16(), 400);
+    let body: Value = put.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("leaves its destination"),
+        "{body}"
+    );
+    machine
+        .send(Message::text(json!({"id": request["id"]}).to_string()))
+        .await
+        .unwrap();
+    let events = first_turn(&mut sse, &task_id).await;
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].contains("refused"), "{}", results[0]);
+    assert!(
+        !worktree.join("evil").exists(),
+        "nothing at the destination"
+    );
+    assert!(!worktree.join("escaped.txt").exists());
+    assert!(!worktree.parent().unwrap().join("escaped.txt").exists());
+    // The transfer was for that request only: a second put finds nothing.
+    let again = raw(
+        &server.url,
+        reqwest::Method::PUT,
+        &format!("/api/clients/transfers/{transfer}"),
+    )
+    .body(escaping_archive())
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(again.status().as_u16(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_operations_refuse_what_they_cannot_serve() {
+    let server = TestServer::spawn().await;
+    let cases: Vec<(&str, reqwest::Method, &str, Vec<(&str, &str)>, u16)> = vec![
+        (
+            "connectClient without Byre-Host",
+            reqwest::Method::GET,
+            "/api/clients/connect",
+            vec![],
+            400,
+        ),
+        (
+            "connectClient without an upgrade",
+            reqwest::Method::GET,
+            "/api/clients/connect",
+            vec![("Byre-Host", "laptop")],
+            400,
+        ),
+        (
+            "getClientTransfer of no transfer",
+            reqwest::Method::GET,
+            "/api/clients/transfers/nope",
+            vec![],
+            404,
+        ),
+        (
+            "putClientTransfer of no transfer",
+            reqwest::Method::PUT,
+            "/api/clients/transfers/nope",
+            vec![],
+            404,
+        ),
+    ];
+    for (what, method, path, headers, status) in cases {
+        let mut req = raw(&server.url, method, path);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{what}");
+        let body: Value = resp.json().await.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(body["message"].is_string(), "{what}: {body}");
+    }
+}
+
+/// Calls byre's agent tool `tool` as session `session_id`'s `byre mcp` would; the answer.
+async fn tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
+    let host = byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
+        .expect("the server's MCP secret");
+    let r = reqwest::Client::new()
+        .post(format!("{}/internal/mcp/tools/{tool}", server.url))
+        .bearer_auth(host.token(session_id))
+        .json(&args)
+        .send()
+        .await
+        .expect("byre answers");
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
+    // No agent CLI: the task's one turn fails at once and its session stays, idle.
+    let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), |c| {
+        c.claude_bin = Some("/nonexistent/claude".into());
+    })
+    .await;
+    let api = server.api();
+    let (_repo, project_id) = api.basic_project().await;
+    let mut sse = api.events(&[], None).await;
+    let (task_id, _) = start_task(&api, &project_id, "hello").await;
+    first_turn(&mut sse, &task_id).await;
+    let session_id = api.first_session_id(&task_id).await;
+
+    let r = tool(&server, &session_id, "bash", json!({"command": "true"})).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("no machine of ada is connected"),
+        "{r}"
+    );
+
+    // The hands server: byre's own `byre mcp` with a token no session has, so each of its
+    // tools answers a CallToolResult with isError.
+    let home = TempDir::new().unwrap();
+    let token_file = home.path().join("bad-token");
+    std::fs::write(&token_file, "not-a-token").unwrap();
+    let hands = format!(
+        "{} mcp --url {} --token-file {}",
+        byre_bin(),
+        server.url,
+        token_file.display()
+    );
+    let mut client =
+        ClientProcess::start_with(&server.url, "laptop", home.path(), &["--hands-mcp", &hands]);
+    client.line("connected to").await;
+
+    let refusals: Vec<(&str, Value, &str)> = vec![
+        (
+            "read_file",
+            json!({"path": "relative.txt"}),
+            "absolute or starting with ~/",
+        ),
+        (
+            "upload",
+            json!({"path": "../outside", "dest": "~/x"}),
+            "must not contain `..`",
+        ),
+        (
+            "upload",
+            json!({"path": "README.md", "dest": "x"}),
+            "absolute or starting with ~/",
+        ),
+        (
+            "download",
+            json!({"path": "~/x", "dest": ".git/config"}),
+            ".git",
+        ),
+        (
+            "download",
+            json!({"path": "~/x", "dest": ""}),
+            "not its root",
+        ),
+        (
+            "bash",
+            json!({"command": "true", "timeout_seconds": 0}),
+            "timeout_seconds",
+        ),
+        ("bash", json!({}), "`command` is required"),
+        (
+            "hands",
+            json!({"tool": "x", "arguments": 3}),
+            "`arguments` must be an object",
+        ),
+        ("read_file", json!({"path": "~/missing.txt"}), "missing.txt"),
+    ];
+    for (name, args, says) in refusals {
+        let r = tool(&server, &session_id, name, args.clone()).await;
+        assert_eq!(r["is_error"], true, "{name} {args}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains(says),
+            "{name} {args}: {r}"
+        );
+    }
+
+    let r = tool(
+        &server,
+        &session_id,
+        "write_file",
+        json!({"path": "~/deep/note.txt", "content": "hi"}),
+    )
+    .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("deep/note.txt")).unwrap(),
+        "hi"
+    );
+    let r = tool(
+        &server,
+        &session_id,
+        "read_file",
+        json!({"path": "~/deep/note.txt"}),
+    )
+    .await;
+    assert_eq!(
+        (r["is_error"].clone(), r["text"].clone()),
+        (json!(false), json!("hi")),
+        "{r}"
+    );
+
+    let r = tool(
+        &server,
+        &session_id,
+        "hands",
+        json!({"tool": "take_snapshot", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(r["result"]["isError"], true, "the tool's own result: {r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not a valid session token"),
+        "{r}"
+    );
+    client.line("started the hands server").await;
+}
