@@ -117,13 +117,13 @@ pub(crate) fn record(
             EventBody::TerminalOpened(o.clone())
         }
         TerminalChange::Closed(c) => {
-            if !current.is_some_and(|t| t.viewers.contains_key(&c.viewer_id)) {
+            if current.is_none_or(|t| !t.viewers.contains_key(&c.viewer_id)) {
                 return Ok(Vec::new());
             }
             EventBody::TerminalClosed(c.clone())
         }
         TerminalChange::Exited(x) => {
-            if !current.is_some_and(|t| t.shell_pid == x.shell_pid) {
+            if current.is_none_or(|t| t.shell_pid != x.shell_pid) {
                 return Ok(Vec::new());
             }
             EventBody::TerminalExited(x.clone())
@@ -161,14 +161,13 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 t.viewers.remove(&c.viewer_id);
             }
         }
-        EventBody::TerminalExited(x) => {
+        EventBody::TerminalExited(x)
             if state
                 .terminals
                 .get(task_id)
-                .is_some_and(|t| t.shell_pid == x.shell_pid)
-            {
-                state.terminals.remove(task_id);
-            }
+                .is_some_and(|t| t.shell_pid == x.shell_pid) =>
+        {
+            state.terminals.remove(task_id);
         }
         _ => {}
     }

@@ -94,7 +94,6 @@ pub(crate) fn kill_marked(of_session: impl Fn(&str) -> bool) -> usize {
 /// environment sets `env` to a value `accept` accepts (task terminals mark their shells with
 /// `BYRE_TERMINAL`, `src/terminal/`). Never byre's own group; returns how many groups held one.
 pub(crate) fn kill_marked_by(env: &str, accept: impl Fn(&str) -> bool) -> usize {
-    let of_session = accept;
     let prefix = format!("{env}=");
     // SAFETY: getpgrp has no preconditions.
     let own = unsafe { libc::getpgrp() };
@@ -112,7 +111,7 @@ pub(crate) fn kill_marked_by(env: &str, accept: impl Fn(&str) -> bool) -> usize 
         let marked = environ.split(|b| *b == 0).any(|v| {
             v.strip_prefix(prefix.as_bytes())
                 .and_then(|id| std::str::from_utf8(id).ok())
-                .is_some_and(&of_session)
+                .is_some_and(&accept)
         });
         if !marked {
             continue;

@@ -322,12 +322,15 @@ async fn the_shell_and_what_it_started_die_with_the_task() {
     server.stop().await;
 }
 
+/// (task id, query, expected status).
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], u16);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_task_terminal_refuses_bad_sizes_unknown_tasks_and_plain_requests() {
     let server = TestServer::spawn().await;
     let api = server.api();
     let (_repo, task_id) = task(&api).await;
-    let cases: [(&str, &[(&str, &str)], u16); 8] = [
+    let cases: [Case; 8] = [
         (task_id.as_str(), &[("cols", "0"), ("rows", "24")], 400),
         (task_id.as_str(), &[("cols", "80"), ("rows", "-1")], 400),
         (task_id.as_str(), &[("cols", "eighty"), ("rows", "24")], 400),
