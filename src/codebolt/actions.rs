@@ -101,6 +101,22 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
                 .await
                 .unwrap_or_else(|e| err(format!("fs action failed: {e}")))
         }
+        // Pull and push act on the project's repository and origin: the app layer's.
+        "gitEvent" if action == "Pull" => {
+            match crate::app::finish::pull_default_branch(&ctx.app, &ctx.link.task_id).await {
+                Ok(m) => json!({"message": m, "data": m}),
+                Err(e) => err(e.to_string()),
+            }
+        }
+        "gitEvent" if action == "Push" => {
+            match crate::app::finish::push_task_branch(&ctx.app, &ctx.link.task_id).await {
+                Ok(sha) => {
+                    let m = format!("pushed the task's branch to origin at {sha}");
+                    json!({"message": m, "data": {"commit": sha}})
+                }
+                Err(e) => err(e.to_string()),
+            }
+        }
         "gitEvent" => {
             let root = ctx.link.worktree.clone();
             let (action, f) = (action.to_owned(), f.clone());
