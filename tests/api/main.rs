@@ -15,6 +15,7 @@ mod claude;
 mod cli;
 mod codebolt;
 mod codebolt_agents;
+mod codebolt_git;
 mod codebolt_memory;
 mod codex;
 mod contract;
