@@ -285,6 +285,58 @@ pub(crate) fn apply(state: &mut State, e: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sessions::{ToolCall, VendorItem};
+    use crate::testkit::World;
+    use crate::Command;
+
+    impl World {
+        /// Session `sid` records a tool call `name` with `input`, as its driver would.
+        fn call_tool(&mut self, sid: &str, name: &str, input: Value) {
+            self.ok(Command::RecordVendorOutput {
+                session_id: sid.into(),
+                items: vec![VendorItem::ToolCall(ToolCall {
+                    tool_use_id: format!("u{}", self.state.last_seq),
+                    name: name.into(),
+                    input,
+                    raw: String::new(),
+                })],
+            });
+        }
+
+        /// `ada` starts a session of `model` on the first task; its id.
+        fn start_model(&mut self, model: &str) -> String {
+            self.ok(Command::CreateSession {
+                actor: "ada".into(),
+                task_id: self.task_id(),
+                model: Some(model.into()),
+                prompt: "go".into(),
+                images: vec![],
+                head: "h".into(),
+            });
+            self.session().id.clone()
+        }
+    }
+
+    #[test]
+    fn a_codebolt_sessions_store_writes_fold_into_its_tasks_store_and_no_other_vendors() {
+        let mut w = World::with_task();
+        let cb = w.start_model("codebolt:memory");
+        assert_eq!(w.state.sessions[&cb].vendor, Vendor::Codebolt);
+        let set = json!({"type": "memoryEvent", "action": "set", "key": "colour", "value": "teal"});
+        w.call_tool(&cb, "memoryEvent/set", set);
+        // A read is not folded; nor is a Claude Code tool that happens to share the name.
+        w.call_tool(&cb, "memoryEvent/get", json!({"key": "colour"}));
+        let task = w.task_id();
+        assert_eq!(w.state.agent_stores[&task].memory["colour"], "teal");
+        let mut other = World::with_task();
+        let claude = other.start("hi");
+        other.call_tool(&claude, "memoryEvent/set", json!({"key": "k", "value": 1}));
+        assert!(other.state.agent_stores.is_empty());
+        // What the fold holds is what a read answers.
+        let mut store = w.state.agent_stores[&task].clone();
+        let got = serve(&mut store, "memoryEvent", "get", &json!({"key": "colour"}));
+        assert_eq!(got["value"], "teal");
+    }
 
     #[test]
     fn a_write_replayed_on_a_copy_gives_the_same_store_and_reply() {
