@@ -8,12 +8,15 @@
 //!   [`decide`] (a command and the state in, events or a rejection out).
 //! - one module per family ([`users`], [`projects`], [`tasks`], [`blobs`], [`workflows`],
 //!   [`runs`], [`focus`], …) holding its models, its part of `decide` and its part of `apply`.
+//! - [`agent_memory`]: CodeBolt agents' memory, state, todos and vectors per task, folded
+//!   from their requests' `tool.call` events.
 //! - [`digest`]: a stable digest of the whole state, so `fold(log) == live` can be checked.
 //!
 //! Architecture invariant: no I/O, no clock, no randomness, no async. Every time and id comes
 //! from the event (or, in `decide`, from [`DecideCtx`]).
 #![warn(missing_docs)]
 
+pub mod agent_memory;
 pub mod blobs;
 pub mod command;
 pub mod digest;

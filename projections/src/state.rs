@@ -71,6 +71,9 @@ pub struct State {
     /// Running task terminals by task id (`terminals.rs`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub terminals: BTreeMap<String, crate::terminals::Terminal>,
+    /// CodeBolt agents' memory, state, todos and vectors by task id (`agent_memory.rs`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub agent_stores: BTreeMap<String, crate::agent_memory::AgentStore>,
     /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
     /// before the writer decides anything. Deciding an implementer's turn end records it in
     /// `turn.ended.review`; folds read only that recorded fact.
@@ -97,6 +100,7 @@ impl State {
         crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
         crate::sessions::apply(self, e);
         crate::subagents::apply(self, e);
+        crate::agent_memory::apply(self, e);
         crate::inbox::apply(self, e);
         crate::finish::apply(self, e.created_at_us, &e.actor, &e.body, task_id);
         crate::subtasks::apply(self, e);

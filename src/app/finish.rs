@@ -1,4 +1,5 @@
-//! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`.
+//! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`; and
+//! for a task's agent, the default branch merged in (`gitPull`) and its branch pushed (`gitPush`).
 //! The git work of a merge or discard is the finish reactor's (`src/reactors/finish.rs`);
 //! these operations read git (`getUnmerged`) or submit the intent.
 
@@ -163,4 +164,103 @@ pub async fn discard_task(app: &Ctx, actor: &str, task_id: &str) -> Result<api::
     })
     .await?;
     get_task(app, task_id)
+}
+
+/// What the git work of [`pull_default_branch`] and [`push_task_branch`] needs of a task.
+struct RemoteFacts {
+    repo: PathBuf,
+    worktree: PathBuf,
+    branch: String,
+    default_branch: String,
+    identity: crate::git::merge::Identity,
+}
+
+/// The facts of an open task that no merge, discard or merge into its parent is working on.
+fn remote_facts(app: &Ctx, task_id: &str) -> Result<RemoteFacts, Error> {
+    let facts = app.writer.read(|s| {
+        let t = s.tasks.get(task_id)?;
+        let p = s.projects.get(&t.project_id)?;
+        let identity = s
+            .users
+            .get(&t.created_by)
+            .filter(|u| !u.git_name.is_empty() && !u.git_email.is_empty())
+            .map(|u| crate::git::merge::Identity {
+                name: u.git_name.clone(),
+                email: u.git_email.clone(),
+            })
+            .unwrap_or_else(|| crate::git::merge::Identity {
+                name: "byre agent".into(),
+                email: "agent@byre.invalid".into(),
+            });
+        let busy = t.merging || t.discarding || t.merging_into_parent;
+        Some((
+            t.status,
+            busy,
+            RemoteFacts {
+                repo: PathBuf::from(&p.repo_path),
+                worktree: PathBuf::from(&t.worktree_path),
+                branch: t.branch.clone(),
+                default_branch: p.default_branch.clone(),
+                identity,
+            },
+        ))
+    });
+    let (status, busy, facts) =
+        facts.ok_or_else(|| Error::NotFound(format!("no task `{task_id}`")))?;
+    if status != TaskStatus::Active {
+        return Err(Error::Conflict(format!("task `{task_id}` is closed")));
+    }
+    if busy {
+        return Err(Error::Conflict(format!(
+            "task `{task_id}` is being merged or discarded: its branch is byre's until then"
+        )));
+    }
+    Ok(facts)
+}
+
+fn refused(e: crate::git::merge::MergeError) -> Error {
+    match e {
+        crate::git::merge::MergeError::Refused(m) => Error::Conflict(m),
+        crate::git::merge::MergeError::Git(g) => Error::internal(g),
+    }
+}
+
+/// A task's agent's `gitPull` (CodeBolt): what merge-in asks of an agent, done by byre
+/// itself — the default branch fetched from origin (when there is one) and the local default
+/// branch, the one byre's squash lands on, merged into the task's worktree
+/// (`git::remote::pull_default`). Returns what happened, in words.
+/// # Errors
+/// Not found; conflict: the task is closed or being merged or discarded, or the pull was
+/// refused (a conflict, uncommitted changes in the way, a failed fetch; nothing changed).
+pub async fn pull_default_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
+    let f = remote_facts(app, task_id)?;
+    blocking(move || {
+        let pulled =
+            crate::git::remote::pull_default(&f.repo, &f.worktree, &f.default_branch, &f.identity)
+                .map_err(refused)?;
+        Ok(if pulled.head_before == pulled.head_after {
+            format!(
+                "{} is already merged into {}\n{}",
+                f.default_branch, f.branch, pulled.message
+            )
+        } else {
+            format!(
+                "merged {} into {} (now at {})\n{}",
+                f.default_branch, f.branch, pulled.head_after, pulled.message
+            )
+        })
+    })
+    .await
+}
+
+/// A task's agent's `gitPush` (CodeBolt): the task's branch, and only it, pushed to the
+/// project's origin, never forced, with the merge's own push (`git::merge::push`). Returns
+/// the commit pushed.
+/// # Errors
+/// Not found; conflict: the task is closed or being merged or discarded, the repository has
+/// no origin, or origin refused the push (git's message).
+pub async fn push_task_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
+    let f = remote_facts(app, task_id)?;
+    blocking(move || crate::git::remote::push_task_branch(&f.repo, &f.branch).map_err(refused))
+        .await
 }

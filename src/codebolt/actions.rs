@@ -2,17 +2,19 @@
 //!
 //! - fs: inside the worktree only, every path checked as the worktree views check theirs
 //!   (`git::views::WorkPath`: no `..`, no `.git`, symlinks resolved and proven inside);
-//! - git: on the task's worktree and branch (status, add, commit, logs, diff); init, clone,
-//!   pull, push, branch and checkout of another branch are refused (the task owns its branch);
+//! - git: on the task's worktree and branch (status, add, commit, logs, diff); pull merges the
+//!   default branch in and push sends the task's branch to origin, never forced
+//!   (`app::finish::pull_default_branch`, `push_task_branch`); init (the worktree is a
+//!   repository already), clone, and branch or checkout of another branch are refused;
 //! - terminal: the command line through `sh -c` in the worktree, in its own process group
 //!   with a minimal environment (the agent's own shell command, as CodeBolt runs it);
 //!   `executeCommandWithStream` streams `commandOutput`/`commandError` and ends with
 //!   `commandFinish`; `sendInterruptToTerminal` kills the running commands;
 //! - llm: `inference` is sent to the OpenAI-compatible `$OPENAI_BASE_URL/chat/completions`
 //!   with `$OPENAI_API_KEY`; the reply's `completion` is that chat completion;
-//! - memory, state, todos (`taskEvent`), tokenizer, vector db, history: kept per session while
-//!   it lives ([`Store`]); every request and its reply is logged (`tool.call`/`tool.result`),
-//!   so every change is an event;
+//! - memory, state, todos (`taskEvent`) and vector db: durable, per task, folded from the log
+//!   (`byre_projections::agent_memory`); a write is answered once its `tool.call` is logged
+//!   ([`store_write`]); tokenizer and history: kept per session while it lives ([`Store`]);
 //! - chat: `getChatHistory` from the session's messages;
 //! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
 //! - mcp: byre's agent tools as the toolbox `byre`;
@@ -21,7 +23,6 @@
 //! - the rest (browser and crawler without Chromium, code matchers) answer at once
 //!   with `success: false` and an `error` saying so: never a hang.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,24 +30,21 @@ use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
-use super::frames::{text, Generation, Request};
+use super::frames::{text, Request};
 use super::Link;
 use crate::log::Writer;
 use fs::{fs_action, git_action, list, read_plain};
-use stores::store_action;
+pub use stores::store_write;
+use stores::{link_store_action, store_read};
 
 mod fs;
 mod stores;
 
-/// The per-session data the agent keeps with byre.
+/// The per-session data the agent keeps with byre while its process lives (its memory,
+/// state, todos and vectors are durable: [`store_write`]).
 #[derive(Debug, Default)]
 pub struct Store {
-    memory: BTreeMap<String, Value>,
-    agent_state: serde_json::Map<String, Value>,
-    project_state: serde_json::Map<String, Value>,
-    todos: Vec<Value>,
     tokens: Vec<String>,
-    vectors: Vec<Value>,
     /// The conversation as the agent saw it: `{role, content}`.
     pub history: Vec<Value>,
 }
@@ -101,6 +99,22 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
                 .await
                 .unwrap_or_else(|e| err(format!("fs action failed: {e}")))
         }
+        // Pull and push act on the project's repository and origin: the app layer's.
+        "gitEvent" if action == "Pull" => {
+            match crate::app::finish::pull_default_branch(&ctx.app, &ctx.link.task_id).await {
+                Ok(m) => json!({"message": m, "data": m}),
+                Err(e) => err(e.to_string()),
+            }
+        }
+        "gitEvent" if action == "Push" => {
+            match crate::app::finish::push_task_branch(&ctx.app, &ctx.link.task_id).await {
+                Ok(sha) => {
+                    let m = format!("pushed the task's branch to origin at {sha}");
+                    json!({"message": m, "data": {"commit": sha}})
+                }
+                Err(e) => err(e.to_string()),
+            }
+        }
         "gitEvent" => {
             let root = ctx.link.worktree.clone();
             let (action, f) = (action.to_owned(), f.clone());
@@ -137,10 +151,10 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
             json!({"chats": h, "messages": h})
         }
         "waitforReply" | "confirmationRequest" => ask_human(ctx, ty, f).await,
-        "memoryEvent" | "agentStateEvent" | "projectStateEvent" | "taskEvent"
-        | "tokenizerEvent" | "vectordbEvent" | "vectorDbEvent" | "chatSummaryEvent" => {
+        t if byre_projections::agent_memory::is_store_request(t) => store_read(ctx, req),
+        "tokenizerEvent" | "chatSummaryEvent" => {
             let mut store = ctx.link.store.lock().unwrap_or_else(|e| e.into_inner());
-            store_action(&mut store, ty, action, f, req.generation)
+            link_store_action(&mut store, ty, action, f)
         }
         "debugEvent" if action == "addLog" => json!({"message": "logged"}),
         "settingEvent" | "projectEvent" => project_action(&ctx.link.worktree, action),

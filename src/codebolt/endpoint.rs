@@ -244,6 +244,12 @@ async fn forward(link: &Link, v: Value) {
 
 /// Serves one request: its effect, its one reply, and the served pair for the session's log.
 async fn serve(ctx: &Arc<super::actions::Ctx>, req: Request) {
+    if byre_projections::agent_memory::writes(&req.ty, &req.action) {
+        // Logged before it is answered (the served record goes first).
+        let answer = super::actions::store_write(ctx, &req, |f| reply(&req, f)).await;
+        let _ = ctx.out.send(answer.to_string());
+        return;
+    }
     let fields = super::actions::serve(ctx, &req).await;
     if fields.get("__streamed").is_some() {
         // A terminal stream sends its own frames (ending with the awaited one).

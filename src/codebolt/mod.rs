@@ -66,9 +66,14 @@ pub struct Link {
     /// Frames from the socket for the session's protocol (chat, lifecycle, served requests).
     pub to_session: mpsc::Sender<String>,
     out: Mutex<Outbox>,
-    /// The agent's memory (`memoryEvent`), state (`agentStateEvent`, `projectStateEvent`),
-    /// todos, tokens and vectors: kept per session while it lives.
+    /// The agent's tokens and chat history, kept while its process lives (memory, state,
+    /// todos and vectors are durable: `actions::store_write`).
     pub store: Mutex<actions::Store>,
+    /// Serialises the store writes of this link; holds the last served-record number given
+    /// out (`ack` in the record).
+    pub store_writes: tokio::sync::Mutex<u64>,
+    /// The highest served-record number whose items the session loop has logged.
+    pub recorded: tokio::sync::watch::Sender<u64>,
     /// Terminal commands running for this agent (their process groups), for interrupts.
     pub terminals: Mutex<Vec<i32>>,
     /// Questions the agent waits on (`waitforReply`, `confirmationRequest`), by inbox item id:
@@ -205,6 +210,8 @@ impl Hub {
             to_session: tx,
             out: Mutex::new(Outbox::Pending(Vec::new())),
             store: Mutex::new(actions::Store::default()),
+            store_writes: tokio::sync::Mutex::new(0),
+            recorded: tokio::sync::watch::channel(0).0,
             terminals: Mutex::new(Vec::new()),
             questions: Mutex::new(Default::default()),
         });

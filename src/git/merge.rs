@@ -21,11 +21,8 @@
 //!
 //! Every function blocks: call it from `spawn_blocking`, one at a time per repository.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use git2::build::CheckoutBuilder;
 use git2::{
@@ -207,7 +204,7 @@ pub fn commit_message(title: &str, co_authors: &[Identity]) -> String {
 }
 
 /// Refuses when an operation (rebase, merge, cherry-pick, revert, bisect, …) is in progress.
-fn check_no_operation(repo: &Repository, what: &str) -> Result<(), MergeError> {
+pub(super) fn check_no_operation(repo: &Repository, what: &str) -> Result<(), MergeError> {
     match repo.state() {
         RepositoryState::Clean => Ok(()),
         other => Err(MergeError::Refused(format!(
@@ -473,85 +470,25 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
-/// own credential helpers and ssh configuration apply; no terminal prompt (stdin null,
-/// `GIT_TERMINAL_PROMPT=0`, and a session of its own without a controlling terminal, so an ssh
-/// passphrase or host-key question fails the push). Its process group is killed (with its
-/// ssh) after [`PUSH_TIMEOUT`], and it is always reaped.
-fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(repo_path)
-        .args(["push", "--porcelain", "origin"])
-        .arg(format!("{commit}:refs/heads/{branch}"))
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // Its own session (so also its own process group, which the timeout kills): no
-    // controlling terminal, so ssh cannot ask for a passphrase or a host key on byre's
-    // terminal and fails instead of waiting for an answer that never comes.
-    // SAFETY: setsid(2) is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| GitError::Other(format!("cannot run git push: {e}")))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut text);
-            }
-            text
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + PUSH_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            _ => {
-                // SAFETY: kill(2) on the process group this child leads; no memory involved.
-                unsafe {
-                    libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-                }
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.join().unwrap_or_default()),
-        String::from_utf8_lossy(&err.join().unwrap_or_default())
-    );
-    let text: String = text.trim().chars().take(2000).collect();
-    match status {
+/// own credential helpers and ssh configuration apply; no terminal prompt and a time limit
+/// ([`super::remote::run_git`]'s rules). Also the task branch's push (`gitPush`).
+pub(crate) fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
+    let refspec = format!("{commit}:refs/heads/{branch}");
+    let ran = super::remote::run_git(
+        repo_path,
+        &["push", "--porcelain", "origin", &refspec],
+        &[],
+        PUSH_TIMEOUT,
+    )?;
+    match ran.status {
         Some(s) if s.success() => Ok(()),
         Some(_) => Err(MergeError::Refused(format!(
-            "the push of {branch} to origin failed (nothing moved here; never forced): {text}"
+            "the push of {branch} to origin failed (nothing moved here; never forced): {}",
+            ran.text
         ))),
         None => Err(MergeError::Refused(format!(
             "the push of {branch} to origin did not finish within {} s and was stopped; it may \
-             have landed: fetch, then merge again",
+             have landed: fetch, then try again",
             PUSH_TIMEOUT.as_secs()
         ))),
     }

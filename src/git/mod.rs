@@ -6,6 +6,7 @@
 
 pub mod files;
 pub mod merge;
+pub mod remote;
 pub mod reviews;
 pub mod snapshots;
 pub mod subtasks;

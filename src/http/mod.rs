@@ -1,8 +1,7 @@
 //! The HTTP surface of `schema/byre.openapi.yaml`: the route table ([`routes`]) with all 64
 //! operations, and one module per family of handlers. Handlers parse, call one
 //! [`crate::app`] function, and answer (an `app::Error` becomes its status in `error.rs`);
-//! they never open a redb write transaction, write git or spawn processes. Operations that
-//! later issues build answer 501.
+//! they never open a redb write transaction, write git or spawn processes.
 
 use actix_web::http::Method;
 use actix_web::{web, HttpResponse};
@@ -77,18 +76,9 @@ pub async fn read_limited(
     Ok(bytes.freeze())
 }
 
-fn not_implemented(operation_id: &'static str, issue: &'static str) -> actix_web::Route {
-    web::to(move || async move {
-        Err::<HttpResponse, _>(ApiError::NotImplemented(format!(
-            "{operation_id} is not implemented yet ({issue})"
-        )))
-    })
-}
-
 /// The route table: every operationId of the contract, each on its method; another method on a
 /// known path answers 405 with `Allow`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    const LATER: &str = "not yet scheduled";
     cfg.app_data(
         web::JsonConfig::default()
             .limit(MAX_JSON_BYTES)

@@ -240,6 +240,7 @@ impl Protocol for CodeboltProtocol {
         if let Some(kind) = v["__byre"].as_str() {
             match kind {
                 "served" => {
+                    r.ack = v["ack"].as_u64();
                     let req = &v["request"];
                     let reply = &v["reply"];
                     // The endpoint's id (the v2 requestId, or byre's own for v1).

@@ -112,6 +112,9 @@ pub struct Reaction {
     /// The vendor's rate-limit status, when this line reported it (Codex's
     /// `account/rateLimits/updated`); the runtime shows the latest in `getStatus`.
     pub rate_limits: Option<serde_json::Value>,
+    /// A CodeBolt served record's number (`ack`): once this line's items are logged, the
+    /// session loop tells the link, whose store write then gets its reply.
+    pub ack: Option<u64>,
 }
 
 /// The conversation with one agent process over its stdio: what to write and what its lines

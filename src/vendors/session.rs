@@ -346,7 +346,18 @@ async fn run_process(
                     if stdin_open && !replies.is_empty() {
                         emit(&mut stdin, link.as_deref(), replies).await;
                     }
+                    let ack = reaction.ack.take();
                     react(rt, &spec, &task_id, driver.vendor(), reaction).await;
+                    // A store write waits for its record to be logged before it is answered.
+                    if let (Some(n), Some(link)) = (ack, link.as_deref()) {
+                        link.recorded.send_if_modified(|last| {
+                            let newer = n > *last;
+                            if newer {
+                                *last = n;
+                            }
+                            newer
+                        });
+                    }
                 }
                 None => frames = None,
             },

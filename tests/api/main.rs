@@ -16,6 +16,8 @@ mod cli;
 mod client;
 mod codebolt;
 mod codebolt_agents;
+mod codebolt_git;
+mod codebolt_memory;
 mod codex;
 mod contract;
 mod crash;

@@ -96,6 +96,81 @@ fn write_file(path: &Path, content: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write: {e}"))
 }
 
+/// Applies `diff`, a unified diff of one file (`---`/`+++` headers optional, their names
+/// ignored), to the existing file `target` (checked as `readFile` checks its path) with
+/// `diffy`: each hunk must find its context and removed lines exactly (at the line it names
+/// or nearby, no fuzz). The new content goes to a temporary file beside it, which then
+/// replaces the file in one `rename`: the file is either as it was or wholly patched.
+/// # Errors
+/// The reason, with the file unchanged: not a unified diff, no hunk, more than one file, a
+/// path outside the worktree or not a regular file, a hunk that does not apply.
+fn edit_with_diff(root: &Path, target: &str, diff: &str) -> Result<Value, String> {
+    let n_files = diff.lines().filter(|l| l.starts_with("+++ ")).count();
+    if n_files > 1 {
+        return Err(format!(
+            "the diff changes {n_files} files; send one diff per file"
+        ));
+    }
+    let patch = diffy::Patch::from_bytes(diff.as_bytes())
+        .map_err(|e| format!("not a unified diff: {e}; nothing was changed"))?;
+    if patch.hunks().is_empty() {
+        return Err("the diff has no hunk (`@@ -l,n +l,n @@`): nothing to apply".into());
+    }
+    let (_, p) = existing(root, target)?;
+    let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a file", p.as_str()));
+    }
+    if meta.len() > MAX_READ_BYTES {
+        return Err(format!("{} is larger than 16 MiB", p.as_str()));
+    }
+    let before = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
+    let after = diffy::apply_bytes(&before, &patch).map_err(|e| {
+        format!(
+            "the diff does not apply to {}: {e} (its context or removed lines are not in the \
+             file); the file is unchanged",
+            p.as_str()
+        )
+    })?;
+    replace_file(p.resolved(), &after, meta.permissions())?;
+    let n = patch.hunks().len();
+    Ok(json!({"result": "applied", "message": format!("applied {n} hunk(s) to {}", p.as_str())}))
+}
+
+/// Replaces `path` with `content`: written and synced to a new file in the same directory
+/// (same permissions), then renamed over it; on any failure the temporary file is removed and
+/// `path` is untouched.
+fn replace_file(path: &Path, content: &[u8], perms: std::fs::Permissions) -> Result<(), String> {
+    use std::io::Write;
+    let dir = path.parent().ok_or("a file path is needed")?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.byre-{}.tmp",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(content)?;
+        f.set_permissions(perms)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!(
+            "cannot write {}: {e}; the file is unchanged",
+            path.display()
+        )
+    })
+}
+
 pub(super) fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -123,6 +198,7 @@ pub(super) fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<Strin
 /// The fields of fs requests that name paths: a value other than a string is refused (it
 /// would otherwise become a file named after its JSON).
 const PATH_FIELDS: &[&str] = &[
+    "target_file",
     "filePath",
     "fileName",
     "filename",
@@ -222,6 +298,9 @@ pub(super) fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
             let hits: Vec<_> = files.into_iter().filter(|f| f.contains(&q)).collect();
             json!({"result": hits.join("\n"), "results": hits})
         }),
+        // v2's editFileWithDiff and utils.editFileAndApplyDiff: a unified diff of one file.
+        "edit_file_with_diff" => edit_with_diff(root, &s("target_file"), &s("code_edit")),
+        "edit_file_and_apply_diff" => edit_with_diff(root, &s("filePath"), &s("diff")),
         "listCodeDefinitionNames" => {
             Ok(json!({"result": "", "message": "byre does not parse code definitions"}))
         }
@@ -321,9 +400,16 @@ pub(super) fn git_action(root: &Path, action: &str, f: &Value) -> Value {
                     Err(format!("the task's agent works on its branch `{current}` only"))
                 }
             }
-            "Init" | "Clone" | "Pull" | "Push" => Err(format!(
-                "git {action} is not available to agents: the task's worktree is their repository, and byre merges it"
-            )),
+            "Init" => {
+                let branch = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned)).unwrap_or_default();
+                Err(format!(
+                    "gitInit refused: the task's worktree {} is already a git repository, on the task's branch `{branch}`; use status, add and commit there",
+                    root.display()
+                ))
+            }
+            "Clone" => Err(
+                "git Clone is not available to agents: the task's worktree is their repository, and byre merges it".into()
+            ),
             other => Err(format!("byre does not support gitEvent/{other}")),
         }
     })();
@@ -357,6 +443,80 @@ mod tests {
                 let _ = std::fs::remove_dir_all(&self.0);
             }
         }
+    }
+
+    #[test]
+    fn edit_file_with_diff_applies_a_good_patch_and_refuses_a_bad_one_byte_for_byte() {
+        let (_d, root) = worktree();
+        let original = "one\ntwo\nthree\r\nfour\n";
+        std::fs::write(root.join("src/a.txt"), original).unwrap();
+        let good =
+            "--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\r\n";
+        let r = fs_action(
+            &root,
+            "edit_file_with_diff",
+            &json!({"target_file": "src/a.txt", "code_edit": good, "diffIdentifier": "d1"}),
+        );
+        assert_eq!(r["result"], "applied", "{r}");
+        let patched = "one\nTWO\nthree\r\nfour\n";
+        assert_eq!(
+            std::fs::read(root.join("src/a.txt")).unwrap(),
+            patched.as_bytes()
+        );
+        for (action, m, why) in [
+            // Its context is no longer in the file (the good patch was applied already).
+            (
+                "edit_file_with_diff",
+                json!({"target_file": "src/a.txt", "code_edit": good}),
+                "does not apply",
+            ),
+            (
+                "edit_file_and_apply_diff",
+                json!({"filePath": "src/a.txt", "diff": "@@ -2,1 +2,1 @@\n-nope\n+yes\n"}),
+                "does not apply",
+            ),
+            (
+                "edit_file_with_diff",
+                json!({"target_file": "src/a.txt", "code_edit": "new code"}),
+                "no hunk",
+            ),
+            (
+                "edit_file_with_diff",
+                json!({"target_file": "src/a.txt", "code_edit": "@@ -1 +1 @@\n"}),
+                "not a unified diff",
+            ),
+            (
+                "edit_file_with_diff",
+                json!({"target_file": "src/a.txt", "code_edit": format!("{good}--- a/b\n+++ b/b\n@@ -1 +1 @@\n-x\n+y\n")}),
+                "one diff per file",
+            ),
+            (
+                "edit_file_with_diff",
+                json!({"target_file": "../a.txt", "code_edit": good}),
+                "",
+            ),
+            (
+                "edit_file_with_diff",
+                json!({"target_file": "src", "code_edit": good}),
+                "not a file",
+            ),
+        ] {
+            let r = fs_action(&root, action, &m);
+            assert_eq!(r["success"], false, "{m}: {r}");
+            assert!(r["error"].as_str().unwrap().contains(why), "{m}: {r}");
+            assert_eq!(
+                std::fs::read(root.join("src/a.txt")).unwrap(),
+                patched.as_bytes(),
+                "{m}"
+            );
+        }
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(root.join("src"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("a.txt")]);
     }
 
     #[test]

@@ -1,127 +1,72 @@
-//! The per-session stores of a CodeBolt agent ([`super::Store`]): memory, state, todos,
-//! tokenizer, vector db and history requests.
+//! The stores of a CodeBolt agent. Memory, state, todos and the vector db are durable and per
+//! task: `byre_projections::agent_memory` folds them from the log, reads are answered from
+//! that fold, and a write is answered only once its `tool.call` is logged (see
+//! [`store_write`]). The tokenizer and the chat history live with the session's link
+//! ([`super::Store`]).
 
+use std::sync::Arc;
+
+use byre_projections::agent_memory::{self, AgentStore};
 use serde_json::{json, Value};
 
-use super::{err, text, Generation, Store};
-pub(super) fn store_action(
-    st: &mut Store,
-    ty: &str,
-    action: &str,
-    f: &Value,
-    g: Generation,
-) -> Value {
+use super::{err, text, Ctx, Request, Store};
+
+/// Longest wait for the session loop to log a store write, in seconds (its loop may hold a
+/// message up to 30 s while an end-of-turn snapshot is taken).
+const RECORD_WAIT_S: u64 = 60;
+
+/// The task's store as the log has it now (empty when it has none).
+fn folded(ctx: &Ctx) -> AgentStore {
+    let task_id = ctx.link.task_id.clone();
+    ctx.writer
+        .read(|s| s.agent_stores.get(&task_id).cloned())
+        .unwrap_or_default()
+}
+
+/// A read of memory, state, todos or vectors: answered from the fold.
+pub(super) fn store_read(ctx: &Ctx, req: &Request) -> Value {
+    let mut store = folded(ctx);
+    agent_memory::serve(&mut store, &req.ty, &req.action, &req.frame)
+}
+
+/// A write of memory, state, todos or vectors (`agent_memory::writes`): decided on the fold's
+/// store, then its served record (request, `reply`) is handed to the session loop, which logs
+/// it as `tool.call`/`tool.result`, and only once that is durable is the reply returned for
+/// sending; the fold then holds what the reply says. Writes of one link are serialised, so
+/// each is decided on a store that holds the ones before it.
+/// # Errors
+/// A failed reply (`success: false`) when the session loop is gone or did not log it in
+/// time: the agent is not told it is stored.
+pub async fn store_write(ctx: &Arc<Ctx>, req: &Request, reply: impl Fn(Value) -> Value) -> Value {
+    let mut last = ctx.link.store_writes.lock().await;
+    let mut store = folded(ctx);
+    let fields = agent_memory::serve(&mut store, &req.ty, &req.action, &req.frame);
+    let answer = reply(fields);
+    *last += 1;
+    let ack = *last;
+    let mut recorded = ctx.link.recorded.subscribe();
+    let served = json!({"__byre": "served", "id": req.request_id, "request": req.frame, "reply": answer, "ack": ack});
+    if ctx.link.to_session.send(served.to_string()).await.is_err() {
+        return reply(err("the agent's session has ended: nothing was stored"));
+    }
+    let logged = tokio::select! {
+        r = recorded.wait_for(|n| *n >= ack) => r.is_ok(),
+        _ = tokio::time::sleep(std::time::Duration::from_secs(RECORD_WAIT_S)) => false,
+    };
+    if logged {
+        answer
+    } else {
+        reply(err(
+            "byre could not log the change in time; it may or may not be stored",
+        ))
+    }
+}
+
+/// The link's own stores: the tokenizer (`tokenizerEvent`) and the chat history
+/// (`chatSummaryEvent`), kept while the session's process lives.
+pub(super) fn link_store_action(st: &mut Store, ty: &str, action: &str, f: &Value) -> Value {
     let msg = &f["message"];
-    let payload = &f["payload"];
     match (ty, action) {
-        ("memoryEvent", "set") => {
-            st.memory.insert(text(&f["key"]), f["value"].clone());
-            json!({"message": "stored"})
-        }
-        ("memoryEvent", "get") => {
-            let v = st
-                .memory
-                .get(&text(&f["key"]))
-                .cloned()
-                .unwrap_or(Value::Null);
-            json!({"value": v, "data": v})
-        }
-        ("agentStateEvent", "addToAgentState") => {
-            st.agent_state
-                .insert(text(&payload["key"]), payload["value"].clone());
-            json!({"message": "stored"})
-        }
-        ("agentStateEvent", "getAgentState") => {
-            json!({"payload": st.agent_state, "data": st.agent_state})
-        }
-        ("projectStateEvent", "updateProjectState") => {
-            st.project_state
-                .insert(text(&payload["key"]), payload["value"].clone());
-            json!({"message": "stored"})
-        }
-        ("projectStateEvent", "getProjectState" | "getAppState") => {
-            json!({"projectState": st.project_state, "state": st.project_state, "data": st.project_state})
-        }
-        ("taskEvent", "addTask" | "createTasksFromMarkdown") => {
-            let id = format!("t{}", st.todos.len() + 1);
-            let mut t = if msg.is_object() {
-                msg.clone()
-            } else {
-                json!({"task": msg})
-            };
-            t["id"] = id.clone().into();
-            t["taskId"] = id.clone().into();
-            t["completed"] = t.get("completed").cloned().unwrap_or(false.into());
-            if let Some(a) = f.get("agentId") {
-                t["agentId"] = a.clone();
-            }
-            st.todos.push(t.clone());
-            json!({"task": t, "data": t})
-        }
-        ("taskEvent", "getTasks" | "getTasksByAgent" | "getTasksByCategory") => {
-            json!({"tasks": st.todos, "data": st.todos})
-        }
-        ("taskEvent", "getAllAgents") => {
-            let agents: std::collections::BTreeSet<String> = st
-                .todos
-                .iter()
-                .filter_map(|t| t["agentId"].as_str().map(str::to_owned))
-                .collect();
-            json!({"agents": agents, "data": agents})
-        }
-        ("taskEvent", "updateTask" | "updateSubTask" | "addSubTask") => {
-            let id = text(&msg["taskId"]);
-            match st
-                .todos
-                .iter_mut()
-                .find(|t| !id.is_empty() && text(&t["id"]) == id)
-            {
-                Some(t) => {
-                    if let (Some(o), Some(m)) = (t.as_object_mut(), msg.as_object()) {
-                        if action == "addSubTask" {
-                            let subs = o.entry("subtasks").or_insert_with(|| json!([]));
-                            if let Some(a) = subs.as_array_mut() {
-                                a.push(msg.clone());
-                            }
-                        } else {
-                            for (k, v) in m {
-                                o.insert(k.clone(), v.clone());
-                            }
-                        }
-                    }
-                    json!({"task": t.clone(), "data": t.clone()})
-                }
-                None if g == Generation::V1 => {
-                    st.todos.push(json!({"task": msg}));
-                    json!({"message": "updated"})
-                }
-                None => err(format!("no task `{id}`")),
-            }
-        }
-        ("taskEvent", "deleteTask" | "deleteSubTask") => {
-            let id = text(&msg["taskId"]);
-            let before = st.todos.len();
-            if action == "deleteTask" {
-                st.todos.retain(|t| text(&t["id"]) != id);
-            }
-            json!({"message": "deleted", "deleted": before - st.todos.len()})
-        }
-        ("taskEvent", "exportTasksToMarkdown") => {
-            let md: Vec<String> = st
-                .todos
-                .iter()
-                .map(|t| {
-                    let done = t["completed"].as_bool().unwrap_or(false);
-                    let title = t
-                        .get("title")
-                        .or(t.get("task"))
-                        .map(text)
-                        .unwrap_or_default();
-                    format!("- [{}] {title}", if done { "x" } else { " " })
-                })
-                .collect();
-            json!({"markdown": md.join("\n"), "data": md.join("\n")})
-        }
         ("tokenizerEvent", "addToken") => {
             let item = text(&msg["item"]);
             st.tokens.push(item.clone());
@@ -132,33 +77,6 @@ pub(super) fn store_action(
             let item = text(&msg["item"]);
             let n = item.split_whitespace().count();
             json!({"token": n, "tokens": item.split_whitespace().collect::<Vec<_>>()})
-        }
-        (_, "addVectorItem") => {
-            st.vectors.push(msg["item"].clone());
-            json!({"message": "added", "id": st.vectors.len()})
-        }
-        (_, "getVector") => {
-            let key = text(&msg["item"]);
-            let v = st
-                .vectors
-                .iter()
-                .find(|v| text(v).contains(&key))
-                .cloned()
-                .unwrap_or(Value::Null);
-            json!({"vector": v, "item": v})
-        }
-        (_, "queryVectorItem" | "queryVectorItems") => {
-            let keys: Vec<String> = match msg.get("items").and_then(Value::as_array) {
-                Some(a) => a.iter().map(text).collect(),
-                None => vec![text(&msg["item"])],
-            };
-            let hits: Vec<Value> = st
-                .vectors
-                .iter()
-                .filter(|v| keys.iter().any(|k| text(v).contains(k.as_str())))
-                .cloned()
-                .collect();
-            json!({"item": hits, "items": hits, "data": hits})
         }
         ("chatSummaryEvent", _) => {
             json!({"payload": st.history, "data": st.history})
