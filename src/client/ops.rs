@@ -346,14 +346,24 @@ mod tests {
             .trim()
             .parse()
             .unwrap_or_else(|e| panic!("{e}: {reply}"));
-        // Gone, or a zombie waiting for its new parent to reap it: not running.
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .next();
-        assert!(matches!(state, None | Some("Z")), "{stat}");
+        // Gone, or a zombie waiting for its new parent to reap it: not running. SIGKILL is
+        // delivered when the process is next scheduled, which on a loaded machine takes a
+        // moment: wait up to 10 s for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .next()
+                .map(str::to_owned);
+            if matches!(state.as_deref(), None | Some("Z")) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "still running: {stat}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 }
