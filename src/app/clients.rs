@@ -287,6 +287,12 @@ impl Machines {
                 reply: tx,
             },
         );
+        // A connection that went between the lookup and the insert failed its waiters
+        // before this one was there: fail it now rather than at its timeout.
+        if !self.inner.conns.contains_key(&machine.id) {
+            self.inner.pending.remove(id);
+            return Err(gone());
+        }
         if outbox
             .try_send(Outgoing::Request(request.to_string()))
             .is_err()

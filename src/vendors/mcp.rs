@@ -28,8 +28,10 @@ use sha2::{Digest, Sha256};
 /// The MCP server's name in the CLIs' configs; tools reach the model as `mcp__byre__<tool>`.
 pub const SERVER_NAME: &str = "byre";
 
-/// Seconds Codex waits for one tool call (`ask_human` returns at once; this is headroom).
-pub const CODEX_TOOL_TIMEOUT_SEC: u64 = 600;
+/// Seconds Codex waits for one tool call: beyond the longest machine `bash` an agent may ask
+/// for (3,600 s) and the 30 s byre waits past it for the reply (`app::client_tools`), so byre,
+/// not Codex, says when a machine took too long.
+pub const CODEX_TOOL_TIMEOUT_SEC: u64 = 3_700;
 /// Seconds Codex waits for the server to start.
 pub const CODEX_STARTUP_TIMEOUT_SEC: u64 = 60;
 

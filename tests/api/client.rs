@@ -24,6 +24,11 @@ use crate::process::byre_bin;
 /// How long a test waits for the real CLI's turns, the client's lines and its exit.
 const WAIT: Duration = Duration::from_secs(120);
 
+/// The agent tests of this module run one at a time. FIXME: two of them at once (the killed
+/// client and the `../` archive) have hung on a loaded machine while each passes alone; not
+/// understood yet.
+static ONE_AGENT_TEST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A running `byre client`, its stdout lines on a channel; killed when dropped.
 struct ClientProcess {
     child: Child,
@@ -151,6 +156,7 @@ async fn start_task(api: &Api, project_id: &str, prompt: &str) -> (String, PathB
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_runs_a_command_on_the_users_machine_and_moves_files_both_ways() {
+    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
     let home = TempDir::new().unwrap();
     let mut client = ClientProcess::start(&server.url, "laptop", home.path());
@@ -233,6 +239,7 @@ async fn a_second_client_of_the_same_host_replaces_the_first() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_killed_mid_request_gives_the_agent_a_tool_error_at_once() {
+    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
     let home = TempDir::new().unwrap();
     let mut client = ClientProcess::start(&server.url, "laptop", home.path());
@@ -293,6 +300,7 @@ async fn raw_machine(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_download_archive_with_dotdot_entries_is_refused_and_writes_nothing() {
+    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
     let mut machine = raw_machine(&server.url, "laptop").await;
     let (task_id, worktree) = start_task(&api, &project_id, "Fetch the evil archive").await;
