@@ -73,7 +73,8 @@ pub struct Workflow {
     pub saved_seq: u64,
 }
 
-/// Validates a workflow: its name, each stage's name (unique), model and prompt, that every
+/// Validates a workflow: its name, each stage's name (unique), model (as a session checks
+/// it) and prompt, that every
 /// `after` names another stage, that `base` is not given on a stage with more than one after
 /// stage, that exactly one stage (the final one) has no other stage after it, and that the
 /// stages form no cycle.
@@ -101,6 +102,10 @@ pub fn validate(name: &str, def: &WorkflowDefinition) -> Result<(), Rejection> {
                 s.name
             )));
         }
+        // The stage's session checks its model the same way; refusing it here keeps a run
+        // from making its first stage's task and then failing to start its agent.
+        crate::users::check_model(&s.model)
+            .map_err(|e| Rejection::Invalid(format!("stage `{}`'s model: {e}", s.name)))?;
         if s.prompt.trim().is_empty() {
             return Err(Rejection::Invalid(format!(
                 "stage `{}` has no prompt",

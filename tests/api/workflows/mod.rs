@@ -167,6 +167,14 @@ async fn put_workflow_refuses_bad_definitions_with_the_reason() {
             "one final stage",
         ),
         (
+            // A model no session accepts would make every run of it half-start: its first
+            // stage's task made, then createTask refused when the agent's session is.
+            "a model no session accepts",
+            "w".into(),
+            "stages:\n  - name: a\n    model: claude opus\n    prompt: p\n".into(),
+            "model",
+        ),
+        (
             "name too long",
             long_name,
             format!("stages:\n{}", stage("a", "")),
