@@ -175,6 +175,22 @@ async fn put_workflow_refuses_bad_definitions_with_the_reason() {
             "model",
         ),
         (
+            // Each stage with no after stages starts at once, with a worktree and an agent.
+            "too many stages",
+            "w".into(),
+            format!(
+                "stages:\n{}  - name: last\n    model: m\n    prompt: p\n    after: [{}]\n",
+                (0..60)
+                    .map(|i| stage(&format!("s{i}"), "    after: []\n"))
+                    .collect::<String>(),
+                (0..60)
+                    .map(|i| format!("s{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "at most 50 stages",
+        ),
+        (
             "name too long",
             long_name,
             format!("stages:\n{}", stage("a", "")),
