@@ -182,12 +182,14 @@ async fn a_run_started_from_the_new_task_page_shows_its_graph_as_it_goes() {
             .call("getWorkflowRun", &[&task_id], &[], None)
             .await
             .body;
-        if run["finished"] == true {
+        // The run's end is followed by byre's clean-up of the docs task (`finished` →
+        // `cleaned_up`): wait for both, so the states read below no longer change.
+        if run["finished"] == true && run["stages"][0]["attempts"][0]["state"] == "cleaned_up" {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the run did not finish: {run}"
+            "the run did not finish and clean up: {run}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
