@@ -162,6 +162,9 @@ pub struct Attempt {
     pub commit: Option<String>,
     /// Who discarded it (`task.discard_requested`'s actor).
     pub discarded_by: Option<String>,
+    /// Started after the run finished (a human's fork): not one of the run's leftovers, so
+    /// its clean-up leaves it alone.
+    pub after_finish: bool,
 }
 
 /// A workflow run.
@@ -283,14 +286,15 @@ pub fn ready_stages(run: &Run) -> Vec<String> {
 
 impl Run {
     /// Once the run finished: its active tasks other than the final one, which byre discards
-    /// (those already being discarded left out).
+    /// (those already being discarded, and attempts forked after the run finished, left
+    /// out).
     pub fn to_clean_up<'a>(&'a self, state: &'a State) -> Vec<&'a str> {
         if !self.finished {
             return Vec::new();
         }
         self.attempts
             .iter()
-            .filter(|a| Some(&a.task_id) != self.final_task.as_ref())
+            .filter(|a| Some(&a.task_id) != self.final_task.as_ref() && !a.after_finish)
             .filter(|a| {
                 state
                     .tasks
@@ -637,6 +641,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 output: None,
                 commit: None,
                 discarded_by: None,
+                after_finish: run.finished,
             });
             let workflow = run.name.clone();
             if let Some(t) = state.tasks.get_mut(task_id) {

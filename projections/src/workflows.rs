@@ -73,7 +73,13 @@ pub struct Workflow {
     pub saved_seq: u64,
 }
 
-/// Validates a workflow: its name, each stage's name (unique), model and prompt, that every
+/// Most stages a workflow may have. A run starts every stage with no after stages at once,
+/// each with its own worktree and agent process, in the one `createTask` request: unbounded,
+/// a 256 KiB file could ask for thousands.
+pub const MAX_STAGES: usize = 50;
+
+/// Validates a workflow: at most [`MAX_STAGES`] stages, its name, each stage's name (unique), model (as a session checks
+/// it) and prompt, that every
 /// `after` names another stage, that `base` is not given on a stage with more than one after
 /// stage, that exactly one stage (the final one) has no other stage after it, and that the
 /// stages form no cycle.
@@ -85,6 +91,12 @@ pub fn validate(name: &str, def: &WorkflowDefinition) -> Result<(), Rejection> {
         return Err(Rejection::Invalid(
             "a workflow needs at least one stage".into(),
         ));
+    }
+    if def.stages.len() > MAX_STAGES {
+        return Err(Rejection::Invalid(format!(
+            "a workflow has at most {MAX_STAGES} stages, not {}",
+            def.stages.len()
+        )));
     }
     let mut names = std::collections::BTreeMap::new();
     for (i, s) in def.stages.iter().enumerate() {
@@ -101,6 +113,10 @@ pub fn validate(name: &str, def: &WorkflowDefinition) -> Result<(), Rejection> {
                 s.name
             )));
         }
+        // The stage's session checks its model the same way; refusing it here keeps a run
+        // from making its first stage's task and then failing to start its agent.
+        crate::users::check_model(&s.model)
+            .map_err(|e| Rejection::Invalid(format!("stage `{}`'s model: {e}", s.name)))?;
         if s.prompt.trim().is_empty() {
             return Err(Rejection::Invalid(format!(
                 "stage `{}` has no prompt",

@@ -467,3 +467,27 @@ fn a_run_with_an_unknown_workflow_or_an_overlong_title_is_refused() {
     }
     assert!(matches!(w.when(c), Err(Rejection::NotFound(_))));
 }
+
+#[test]
+fn a_fork_made_after_the_run_finished_is_not_cleaned_up_with_it() {
+    // byre cleans up a finished run again at every start-up; a human's later fork (to try the
+    // final stage again, say) is theirs, not one of the run's leftovers.
+    let (mut w, run) = World::run_world();
+    w.run_stage_done(&run, "plan", "base0", "c-plan");
+    w.run_stage_done(&run, "build", "c-plan", "c-build");
+    w.run_stage_done(&run, "docs", "main0", "c-docs");
+    let review = w.run_stage_done(&run, "review", "main1", "c-review");
+    assert!(w.run(&run).finished);
+    let leftovers = w.run(&run).to_clean_up(&w.state).len();
+    assert_eq!(leftovers, 3, "plan, build and docs");
+    let events = w.ok(Command::ForkSnapshot {
+        actor: "ada".into(),
+        task_id: review.clone(),
+        n: 1,
+    });
+    let fork = events[0].task_id.clone().unwrap();
+    assert_eq!(w.run(&run).attempts_of("review").count(), 2);
+    let clean = w.run(&run).to_clean_up(&w.state);
+    assert!(!clean.contains(&fork.as_str()), "{clean:?}");
+    assert_eq!(clean.len(), leftovers);
+}

@@ -182,12 +182,14 @@ async fn a_run_started_from_the_new_task_page_shows_its_graph_as_it_goes() {
             .call("getWorkflowRun", &[&task_id], &[], None)
             .await
             .body;
-        if run["finished"] == true {
+        // The run's end is followed by byre's clean-up of the docs task (`finished` →
+        // `cleaned_up`): wait for both, so the states read below no longer change.
+        if run["finished"] == true && run["stages"][0]["attempts"][0]["state"] == "cleaned_up" {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the run did not finish: {run}"
+            "the run did not finish and clean up: {run}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
@@ -227,6 +229,16 @@ async fn a_run_started_from_the_new_task_page_shows_its_graph_as_it_goes() {
         outputs[0].as_str().unwrap().contains(docs_out.trim()),
         "{outputs}"
     );
+    // The open tab is in view, though the pane's tabs are wider than it (the strip scrolls).
+    for (w, h) in [(1280, 800), (390, 844)] {
+        b.set_viewport(w, h).await;
+        b.wait_js(
+            &format!("the open tab in view at {w}x{h}"),
+            "(() => { const l = document.querySelector('[data-testid=pane] [role=tablist]'); const t = l && l.querySelector('[aria-selected=true]'); if (!t) return false; const a = l.getBoundingClientRect(), r = t.getBoundingClientRect(); return r.left >= a.left - 1 && r.right <= a.right + 1; })()",
+        )
+        .await;
+    }
+    b.set_viewport(1280, 800).await;
     b.screenshots("workflow-run").await;
 
     // The review stage's task has the tab too, and the run's other task is linked from it.

@@ -167,6 +167,30 @@ async fn put_workflow_refuses_bad_definitions_with_the_reason() {
             "one final stage",
         ),
         (
+            // A model no session accepts would make every run of it half-start: its first
+            // stage's task made, then createTask refused when the agent's session is.
+            "a model no session accepts",
+            "w".into(),
+            "stages:\n  - name: a\n    model: claude opus\n    prompt: p\n".into(),
+            "model",
+        ),
+        (
+            // Each stage with no after stages starts at once, with a worktree and an agent.
+            "too many stages",
+            "w".into(),
+            format!(
+                "stages:\n{}  - name: last\n    model: m\n    prompt: p\n    after: [{}]\n",
+                (0..60)
+                    .map(|i| stage(&format!("s{i}"), "    after: []\n"))
+                    .collect::<String>(),
+                (0..60)
+                    .map(|i| format!("s{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "at most 50 stages",
+        ),
+        (
             "name too long",
             long_name,
             format!("stages:\n{}", stage("a", "")),

@@ -2,7 +2,7 @@
 // capabilities not built yet are listed with `ready: false` and stay hidden until their
 // issues land: flip the flag and add the view. The workflow tab shows only on stage tasks.
 
-import { html, useState, useEffect } from "../html.js";
+import { html, useState, useEffect, useRef } from "../html.js";
 import { api } from "../api.js";
 import { Changes } from "./changes.js";
 import { Files } from "./files.js";
@@ -77,6 +77,23 @@ function ProjectTab({ task, state }) {
 /** The pane for `task` showing `tab`. */
 export function Pane({ task, state, tab, onTab, phone }) {
   const tabs = ordered(state, task);
+  const strip = useRef(null);
+  // The strip scrolls sideways when its tabs are wider than the pane (a stage task with a
+  // terminal has eight): keep the open tab in view, on opening it and when the window resizes.
+  useEffect(() => {
+    const reveal = () => {
+      const el = strip.current;
+      const on = el && el.querySelector(".tab.on");
+      if (!on) return;
+      const a = el.getBoundingClientRect();
+      const b = on.getBoundingClientRect();
+      if (b.right > a.right) el.scrollLeft += b.right - a.right + 8;
+      else if (b.left < a.left) el.scrollLeft -= a.left - b.left + 8;
+    };
+    reveal();
+    window.addEventListener("resize", reveal);
+    return () => window.removeEventListener("resize", reveal);
+  }, [tab, task.id, phone, tabs.length]);
   let body;
   switch (tab) {
     case "files": body = html`<${Files} key=${task.id} task=${task} />`; break;
@@ -93,7 +110,7 @@ export function Pane({ task, state, tab, onTab, phone }) {
   const findings = openFindings(state.reviews.get(task.id)).length;
   const counts = { inbox: open, reviews: findings };
   return html`<aside class=${`pane ${phone ? "phone" : ""}`} data-testid="pane" data-tab=${tab}>
-    <div class="tabs" role="tablist">
+    <div class="tabs" role="tablist" ref=${strip}>
       ${tabs.map((t) => html`<button type="button" role="tab" aria-selected=${t.id === tab} class=${t.id === tab ? "tab on" : "tab"} title=${`${t.label} (${TABS.indexOf(t) + 1})`}
         data-testid=${`pane-tab-${t.id}`} onClick=${() => onTab(t.id)}>${t.label}${counts[t.id] ? html` <span class="count">${counts[t.id]}</span>` : null}</button>`)}
     </div>
