@@ -362,7 +362,10 @@ mod tests {
             if matches!(state.as_deref(), None | Some("Z")) {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "still running: {stat}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running: {stat}"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }

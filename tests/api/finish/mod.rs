@@ -570,4 +570,3 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
     assert_eq!(unmerged.status, 409);
     b.server.stop().await;
 }
-
