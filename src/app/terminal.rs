@@ -5,8 +5,6 @@
 
 use std::path::PathBuf;
 
-use byre_projections::tasks::TaskStatus;
-
 use super::{Ctx, Error};
 use crate::log::SubmitError;
 use crate::terminal::{OpenError, TerminalSize, Viewer};
@@ -28,28 +26,13 @@ pub fn terminal_size(cols: Option<&str>, rows: Option<&str>) -> Result<TerminalS
     TerminalSize::new(number("cols", cols)?, number("rows", rows)?).map_err(Error::Invalid)
 }
 
-/// The worktree and port base of an active task whose worktree is made.
+/// The worktree and port base of an active task whose worktree is made (the worktree views'
+/// [`super::views::task_place`], its worktree made again first if it was removed).
 /// # Errors
 /// [`Error::NotFound`] unknown task; [`Error::Conflict`] closed, or its worktree not made yet.
 pub async fn terminal_place(app: &Ctx, task_id: &str) -> Result<(PathBuf, u32), Error> {
-    app.worktrees.restore_if_missing(task_id).await;
-    app.writer.read(|s| {
-        let task = s
-            .tasks
-            .get(task_id)
-            .ok_or_else(|| Error::NotFound(format!("no task `{task_id}`")))?;
-        if task.status != TaskStatus::Active {
-            return Err(Error::Conflict(format!(
-                "task `{task_id}` is closed; it has no terminal"
-            )));
-        }
-        if !task.worktree_ready {
-            return Err(Error::Conflict(format!(
-                "the worktree of task `{task_id}` is not made yet"
-            )));
-        }
-        Ok((PathBuf::from(&task.worktree_path), task.port_base))
-    })
+    let place = super::views::task_place(app, task_id).await?;
+    Ok((place.worktree, place.port_base))
 }
 
 /// `getTaskTerminal`: attaches `login` to task `task_id`'s terminal (starting its login shell

@@ -20,16 +20,19 @@ use crate::git::views::{
 };
 
 /// What a view needs of its task: where the worktree is, its branch, the default branch.
-struct TaskPlace {
-    worktree: PathBuf,
+pub(crate) struct TaskPlace {
+    /// The task's worktree.
+    pub(crate) worktree: PathBuf,
     branch: String,
     default_branch: String,
+    /// The first of the task's ports (`PORT` for its agent and terminal).
+    pub(crate) port_base: u32,
 }
 
 /// The task's worktree facts, its worktree made again first if it was removed while byre
 /// runs. Not found for an unknown task; conflict for a closed task or one whose worktree is
 /// not made yet.
-async fn task_place(app: &Ctx, task_id: &str) -> Result<TaskPlace, Error> {
+pub(crate) async fn task_place(app: &Ctx, task_id: &str) -> Result<TaskPlace, Error> {
     app.worktrees.restore_if_missing(task_id).await;
     app.writer.read(|s| {
         let task = s
@@ -55,6 +58,7 @@ async fn task_place(app: &Ctx, task_id: &str) -> Result<TaskPlace, Error> {
             worktree: PathBuf::from(&task.worktree_path),
             branch: task.branch.clone(),
             default_branch,
+            port_base: task.port_base,
         })
     })
 }
