@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::helpers::{kinds, local_ada, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{agent_tool, kinds, local_ada, Api, Sse, SseEvent, TestServer};
 use crate::process::byre_bin;
 
 /// How long a test waits for the real CLI's turns, the client's lines and its exit.
@@ -410,21 +410,6 @@ async fn client_operations_refuse_what_they_cannot_serve() {
     }
 }
 
-/// Calls byre's agent tool `tool` as session `session_id`'s `byre mcp` would; the answer.
-async fn tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
-    let host = byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
-        .expect("the server's MCP secret");
-    let r = reqwest::Client::new()
-        .post(format!("{}/internal/mcp/tools/{tool}", server.url))
-        .bearer_auth(host.token(session_id))
-        .json(&args)
-        .send()
-        .await
-        .expect("byre answers");
-    assert_eq!(r.status(), 200);
-    r.json().await.expect("JSON")
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
     // No agent CLI: the task's one turn fails at once and its session stays, idle.
@@ -439,7 +424,7 @@ async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
     first_turn(&mut sse, &task_id).await;
     let session_id = api.first_session_id(&task_id).await;
 
-    let r = tool(&server, &session_id, "bash", json!({"command": "true"})).await;
+    let r = agent_tool(&server, &session_id, "bash", json!({"command": "true"})).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(
         r["text"]
@@ -504,7 +489,7 @@ async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
         ("read_file", json!({"path": "~/missing.txt"}), "missing.txt"),
     ];
     for (name, args, says) in refusals {
-        let r = tool(&server, &session_id, name, args.clone()).await;
+        let r = agent_tool(&server, &session_id, name, args.clone()).await;
         assert_eq!(r["is_error"], true, "{name} {args}: {r}");
         assert!(
             r["text"].as_str().unwrap().contains(says),
@@ -512,7 +497,7 @@ async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
         );
     }
 
-    let r = tool(
+    let r = agent_tool(
         &server,
         &session_id,
         "write_file",
@@ -524,7 +509,7 @@ async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
         std::fs::read_to_string(home.path().join("deep/note.txt")).unwrap(),
         "hi"
     );
-    let r = tool(
+    let r = agent_tool(
         &server,
         &session_id,
         "read_file",
@@ -537,7 +522,7 @@ async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
         "{r}"
     );
 
-    let r = tool(
+    let r = agent_tool(
         &server,
         &session_id,
         "hands",

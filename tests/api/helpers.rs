@@ -664,3 +664,81 @@ pub fn find<'a>(events: &'a [SseEvent], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} in {:?}", kinds(events)))
         .data
 }
+
+/// Calls byre's agent tool `tool` as session `session_id`'s `byre mcp` forwards it (the
+/// internal route, the session's token); the answer, `{is_error, text}`.
+pub async fn agent_tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
+    let host = byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
+        .expect("the server's MCP secret");
+    let r = reqwest::Client::new()
+        .post(format!("{}/internal/mcp/tools/{tool}", server.url))
+        .bearer_auth(host.token(session_id))
+        .json(&args)
+        .send()
+        .await
+        .expect("byre answers");
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}
+
+/// `git -C dir args…`: (success, trimmed stdout).
+pub fn git_out(dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
+    )
+}
+
+/// Every event seen so far on a stream, and the stream for more.
+pub struct Seen {
+    /// The stream.
+    pub sse: Sse,
+    /// What it sent so far.
+    pub events: Vec<SseEvent>,
+    wait: Duration,
+}
+
+impl Seen {
+    /// Follows `sse`, waiting at most `wait` for each event.
+    pub fn new(sse: Sse, wait: Duration) -> Seen {
+        Seen {
+            sse,
+            events: Vec::new(),
+            wait,
+        }
+    }
+
+    /// The first event (seen already, or next on the stream) whose data satisfies `pred`;
+    /// panics when none comes within the wait.
+    pub async fn first(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(e) = self.events.iter().find(|e| pred(&e.data)) {
+            return e.data.clone();
+        }
+        loop {
+            let e = self
+                .sse
+                .next(self.wait)
+                .await
+                .unwrap_or_else(|| panic!("no {what}; saw {:?}", kinds(&self.events)));
+            let hit = pred(&e.data);
+            self.events.push(e);
+            if hit {
+                return self.events.last().unwrap().data.clone();
+            }
+        }
+    }
+
+    /// The first event of `kind` for task `task_id`.
+    pub async fn of_task(&mut self, kind: &str, task_id: &str) -> Value {
+        self.first(&format!("{kind} of {task_id}"), |d| {
+            d["kind"] == kind && d["task_id"] == task_id
+        })
+        .await
+    }
+}

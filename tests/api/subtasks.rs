@@ -5,67 +5,17 @@
 //! `parent` has the parent's agent run `git merge` on the subtask's branch, and the subtask
 //! closes as merged.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{kinds, local_ada, Api, Resp, Sse, SseEvent, TestServer};
+use crate::helpers::{agent_tool, git_out, local_ada, Api, Resp, Seen, TestServer};
 
 /// How long a test waits for the real CLI's turns and byre's git work.
 const TURN_WAIT: Duration = Duration::from_secs(120);
-
-fn git(dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
-    )
-}
-
-/// Every event seen so far, and the stream for more.
-struct Seen {
-    sse: Sse,
-    events: Vec<SseEvent>,
-}
-
-impl Seen {
-    /// The first event (seen already, or next on the stream) whose data satisfies `pred`;
-    /// panics after [`TURN_WAIT`] without one.
-    async fn first(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(e) = self.events.iter().find(|e| pred(&e.data)) {
-            return e.data.clone();
-        }
-        loop {
-            let e = self
-                .sse
-                .next(TURN_WAIT)
-                .await
-                .unwrap_or_else(|| panic!("no {what}; saw {:?}", kinds(&self.events)));
-            let hit = pred(&e.data);
-            self.events.push(e);
-            if hit {
-                return self.events.last().unwrap().data.clone();
-            }
-        }
-    }
-
-    /// The first event of `kind` for task `task_id`.
-    async fn of_task(&mut self, kind: &str, task_id: &str) -> Value {
-        self.first(&format!("{kind} of {task_id}"), |d| {
-            d["kind"] == kind && d["task_id"] == task_id
-        })
-        .await
-    }
-}
 
 /// A local server (ada) whose Claude Code talks to the fake model `o_subtasks`, a project and
 /// the event stream; (server, fake, api, project id, repo, events).
@@ -89,10 +39,7 @@ async fn bench() -> (TestServer, FakeAnthropic, Api, String, TempDir, Seen) {
     let api = server.api();
     let (repo, project_id) = api.basic_project().await;
     let sse = api.events(&[], None).await;
-    let seen = Seen {
-        sse,
-        events: Vec::new(),
-    };
+    let seen = Seen::new(sse, TURN_WAIT);
     (server, fake, api, project_id, repo, seen)
 }
 
@@ -137,7 +84,7 @@ async fn a_parent_agent_starts_a_subtask_and_merges_it_into_its_branch_when_aske
     assert_eq!(sub["parent_task_id"], parent_id.as_str());
     assert_eq!(sub["project_id"], project_id.as_str());
     assert_eq!(sub["title"], "Write notes");
-    let (_, parent_head) = git(&parent_worktree, &["rev-parse", "HEAD"]);
+    let (_, parent_head) = git_out(&parent_worktree, &["rev-parse", "HEAD"]);
     assert_eq!(
         sub["base_ref"],
         parent_head.as_str(),
@@ -184,7 +131,7 @@ async fn a_parent_agent_starts_a_subtask_and_merges_it_into_its_branch_when_aske
     let ended = seen.of_task("turn.ended", &sub_id).await;
     assert_eq!(ended["payload"]["outcome"], "completed", "{ended}");
     seen.of_task("snapshot.taken", &sub_id).await;
-    let (ok, notes) = git(repo.path(), &["show", &format!("{sub_branch}:notes.txt")]);
+    let (ok, notes) = git_out(repo.path(), &["show", &format!("{sub_branch}:notes.txt")]);
     assert!(ok, "notes.txt is on the subtask's branch");
     assert_eq!(notes, "notes from the subtask");
     let parent_ended = seen.of_task("turn.ended", &parent_id).await;
@@ -229,7 +176,7 @@ async fn a_parent_agent_starts_a_subtask_and_merges_it_into_its_branch_when_aske
     })
     .await;
     let merged = seen.of_task("task.merged", &sub_id).await;
-    let (_, parent_head) = git(&parent_worktree, &["rev-parse", "HEAD"]);
+    let (_, parent_head) = git_out(&parent_worktree, &["rev-parse", "HEAD"]);
     assert_eq!(merged["payload"]["merge_commit"], parent_head.as_str());
     let sub = get_task(&api, &sub_id).await;
     assert_eq!(sub["status"], "merged", "{sub}");
@@ -241,7 +188,7 @@ async fn a_parent_agent_starts_a_subtask_and_merges_it_into_its_branch_when_aske
         "notes from the subtask\n"
     );
     assert!(!sub_worktree.exists(), "the subtask's worktree is removed");
-    let (branch_left, _) = git(
+    let (branch_left, _) = git_out(
         repo.path(),
         &["rev-parse", "--verify", &format!("refs/heads/{sub_branch}")],
     );
@@ -279,22 +226,6 @@ async fn merge_target_parent_is_400_for_a_task_that_is_no_subtask_and_404_for_no
     server.stop().await;
 }
 
-/// A tool call as `byre mcp` forwards it (`{is_error, text}`), with session `session_id`'s
-/// token.
-async fn tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
-    let host = byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
-        .expect("the server's MCP secret");
-    let r = reqwest::Client::new()
-        .post(format!("{}/internal/mcp/tools/{tool}", server.url))
-        .bearer_auth(host.token(session_id))
-        .json(&args)
-        .send()
-        .await
-        .expect("byre answers");
-    assert_eq!(r.status(), 200);
-    r.json().await.expect("JSON")
-}
-
 /// A server whose Claude Code is missing (turns fail at once, sessions stay idle).
 async fn server_without_cli(data: TempDir) -> TestServer {
     TestServer::spawn_configured(data, local_ada(), |c| {
@@ -330,11 +261,11 @@ async fn start_subtask_refusals_are_tool_errors_and_the_link_survives_a_restart(
         ),
     ];
     for (args, says) in errors {
-        let r = tool(&server, &session_id, "start_subtask", args.clone()).await;
+        let r = agent_tool(&server, &session_id, "start_subtask", args.clone()).await;
         assert_eq!(r["is_error"], true, "{args}: {r}");
         assert!(str_of(&r, "text").contains(says), "{args}: {r}");
     }
-    let r = tool(&server, &session_id, "list_subtasks", json!({})).await;
+    let r = agent_tool(&server, &session_id, "list_subtasks", json!({})).await;
     assert_eq!(r["is_error"], false, "{r}");
     assert_eq!(
         serde_json::from_str::<Value>(str_of(&r, "text")).unwrap(),
@@ -347,7 +278,7 @@ async fn start_subtask_refusals_are_tool_errors_and_the_link_survives_a_restart(
         "a refusal leaves no task"
     );
 
-    let r = tool(
+    let r = agent_tool(
         &server,
         &session_id,
         "start_subtask",
@@ -355,7 +286,7 @@ async fn start_subtask_refusals_are_tool_errors_and_the_link_survives_a_restart(
     )
     .await;
     assert_eq!(r["is_error"], false, "{r}");
-    let list = tool(&server, &session_id, "list_subtasks", json!({})).await;
+    let list = agent_tool(&server, &session_id, "list_subtasks", json!({})).await;
     let list: Value = serde_json::from_str(str_of(&list, "text")).unwrap();
     let child_id = str_of(&list[0], "task_id").to_owned();
     assert!(str_of(&r, "text").contains(&child_id), "{r}");

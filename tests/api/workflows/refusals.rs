@@ -2,25 +2,10 @@
 //! off a stage, with bad arguments or twice, and `getWorkflowRun` / `getTaskWorkflow` on a task
 //! that is no stage. Claude Code is missing here: sessions exist, their turns fail at once.
 
-use serde_json::{json, Value};
+use serde_json::json;
 use tempfile::TempDir;
 
-use crate::helpers::{local_ada, until_kind, TestServer, WAIT};
-
-/// A tool call as `byre mcp` forwards it (`{is_error, text}`), as session `session_id`.
-async fn tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
-    let host = byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
-        .expect("the server's MCP secret");
-    let r = reqwest::Client::new()
-        .post(format!("{}/internal/mcp/tools/{tool}", server.url))
-        .bearer_auth(host.token(session_id))
-        .json(&args)
-        .send()
-        .await
-        .expect("byre answers");
-    assert_eq!(r.status(), 200);
-    r.json().await.expect("JSON")
-}
+use crate::helpers::{agent_tool, local_ada, until_kind, TestServer, WAIT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_runs_and_bad_finish_stage_calls_are_refused_with_the_reason() {
@@ -73,7 +58,7 @@ async fn bad_runs_and_bad_finish_stage_calls_are_refused_with_the_reason() {
         .await;
     let plain_id = plain["id"].as_str().unwrap();
     let plain_session = api.first_session_id(plain_id).await;
-    let r = tool(
+    let r = agent_tool(
         &server,
         &plain_session,
         "finish_stage",
@@ -121,11 +106,11 @@ async fn bad_runs_and_bad_finish_stage_calls_are_refused_with_the_reason() {
             "reason",
         ),
     ] {
-        let r = tool(&server, &sid, "finish_stage", args).await;
+        let r = agent_tool(&server, &sid, "finish_stage", args).await;
         assert_eq!(r["is_error"], true, "{what}: {r}");
         assert!(r["text"].as_str().unwrap().contains(needle), "{what}: {r}");
     }
-    let r = tool(
+    let r = agent_tool(
         &server,
         &sid,
         "finish_stage",
@@ -134,7 +119,7 @@ async fn bad_runs_and_bad_finish_stage_calls_are_refused_with_the_reason() {
     .await;
     assert_eq!(r["is_error"], false, "{r}");
     assert!(r["text"].as_str().unwrap().contains("End your turn"), "{r}");
-    let r = tool(
+    let r = agent_tool(
         &server,
         &sid,
         "finish_stage",

@@ -5,14 +5,14 @@
 //! base rules (checked with git); getWorkflowRun matches at every step; a `blocked` finish puts
 //! a question in the inbox and starts nothing; finishing `review` cleans up the others.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use byre_fake_models::{FakeAnthropic, FakeOpenAi};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{kinds, local_ada, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{git_out, local_ada, Api, Seen, TestServer};
 
 /// How long a test waits for real CLIs' turns and byre's git work.
 const TURN_WAIT: Duration = Duration::from_secs(180);
@@ -38,69 +38,20 @@ stages:
     prompt: Review the build and the docs. REVIEW-STAGE
 ";
 
-/// `git -C dir args…`: (success, trimmed stdout).
-pub fn git(dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
-    )
-}
-
-/// Every event seen so far, and the stream for more.
-struct Seen {
-    sse: Sse,
-    events: Vec<SseEvent>,
-}
-
-impl Seen {
-    /// The first event (seen already, or next) whose data satisfies `pred`.
-    async fn first(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(e) = self.events.iter().find(|e| pred(&e.data)) {
-            return e.data.clone();
-        }
-        loop {
-            let e = self
-                .sse
-                .next(TURN_WAIT)
-                .await
-                .unwrap_or_else(|| panic!("no {what}; saw {:?}", kinds(&self.events)));
-            let hit = pred(&e.data);
-            self.events.push(e);
-            if hit {
-                return self.events.last().unwrap().data.clone();
-            }
-        }
-    }
-
-    /// The `workflow.stage_started` of stage `stage`: its task id.
-    async fn stage_started(&mut self, stage: &str) -> String {
-        let e = self
-            .first(&format!("stage {stage} started"), |d| {
-                d["kind"] == "workflow.stage_started" && d["payload"]["stage"] == stage
-            })
-            .await;
-        e["task_id"].as_str().unwrap().to_owned()
-    }
-
-    /// The text of task `task_id`'s first `user.message` (its agent's first message).
-    async fn first_message(&mut self, task_id: &str) -> String {
-        let e = self.of_task("user.message", task_id).await;
-        e["payload"]["text"].as_str().unwrap().to_owned()
-    }
-
-    /// The first event of `kind` for task `task_id`.
-    async fn of_task(&mut self, kind: &str, task_id: &str) -> Value {
-        self.first(&format!("{kind} of {task_id}"), |d| {
-            d["kind"] == kind && d["task_id"] == task_id
+/// The `workflow.stage_started` of stage `stage`: its task id.
+async fn stage_started(seen: &mut Seen, stage: &str) -> String {
+    let e = seen
+        .first(&format!("stage {stage} started"), |d| {
+            d["kind"] == "workflow.stage_started" && d["payload"]["stage"] == stage
         })
-        .await
-    }
+        .await;
+    e["task_id"].as_str().unwrap().to_owned()
+}
+
+/// The text of task `task_id`'s first `user.message` (its agent's first message).
+async fn first_message(seen: &mut Seen, task_id: &str) -> String {
+    let e = seen.of_task("user.message", task_id).await;
+    e["payload"]["text"].as_str().unwrap().to_owned()
 }
 
 async fn get(api: &Api, op: &str, id: &str) -> Value {
@@ -164,10 +115,7 @@ async fn a_plan_build_docs_review_run_goes_end_to_end_on_claude_code_and_codex()
     .await;
     let api = server.api();
     let (repo, project_id) = api.basic_project().await;
-    let mut seen = Seen {
-        sse: api.events(&[], None).await,
-        events: Vec::new(),
-    };
+    let mut seen = Seen::new(api.events(&[], None).await, TURN_WAIT);
     let r = api
         .call_raw(
             "putWorkflow",
@@ -177,7 +125,7 @@ async fn a_plan_build_docs_review_run_goes_end_to_end_on_claude_code_and_codex()
         )
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    let (_, main_at_start) = git(repo.path(), &["rev-parse", "main"]);
+    let (_, main_at_start) = git_out(repo.path(), &["rev-parse", "main"]);
 
     // createTask with the workflow: the first stage's task, branched where the run started.
     let r = api
@@ -196,7 +144,9 @@ async fn a_plan_build_docs_review_run_goes_end_to_end_on_claude_code_and_codex()
     assert_eq!(plan["workflow_stage"], "plan");
     assert_eq!(plan["base_ref"], main_at_start.as_str());
     let run_id = plan["workflow_run"].as_str().unwrap().to_owned();
-    assert!(seen.first_message(&plan_id).await.contains("PLAN-STAGE"));
+    assert!(first_message(&mut seen, &plan_id)
+        .await
+        .contains("PLAN-STAGE"));
 
     // The frozen definition outlives the workflow's deletion.
     assert_eq!(
@@ -276,15 +226,15 @@ async fn a_plan_build_docs_review_run_goes_end_to_end_on_claude_code_and_codex()
         .unwrap()
         .contains("PLAN-OUTPUT"));
     assert!(
-        git(
+        git_out(
             repo.path(),
             &["cat-file", "-e", &format!("{plan_commit}:plan.md")]
         )
         .0,
         "plan's commit holds plan.md"
     );
-    let build_id = seen.stage_started("build").await;
-    let docs_id = seen.stage_started("docs").await;
+    let build_id = stage_started(&mut seen, "build").await;
+    let docs_id = stage_started(&mut seen, "docs").await;
     let build = get(&api, "getTask", &build_id).await;
     let docs = get(&api, "getTask", &docs_id).await;
     assert_eq!(build["title"], "Login page: build");
@@ -292,7 +242,7 @@ async fn a_plan_build_docs_review_run_goes_end_to_end_on_claude_code_and_codex()
     // Base rules: build (parent) from plan's commit, docs (main) from the default branch.
     assert_eq!(build["base_ref"], plan_commit.as_str());
     assert_eq!(docs["base_ref"], main_at_start.as_str());
-    let (_, build_base) = git(
+    let (_, build_base) = git_out(
         repo.path(),
         &[
             "merge-base",
@@ -305,14 +255,14 @@ async fn a_plan_build_docs_review_run_goes_end_to_end_on_claude_code_and_codex()
         "build's branch starts at plan's commit"
     );
     assert!(
-        !git(
+        !git_out(
             repo.path(),
             &["cat-file", "-e", &format!("{main_at_start}:plan.md")]
         )
         .0
     );
     for (id, marker) in [(&build_id, "BUILD-STAGE"), (&docs_id, "DOCS-STAGE")] {
-        let m = seen.first_message(id).await;
+        let m = first_message(&mut seen, id).await;
         assert!(m.contains(marker), "{m}");
         assert!(m.contains("PLAN-OUTPUT: plan.md, on SQLite."), "{m}");
         assert!(m.contains("Login page"), "the brief: {m}");
@@ -333,22 +283,22 @@ async fn a_plan_build_docs_review_run_goes_end_to_end_on_claude_code_and_codex()
     let build_done = seen.of_task("workflow.stage_finished", &build_id).await;
     let build_commit = build_done["payload"]["commit"].as_str().unwrap().to_owned();
     assert!(
-        git(
+        git_out(
             repo.path(),
             &["cat-file", "-e", &format!("{build_commit}:build.txt")]
         )
         .0
     );
     seen.of_task("workflow.stage_finished", &docs_id).await;
-    let review_id = seen.stage_started("review").await;
+    let review_id = stage_started(&mut seen, "review").await;
     let review = get(&api, "getTask", &review_id).await;
-    let (_, main_now) = git(repo.path(), &["rev-parse", "main"]);
+    let (_, main_now) = git_out(repo.path(), &["rev-parse", "main"]);
     assert_eq!(
         review["base_ref"],
         main_now.as_str(),
         "several after stages: the default branch"
     );
-    let m = seen.first_message(&review_id).await;
+    let m = first_message(&mut seen, &review_id).await;
     assert!(m.contains("REVIEW-STAGE"), "{m}");
     assert!(
         m.contains("BUILD-OUTPUT: build.txt holds the build."),
