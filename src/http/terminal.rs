@@ -16,6 +16,8 @@ use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 use super::{ApiError, App};
 use crate::app::terminal as op;
 use crate::identity::Caller;
+use crate::terminal::shell::INPUT_QUEUE;
+use crate::terminal::InputRefused;
 
 /// Largest input message, in bytes (a paste).
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -91,11 +93,12 @@ async fn serve(
     let (reason, close) = loop {
         tokio::select! {
             out = viewer.output.recv() => match out {
-                Some(bytes) => {
-                    if session.binary(bytes).await.is_err() {
-                        break ("client", None);
-                    }
-                }
+                Some(bytes) => match within(silent_at_most, session.binary(bytes)).await {
+                    Some(Ok(())) => {}
+                    Some(Err(_)) => break ("client", None),
+                    // Its socket takes nothing: it cannot take a close frame either.
+                    None => break ("unresponsive", None),
+                },
                 None => match viewer.ended() {
                     Some(ended) => break ("ended", Some(CloseReason {
                         code: CloseCode::Other(ended.code),
@@ -110,12 +113,15 @@ async fn serve(
             msg = stream.recv() => {
                 last_heard = Instant::now();
                 match msg {
-                    Some(Ok(AggregatedMessage::Binary(b))) => {
-                        if let Err(e) = viewer.input(&b).await {
-                            tracing::debug!(error = %e, "input to an ending terminal");
-                        }
-                    }
-                    Some(Ok(AggregatedMessage::Text(t))) => viewer.resize(&t).await,
+                    Some(Ok(AggregatedMessage::Binary(b))) => match viewer.input(b) {
+                        Ok(()) => {}
+                        Err(InputRefused::NotReading) => tracing::warn!(
+                            viewer_id = %viewer.id,
+                            "dropped terminal input: its program has read none of the last {INPUT_QUEUE} messages"
+                        ),
+                        Err(InputRefused::Ended) => tracing::debug!("input to an ending terminal"),
+                    },
+                    Some(Ok(AggregatedMessage::Text(t))) => viewer.resize(&t),
                     Some(Ok(AggregatedMessage::Ping(p))) => {
                         let _ = session.pong(&p).await;
                     }
@@ -137,14 +143,24 @@ async fn serve(
                         description: Some("no answer to pings".into()),
                     }));
                 }
-                if session.ping(b"byre").await.is_err() {
-                    break ("client", None);
+                match within(silent_at_most, session.ping(b"byre")).await {
+                    Some(Ok(())) => {}
+                    Some(Err(_)) => break ("client", None),
+                    None => break ("unresponsive", None),
                 }
             }
         }
     };
-    let _ = session.close(close).await;
+    if close.is_some() || reason == "client" {
+        let _ = within(silent_at_most, session.close(close)).await;
+    }
     if reason != "ended" {
         viewer.leave(reason).await;
     }
+}
+
+/// `fut`'s output, or `None` when it takes longer than `limit` (a socket whose peer reads
+/// nothing: its send queue is full and stays so).
+async fn within<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(limit, fut).await.ok()
 }

@@ -29,7 +29,7 @@ use crate::log::{SubmitError, Writer};
 
 pub mod shell;
 
-pub use shell::{Ended, TERMINAL_ENV};
+pub use shell::{Ended, InputRefused, TERMINAL_ENV};
 
 /// A terminal's size in character cells (spec `TerminalSize`); both at least 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -132,19 +132,20 @@ impl Viewer {
         self.ended.borrow().clone()
     }
 
-    /// Writes input to the shell's pty.
+    /// Queues input for the shell's pty, never waiting for it (see [`shell::INPUT_QUEUE`]).
     /// # Errors
-    /// The pty is gone (the shell is ending).
-    pub async fn input(&self, bytes: &[u8]) -> std::io::Result<()> {
-        self.shell.input(bytes).await
+    /// The program on the terminal reads nothing and the queue is full (the input is
+    /// dropped), or the shell is ending.
+    pub fn input(&self, bytes: Bytes) -> Result<(), InputRefused> {
+        self.shell.input(bytes)
     }
 
     /// Resizes the terminal to a `TerminalSize` message; an invalid one is ignored and
     /// logged (the socket stays open).
-    pub async fn resize(&self, text: &str) {
+    pub fn resize(&self, text: &str) {
         match TerminalSize::from_json(text) {
             Ok(size) => {
-                if let Err(e) = self.shell.resize(size.cols, size.rows).await {
+                if let Err(e) = self.shell.resize(size.cols, size.rows) {
                     tracing::debug!(error = %e, "resize of an ending terminal");
                 }
             }

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CStr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +25,11 @@ pub const SCROLLBACK_BYTES: usize = 256 * 1024;
 
 /// Chunks of output a viewer may have waiting before it counts as lagging and is dropped.
 pub const VIEWER_QUEUE: usize = 1024;
+
+/// Input messages that may wait for the pty while the program on the terminal does not read
+/// them (a stuck program, or one in raw mode that reads nothing); beyond, input is refused
+/// ([`InputRefused::NotReading`]) rather than stall the viewers' sockets.
+pub const INPUT_QUEUE: usize = 64;
 
 /// How long the output of an ended shell is still read (what its last commands printed)
 /// before its viewers are closed.
@@ -87,7 +93,11 @@ pub struct Shell {
     pub marker: String,
     /// The program started.
     pub program: String,
-    writer: tokio::sync::Mutex<pty_process::OwnedWritePty>,
+    /// Input for the pty, written by the output loop ([`Started::run`]) as the pty takes it.
+    input: mpsc::Sender<Bytes>,
+    /// A second descriptor of the pty's master, for resizes: they never wait behind input
+    /// the pty does not take.
+    control: OwnedFd,
     inner: Mutex<Inner>,
     ended: watch::Sender<Option<Ended>>,
     /// Why byre killed it, if it did (`task_closed`, `server_stopping`).
@@ -103,12 +113,25 @@ struct Inner {
     size: (u16, u16),
 }
 
-/// What a started shell hands its runner: the read half of the pty and the child.
+/// What a started shell hands its runner: the pty's halves, the input queue and the child.
 pub struct Started {
     /// The shell.
     pub shell: Arc<Shell>,
     reader: pty_process::OwnedReadPty,
+    writer: pty_process::OwnedWritePty,
+    input: mpsc::Receiver<Bytes>,
     child: tokio::process::Child,
+}
+
+/// Why input was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InputRefused {
+    /// [`INPUT_QUEUE`] messages already wait for a program that does not read them.
+    #[error("the terminal's program is not reading its input; dropped")]
+    NotReading,
+    /// The shell has ended.
+    #[error("the shell has ended")]
+    Ended,
 }
 
 /// What a viewer gets on attaching: its queue (the scrollback first, then live output) and
@@ -137,6 +160,8 @@ pub fn start(
     let (pty, pts) = pty_process::open().map_err(std::io::Error::other)?;
     pty.resize(pty_process::Size::new(rows, cols))
         .map_err(std::io::Error::other)?;
+    // Close-on-exec, like the pty itself: the shell gets only the pts.
+    let control = pty.as_fd().try_clone_to_owned()?;
     let name = program
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -166,12 +191,14 @@ pub fn start(
     let child = cmd.spawn(pts).map_err(std::io::Error::other)?;
     let pid = child.id().unwrap_or(0);
     let (reader, writer) = pty.into_split();
+    let (input_tx, input) = mpsc::channel(INPUT_QUEUE);
     let shell = Arc::new(Shell {
         task_id: task_id.to_owned(),
         pid,
         marker,
         program: program.to_string_lossy().into_owned(),
-        writer: tokio::sync::Mutex::new(writer),
+        input: input_tx,
+        control,
         inner: Mutex::new(Inner {
             scrollback: VecDeque::new(),
             viewers: HashMap::new(),
@@ -183,6 +210,8 @@ pub fn start(
     Ok(Started {
         shell,
         reader,
+        writer,
+        input,
         child,
     })
 }
@@ -227,22 +256,30 @@ impl Shell {
         self.inner().viewers.remove(viewer_id);
     }
 
-    /// Writes a viewer's input to the pty.
+    /// Queues a viewer's input for the pty, never waiting: the output loop writes it as the
+    /// pty takes it, in the order it came.
     /// # Errors
-    /// The pty is gone.
-    pub async fn input(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let mut w = self.writer.lock().await;
-        w.write_all(bytes).await?;
-        w.flush().await
+    /// [`InputRefused::NotReading`] when [`INPUT_QUEUE`] messages already wait (the input is
+    /// dropped); [`InputRefused::Ended`].
+    pub fn input(&self, bytes: Bytes) -> Result<(), InputRefused> {
+        self.input.try_send(bytes).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => InputRefused::NotReading,
+            mpsc::error::TrySendError::Closed(_) => InputRefused::Ended,
+        })
     }
 
-    /// Resizes the pty (the kernel tells the foreground job with SIGWINCH).
+    /// Resizes the pty (the kernel tells the foreground job with SIGWINCH), at once even while
+    /// input waits for the pty.
     /// # Errors
     /// The pty is gone.
-    pub async fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()> {
-        let w = self.writer.lock().await;
-        w.resize(pty_process::Size::new(rows, cols))
-            .map_err(std::io::Error::other)?;
+    pub fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()> {
+        let size = rustix::termios::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        rustix::termios::tcsetwinsize(&self.control, size)?;
         self.inner().size = (cols, rows);
         Ok(())
     }
@@ -299,9 +336,14 @@ impl Started {
         let Started {
             shell,
             mut reader,
+            mut writer,
+            mut input,
             mut child,
         } = self;
         let mut buf = vec![0u8; 16 * 1024];
+        // The input message being written and how much of it is written: one at a time, so
+        // a pty that takes no input stalls only its queue, never this loop.
+        let mut writing: Option<(Bytes, usize)> = None;
         let mut status: Option<std::process::ExitStatus> = None;
         // Once the shell exited: until when its output is still read.
         let mut drain_until: Option<tokio::time::Instant> = None;
@@ -310,6 +352,28 @@ impl Started {
                 r = reader.read(&mut buf) => match r {
                     Ok(0) | Err(_) => break,
                     Ok(n) => shell.output(&buf[..n]),
+                },
+                next = input.recv(), if writing.is_none() => {
+                    writing = next.map(|bytes| (bytes, 0));
+                }
+                w = async {
+                    match &writing {
+                        Some((bytes, done)) => writer.write(&bytes[*done..]).await,
+                        None => Ok(0),
+                    }
+                }, if writing.is_some() => match w {
+                    Ok(n) => {
+                        if let Some((bytes, done)) = &mut writing {
+                            *done += n;
+                            if n == 0 || *done >= bytes.len() {
+                                writing = None;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "input to an ending terminal");
+                        writing = None;
+                    }
                 },
                 s = child.wait(), if status.is_none() => {
                     status = s.ok();

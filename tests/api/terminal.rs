@@ -447,3 +447,89 @@ async fn a_socket_that_answers_no_ping_is_closed_and_the_shell_runs_on() {
     assert_eq!(pid, first.to_string());
     server.stop().await;
 }
+
+/// The size of the pty the shell `pid` has on stdin, as `stty size` prints it ("rows cols").
+fn pty_size(pid: u32) -> String {
+    let pts = std::fs::read_link(format!("/proc/{pid}/fd/0")).expect("the shell's pts");
+    let out = std::process::Command::new("stty")
+        .arg("-F")
+        .arg(&pts)
+        .arg("size")
+        .output()
+        .expect("stty runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_reads_no_input_stalls_neither_the_sockets_nor_resizes() {
+    let server = TestServer::spawn().await;
+    let api = server.api();
+    let (_repo, task_id) = task(&api).await;
+    let mut sse = api.events(&[("task_id", task_id.as_str())], None).await;
+    let mut typist = Term::open(&server.url, &task_id, 80, 24).await;
+    let pid: u32 = typist.eval("p", "$$").await.parse().unwrap();
+    // Raw mode and a program that reads nothing: the pty takes a few KiB, then no more.
+    typist
+        .type_line("stty raw -echo; echo \"ra$((1+1))w\"; sleep 600")
+        .await;
+    typist.after("ra2w").await;
+    let paste = vec![b'#'; 64 * 1024];
+    tokio::time::timeout(WAIT, async {
+        for _ in 0..96 {
+            typist
+                .ws
+                .send(Message::Binary(paste.clone().into()))
+                .await
+                .expect("send input");
+        }
+    })
+    .await
+    .expect("the server keeps reading input the pty does not take");
+    // Another viewer's resize reaches the pty while that input waits.
+    let mut other = Term::open(&server.url, &task_id, 80, 24).await;
+    other.text(r#"{"cols":91,"rows":33}"#).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while pty_size(pid) != "33 91" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pty is still {}",
+            pty_size(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The typist's close is answered while its input still waits, and recorded.
+    typist.ws.close(None).await.expect("send a close");
+    typist.closed().await;
+    let closed = until_kind(&mut sse, "terminal.closed", WAIT).await;
+    assert_eq!(closed.last().unwrap().data["payload"]["reason"], "client");
+    assert!(alive(pid), "the shell runs on");
+    drop(other);
+    server.stop().await;
+    gone(pid, "after byre stopped").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_that_reads_no_output_is_closed_as_unresponsive() {
+    let server = TestServer::spawn_configured(
+        tempfile::TempDir::new().unwrap(),
+        crate::helpers::local_ada(),
+        |c| c.terminal_ping = Duration::from_millis(200),
+    )
+    .await;
+    let api = server.api();
+    let (_repo, task_id) = task(&api).await;
+    let mut sse = api.events(&[("task_id", task_id.as_str())], None).await;
+    let mut term = Term::open(&server.url, &task_id, 80, 24).await;
+    term.eval("p", "$$").await;
+    // More output than the socket's buffers hold, to a viewer that then reads nothing (and so
+    // answers no ping): byre's sends to it stop completing.
+    term.type_line("head -c 30000000 /dev/zero | tr '\\0' x")
+        .await;
+    // Closed as unresponsive (its sends time out, or its pings go unanswered) or as lagging
+    // (its queue overflowed first); either way it leaves, though it can take no close frame.
+    let closed = until_kind(&mut sse, "terminal.closed", WAIT).await;
+    let reason = closed.last().unwrap().data["payload"]["reason"].clone();
+    assert!(reason == "unresponsive" || reason == "lagging", "{reason}");
+    drop(term);
+    server.stop().await;
+}
