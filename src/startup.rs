@@ -172,6 +172,17 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     }
     let (terminals, terminals_task) =
         crate::terminal::Terminals::start(writer.clone(), shutdown_rx.clone()).await;
+    let data_dir = config.data_dir.clone();
+    let swept =
+        tokio::task::spawn_blocking(move || crate::app::clients::sweep_transfers(&data_dir))
+            .await
+            .unwrap_or(0);
+    if swept > 0 {
+        tracing::info!(
+            n_files = swept,
+            "removed transfer files a previous server left"
+        );
+    }
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
         config: Arc::new(config),

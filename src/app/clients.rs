@@ -14,7 +14,7 @@
 //! upload's archive while its request waits, `putClientTransfer` accepts a download's
 //! archive once while its request waits; otherwise both are not found.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -329,7 +329,7 @@ impl Machines {
         timeout: Duration,
     ) -> Result<Value, String> {
         let archive = blocking(move || {
-            let dir = data_dir.join("transfers");
+            let dir = transfers_dir(&data_dir);
             std::fs::create_dir_all(&dir).map_err(Error::internal)?;
             let file = tempfile::NamedTempFile::new_in(&dir).map_err(Error::internal)?;
             archive::pack(&path, file.as_file(), true)
@@ -410,6 +410,36 @@ impl Machines {
     }
 }
 
+/// Where transfers keep their archives while their request waits: `{data}/transfers`.
+pub fn transfers_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("transfers")
+}
+
+/// Removes what transfers of a previous server left in [`transfers_dir`] (their requests
+/// died with it: a crash or a `kill -9` skips the clean-up of a waiting transfer); run at
+/// start-up, before any request can wait. Returns how many entries went.
+pub fn sweep_transfers(data_dir: &Path) -> usize {
+    let dir = transfers_dir(data_dir);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let gone = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        match gone {
+            Ok(()) => n += 1,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove a left transfer file")
+            }
+        }
+    }
+    n
+}
+
 fn no_transfer(id: &str) -> Error {
     Error::NotFound(format!("no waiting transfer `{id}`"))
 }
@@ -468,7 +498,7 @@ pub async fn put_transfer(app: &Ctx, id: &str) -> Result<Receiving, Error> {
     }
     let data_dir = app.config.data_dir.clone();
     let made = blocking(move || {
-        let dir = data_dir.join("transfers");
+        let dir = transfers_dir(&data_dir);
         std::fs::create_dir_all(&dir).map_err(Error::internal)?;
         let file = tempfile::NamedTempFile::new_in(&dir).map_err(Error::internal)?;
         let (file, path) = file.into_parts();
@@ -494,14 +524,27 @@ impl Receiving {
     /// stored.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), Error> {
         self.n_bytes += chunk.len() as u64;
-        if self.n_bytes > MAX_TRANSFER_BYTES {
-            return Err(Error::TooLarge(format!(
-                "transfers are limited to {} MiB",
-                MAX_TRANSFER_BYTES / (1024 * 1024)
-            )));
-        }
+        self.within_limit(self.n_bytes)?;
         let (file, _) = self.file.as_mut().ok_or_else(|| no_transfer(&self.id))?;
         file.write_all(chunk).await.map_err(Error::internal)
+    }
+
+    /// Refuses an archive of `n_bytes` (announced by its `Content-Length`, or received so far)
+    /// beyond [`MAX_TRANSFER_BYTES`]: the transfer fails with that reason, which its tool call
+    /// reports.
+    /// # Errors
+    /// [`Error::TooLarge`].
+    pub fn within_limit(&mut self, n_bytes: u64) -> Result<(), Error> {
+        if n_bytes <= MAX_TRANSFER_BYTES {
+            return Ok(());
+        }
+        let why = format!(
+            "transfers are limited to {} MiB",
+            MAX_TRANSFER_BYTES / (1024 * 1024)
+        );
+        self.finished = true;
+        self.set(Err(format!("the machine's archive was refused: {why}")));
+        Err(Error::TooLarge(why))
     }
 
     /// Unpacks the whole archive at the transfer's destination (see `crate::archive`: a

@@ -55,12 +55,21 @@ async fn serve(
         .max_continuation_size(MAX_MESSAGE_BYTES);
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = Instant::now();
+    // Whether the socket stopped taking messages (then no close frame is sent).
+    let mut stuck = false;
     let close = loop {
         tokio::select! {
             out = conn.outbox.recv() => match out {
                 Some(Outgoing::Request(text)) => {
-                    if session.text(text).await.is_err() {
-                        break None;
+                    match tokio::time::timeout(PING_EVERY * 3, session.text(text)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => break None,
+                        // The machine reads nothing: its socket cannot take a close frame.
+                        Err(_) => {
+                            tracing::warn!(host = conn.host(), "client takes no messages; dropping its socket");
+                            stuck = true;
+                            break None;
+                        }
                     }
                 }
                 Some(Outgoing::Close { code, reason }) => break Some(CloseReason {
@@ -96,8 +105,13 @@ async fn serve(
                         description: Some("no answer to pings".into()),
                     });
                 }
-                if session.ping(b"").await.is_err() {
-                    break None;
+                match tokio::time::timeout(PING_EVERY * 3, session.ping(b"")).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => break None,
+                    Err(_) => {
+                        stuck = true;
+                        break None;
+                    }
                 }
             }
             _ = shutdown.wait_for(|stopping| *stopping) => break Some(CloseReason {
@@ -108,7 +122,9 @@ async fn serve(
     };
     // Unregistered first: the machine's waiting requests fail at once.
     drop(conn);
-    let _ = session.close(close).await;
+    if !stuck {
+        let _ = tokio::time::timeout(PING_EVERY, session.close(close)).await;
+    }
 }
 
 /// `getClientTransfer` — GET /api/clients/transfers/{transferId} → 200 `application/gzip`
@@ -143,10 +159,20 @@ pub async fn get_client_transfer(
 pub async fn put_client_transfer(
     _caller: Caller,
     id: web::Path<String>,
+    req: HttpRequest,
     mut payload: web::Payload,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
     let mut receiving = clients::put_transfer(&app, &id).await?;
+    // Refused before a byte is read when it says it is too large.
+    let announced = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = announced {
+        receiving.within_limit(n)?;
+    }
     while let Some(chunk) = payload.next().await {
         let chunk =
             chunk.map_err(|e| ApiError::BadRequest(format!("could not read the body: {e}")))?;

@@ -539,3 +539,90 @@ async fn machine_tools_refuse_bad_calls_and_hand_on_a_hands_result_as_it_is() {
     );
     client.line("started the hands server").await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transfer_files_a_crashed_server_left_are_removed_at_the_next_start() {
+    let data = TempDir::new().unwrap();
+    let left = data.path().join("transfers");
+    std::fs::create_dir_all(left.join(".tmpDIR")).unwrap();
+    std::fs::write(left.join(".tmpA1b2C3"), b"half an archive").unwrap();
+    std::fs::write(left.join(".tmpDIR/x"), b"x").unwrap();
+    let server = TestServer::spawn_configured(data, local_ada(), |_| {}).await;
+    let entries: Vec<_> = std::fs::read_dir(server.data.path().join("transfers"))
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(entries.is_empty(), "left: {entries:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_download_archive_announced_beyond_the_limit_is_refused_413_before_it_is_read() {
+    // No agent CLI: the task's session stays idle and the test calls its tools itself.
+    let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), |c| {
+        c.claude_bin = Some("/nonexistent/claude".into());
+    })
+    .await;
+    let api = server.api();
+    let (_repo, project_id) = api.basic_project().await;
+    let mut sse = api.events(&[], None).await;
+    let (task_id, _) = start_task(&api, &project_id, "hello").await;
+    first_turn(&mut sse, &task_id).await;
+    let session_id = api.first_session_id(&task_id).await;
+    let mut machine = raw_machine(&server.url, "laptop").await;
+    let call = agent_tool(
+        &server,
+        &session_id,
+        "download",
+        json!({"path": "~/huge", "dest": "huge"}),
+    );
+    let answer_as_machine = async {
+        let request: Value = loop {
+            match tokio::time::timeout(WAIT, machine.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => break serde_json::from_str(&t).unwrap(),
+                Ok(Some(Ok(_))) => continue,
+                other => panic!("no ClientRequest: {other:?}"),
+            }
+        };
+        // Headers only: a 2 GiB body is announced, none is sent.
+        let addr = server.url.trim_start_matches("http://").to_owned();
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "PUT /api/clients/transfers/{} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/gzip\r\nContent-Length: 2147483648\r\n\r\n",
+            request["transfer"].as_str().unwrap()
+        );
+        tokio::io::AsyncWriteExt::write_all(&mut tcp, head.as_bytes())
+            .await
+            .unwrap();
+        let mut response = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = tokio::time::timeout(WAIT, tokio::io::AsyncReadExt::read(&mut tcp, &mut buf))
+                .await
+                .expect("byre answers without waiting for the body")
+                .unwrap_or(0);
+            response.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&response);
+            if n == 0 || text.contains("MiB\"}") {
+                break;
+            }
+        }
+        machine
+            .send(Message::text(json!({"id": request["id"]}).to_string()))
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&response).into_owned()
+    };
+    let (result, response) = tokio::join!(call, answer_as_machine);
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(
+        response.contains(r#"{"message":"transfers are limited to 1024 MiB"}"#),
+        "{response}"
+    );
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(
+        result["text"]
+            .as_str()
+            .unwrap()
+            .contains("transfers are limited to 1024 MiB"),
+        "the agent learns why: {result}"
+    );
+}
