@@ -80,7 +80,8 @@ pub enum Cmd {
     /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
     /// connected to a byre server; reconnects with backoff.
     Client {
-        /// The server, e.g. `http://127.0.0.1:7777`.
+        /// The server, e.g. `http://127.0.0.1:7777`, or `https://byre.tailnet.ts.net` behind
+        /// `tailscale serve` (TLS).
         #[arg(long)]
         server: String,
         /// This machine's name on the server (its `Byre-Host`). Default: the host name.

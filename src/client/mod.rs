@@ -38,7 +38,7 @@ const SILENCE_LIMIT: Duration = Duration::from_secs(70);
 /// What `byre client` was started with.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The server, `http://host:port` (`ws://` works too).
+    /// The server, `http://host:port` or `https://…` (`ws://` and `wss://` work too).
     pub server: String,
     /// This machine's name for the server (`Byre-Host`).
     pub host: String,
@@ -67,20 +67,9 @@ pub(crate) struct Shared {
 /// Serves requests until the connection is replaced; reconnects with backoff otherwise.
 /// Returns the process's exit code (2 when replaced).
 /// # Errors
-/// A `--server` URL that is not `http://`/`ws://` (this build has no TLS).
+/// A `--server` URL that is not `http://`, `https://`, `ws://` or `wss://`.
 pub async fn run(options: Options) -> anyhow::Result<i32> {
-    let base = options.server.trim_end_matches('/').to_owned();
-    let ws_url = if let Some(rest) = base.strip_prefix("http://") {
-        format!("ws://{rest}/api/clients/connect")
-    } else if let Some(rest) = base.strip_prefix("ws://") {
-        format!("ws://{rest}/api/clients/connect")
-    } else {
-        anyhow::bail!("--server must start with http:// (this build of byre has no TLS; behind `tailscale serve`, connect to byre's own http address on its host)");
-    };
-    let http_base = ws_url
-        .replacen("ws://", "http://", 1)
-        .trim_end_matches("/api/clients/connect")
-        .to_owned();
+    let (ws_url, http_base) = endpoints(&options.server).map_err(anyhow::Error::msg)?;
     let shared = Arc::new(Shared {
         http: reqwest::Client::builder().no_proxy().build()?,
         base: http_base,
@@ -111,6 +100,33 @@ pub async fn run(options: Options) -> anyhow::Result<i32> {
             }
         }
     }
+}
+
+/// The `connectClient` WebSocket URL and the HTTP base (for transfers) of `--server`:
+/// `http://` and `ws://` map to `ws://` and `http://`, `https://` and `wss://` to `wss://`
+/// and `https://` (TLS by rustls, the system's root certificates: `tailscale serve`'s
+/// certificate is trusted as a browser trusts it). A trailing `/` is dropped.
+/// # Errors
+/// Any other scheme, or no host after it, in words.
+pub fn endpoints(server: &str) -> Result<(String, String), String> {
+    let server = server.trim().trim_end_matches('/');
+    let (scheme, rest) = server.split_once("://").unwrap_or(("", server));
+    let (ws, http) = match scheme.to_ascii_lowercase().as_str() {
+        "http" | "ws" => ("ws", "http"),
+        "https" | "wss" => ("wss", "https"),
+        _ => {
+            return Err(format!(
+                "--server must be an http://, https://, ws:// or wss:// URL, not `{server}`"
+            ))
+        }
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("--server names no host: `{server}`"));
+    }
+    Ok((
+        format!("{ws}://{rest}/api/clients/connect"),
+        format!("{http}://{rest}"),
+    ))
 }
 
 /// One connection: connect, serve requests until it ends.
@@ -281,5 +297,49 @@ pub(crate) fn passwd_field(field: impl Fn(&libc::passwd) -> *mut libc::c_char) -
         }
         let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
         (!s.is_empty()).then_some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpoints;
+
+    #[test]
+    fn server_urls_map_to_the_socket_and_http_base_of_their_scheme() {
+        let ok = |a: &str, b: &str| Ok((a.to_owned(), b.to_owned()));
+        let cases = [
+            (
+                "http://127.0.0.1:7777",
+                ok(
+                    "ws://127.0.0.1:7777/api/clients/connect",
+                    "http://127.0.0.1:7777",
+                ),
+            ),
+            (
+                "https://byre.tail1234.ts.net/",
+                ok(
+                    "wss://byre.tail1234.ts.net/api/clients/connect",
+                    "https://byre.tail1234.ts.net",
+                ),
+            ),
+            (
+                "ws://host:7777",
+                ok("ws://host:7777/api/clients/connect", "http://host:7777"),
+            ),
+            (
+                "WSS://host",
+                ok("wss://host/api/clients/connect", "https://host"),
+            ),
+            (
+                "https://host/byre",
+                ok("wss://host/byre/api/clients/connect", "https://host/byre"),
+            ),
+        ];
+        for (server, want) in cases {
+            assert_eq!(endpoints(server), want, "{server}");
+        }
+        for bad in ["ftp://host", "127.0.0.1:7777", "https://", "http:///x", ""] {
+            assert!(endpoints(bad).is_err(), "{bad:?} is refused");
+        }
     }
 }
