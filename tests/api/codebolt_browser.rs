@@ -294,3 +294,63 @@ async fn raw_v2_frames_drive_the_browser_and_crawler_and_the_browser_ends_with_b
     assert!(left.is_empty(), "Chromium processes left: {left:?}");
     drop(data);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_a_killed_byre_left_is_ended_when_byre_starts_again() {
+    let url = serve_page().await;
+    let modules = tokio::task::spawn_blocking(byre_fake_models::codeboltjs_node_modules)
+        .await
+        .expect("install codeboltjs");
+    let chromium = tokio::task::spawn_blocking(|| crate::browser::programs().chromium)
+        .await
+        .unwrap();
+    let data = TempDir::new().unwrap();
+    let env = [
+        ("NODE_PATH", modules.to_str().unwrap()),
+        ("BYRE_CHROMIUM", chromium.to_str().unwrap()),
+    ];
+    let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let repo = crate::helpers::make_repo("basic");
+    let project = api.create_project("basic", repo.path()).await;
+    let mut sse = api.events(&[], None).await;
+    let model = format!("codebolt:{}", fixture("browser-raw").display());
+    api.create_task_with(
+        project["id"].as_str().unwrap(),
+        json!({"title": "browse raw", "prompt": url, "model": model}),
+    )
+    .await;
+    let (got, _) = said(&mut sse, "raw:").await;
+    assert_eq!(got["goToPage"]["success"], true, "{got}");
+    server.kill_9();
+    // Nothing ended the browser: its processes outlive the killed server...
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let left = chromium_processes(data.path());
+    assert!(!left.is_empty(), "Chromium runs after kill -9");
+
+    // ...until byre starts again on the same data: it ends them before it serves (their
+    // exits may still be settling when it answers).
+    let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
+    let running = |p: &i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+            // A zombie (exited, not yet reaped by its new parent) runs nothing.
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+    };
+    let mut alive: Vec<i32> = left.clone();
+    for _ in 0..300 {
+        alive.retain(running);
+        if alive.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(alive.is_empty(), "stale Chromium processes: {alive:?}");
+    assert_eq!(server.terminate(), Some(0), "graceful stop");
+    let left = chromium_gone(data.path()).await;
+    assert!(
+        left.is_empty(),
+        "Chromium processes left after the stop: {left:?}"
+    );
+}
