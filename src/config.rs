@@ -65,6 +65,12 @@ pub struct Config {
     /// Snapshot reviews (`serve --reviews`, on by default there; off in `Config::new`, so a
     /// server built without asking runs no reviewers).
     pub reviews: ReviewConfig,
+    /// The Chromium agents' browser actions drive (`serve --chromium`); `None`:
+    /// `/usr/bin/chromium`.
+    pub chromium_bin: Option<PathBuf>,
+    /// Hosts (`host`: any port) and `host:port`s agents' browser pages may open (`serve
+    /// --browser-allow`); each task's own preview ports on loopback are allowed besides.
+    pub browser_allow: Vec<String>,
 }
 
 /// How snapshots are reviewed (README.md, "Reviews").
@@ -116,6 +122,11 @@ impl Config {
             tailscale_bin: None,
             stream_buffer_bytes: crate::log::bus::DEFAULT_LIMIT_BYTES,
             reviews: ReviewConfig::default(),
+            chromium_bin: None,
+            browser_allow: crate::app::browser::DEFAULT_ALLOW
+                .iter()
+                .map(|h| h.to_string())
+                .collect(),
         }
     }
 

@@ -31,6 +31,7 @@ pub struct Running {
     writer_thread: WriterThread,
     reactors: Vec<tokio::task::JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
+    browsers: Arc<crate::app::browser::Browsers>,
     _lock: File,
 }
 
@@ -58,6 +59,7 @@ impl Running {
         for r in self.reactors {
             let _ = r.await;
         }
+        self.browsers.stop().await;
         self.writer.stop().await;
         let thread = self.writer_thread;
         let _ = tokio::task::spawn_blocking(move || thread.join()).await;
@@ -183,6 +185,15 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             "removed transfer files a previous server left"
         );
     }
+    let browsers = Arc::new(crate::app::browser::Browsers::new(
+        config
+            .chromium_bin
+            .clone()
+            .unwrap_or_else(|| "/usr/bin/chromium".into()),
+        config.browser_allow.clone(),
+        config.data_dir.clone(),
+    ));
+    agents.codebolt().set_browsers(browsers.clone());
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
         config: Arc::new(config),
@@ -196,6 +207,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         sessions: crate::app::signin::Sessions::default(),
         shutdown: shutdown_rx.clone(),
         requests: Default::default(),
+        browsers: browsers.clone(),
     });
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
@@ -287,6 +299,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         writer_thread,
         reactors,
         shutdown,
+        browsers,
         _lock: lock,
     })
 }

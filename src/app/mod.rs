@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
 pub mod blobs;
+pub mod browser;
 pub mod choices;
 pub mod client_tools;
 pub mod clients;
@@ -78,6 +79,8 @@ pub struct Ctx {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// HTTP requests served, for `GET /metrics` (recorded by the HTTP adapter).
     pub requests: metrics::Requests,
+    /// Headless Chromium for agents' browser actions (started on first use).
+    pub browsers: Arc<browser::Browsers>,
 }
 
 impl Ctx {

@@ -76,6 +76,18 @@ pub enum Cmd {
         /// Seconds a reviewer may run before its review fails.
         #[arg(long, env = "BYRE_REVIEW_TIMEOUT", default_value_t = 600)]
         review_timeout: u64,
+        /// The Chromium that CodeBolt agents' browser actions drive.
+        #[arg(long, env = "BYRE_CHROMIUM", default_value = "/usr/bin/chromium")]
+        chromium: PathBuf,
+        /// Hosts (any port) or `host:port`s agents' browser pages may open, comma-separated;
+        /// each task's own preview ports on loopback are allowed besides.
+        #[arg(
+            long,
+            env = "BYRE_BROWSER_ALLOW",
+            value_delimiter = ',',
+            default_value = "127.0.0.1,::1,localhost"
+        )]
+        browser_allow: Vec<String>,
     },
     /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
     /// connected to a byre server; reconnects with backoff.
@@ -193,6 +205,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             review_model_codex,
             max_reviewers,
             review_timeout,
+            chromium,
+            browser_allow,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -219,6 +233,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             let mut config = Config::new(data_dir.clone(), auth);
             config.default_model = default_model;
             config.stream_buffer_bytes = stream_buffer;
+            config.chromium_bin = Some(chromium);
+            config.browser_allow = browser_allow;
             config.reviews = config::ReviewConfig {
                 enabled: reviews,
                 claude_model: review_model_claude,

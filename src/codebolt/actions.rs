@@ -20,8 +20,10 @@
 //! - mcp: byre's agent tools as the toolbox `byre`;
 //! - agent: the CodeBolt agents byre can run, and `startAgent` as a new task
 //!   ([`super::agents`]);
-//! - the rest (browser and crawler without Chromium, code matchers) answer at once
-//!   with `success: false` and an `error` saying so: never a hang.
+//! - browser and crawler: on byre's headless Chromium, one context per session, URLs limited
+//!   to the allow-list ([`crate::app::browser`], replies shaped in [`browser`]);
+//! - the rest (code matchers, …) answer at once with `success: false` and an `error` saying
+//!   so: never a hang.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -37,6 +39,7 @@ use fs::{fs_action, git_action, list, read_plain};
 pub use stores::store_write;
 use stores::{link_store_action, store_read};
 
+mod browser;
 mod fs;
 mod stores;
 
@@ -166,9 +169,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
                 .unwrap_or_else(|e| err(e.to_string()))
         }
         "agentEvent" => super::agents::serve(ctx, action, f).await,
-        "browserEvent" | "crawlerEvent" => {
-            err("browser and crawler actions need headless Chromium, which byre does not drive yet")
-        }
+        "browserEvent" | "crawlerEvent" => browser::serve(ctx, req).await,
         _ => err(format!(
             "byre does not support `{ty}`{}{action}",
             if action.is_empty() { "" } else { "/" }

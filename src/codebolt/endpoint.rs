@@ -22,6 +22,9 @@ use super::frames::{self, Frame, Request};
 use super::Link;
 use crate::app::{Ctx as App, Error};
 
+/// The reply type of a request no reply is sent for (a fire-and-forget call byre acts on).
+const SILENT: &str = "";
+
 /// Most v2 requests of one agent served at the same time.
 const V2_CONCURRENCY: usize = 8;
 
@@ -148,11 +151,21 @@ async fn read_loop(
     // free for pings and messages.
     let (req_tx, mut req_rx) = mpsc::unbounded_channel::<Request>();
     let worker_ctx = ctx.clone();
+    // The page is one: browser and crawler calls of either generation go in order.
+    let (page_tx, mut page_rx) = mpsc::unbounded_channel::<Request>();
+    let page_ctx = ctx.clone();
+    actix_web::rt::spawn(async move {
+        while let Some(req) = page_rx.recv().await {
+            serve(&page_ctx, req).await;
+        }
+    });
     actix_web::rt::spawn(async move {
         let permits = Arc::new(tokio::sync::Semaphore::new(V2_CONCURRENCY));
         while let Some(req) = req_rx.recv().await {
             let ctx = worker_ctx.clone();
-            if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest")
+            if matches!(req.ty.as_str(), "browserEvent" | "crawlerEvent") {
+                let _ = page_tx.send(req);
+            } else if matches!(req.ty.as_str(), "waitforReply" | "confirmationRequest")
                 || (req.ty == "agentEvent" && req.action == "startAgent")
             {
                 // A question waits for a human, a started agent for its turn: the agent's
@@ -194,6 +207,31 @@ async fn read_loop(
                     "CodeBolt frame is not a JSON object with a type; ignored"
                 );
                 forward(&ctx.link, json!({"__byre": "malformed", "raw": cut(&text)})).await;
+            }
+            // Fire-and-forget browser and crawler calls (`close`, `getPDF`, crawler
+            // `goToPage`, …) act, in order with the awaited ones, and are logged; no reply.
+            Some(Frame::Message { ty, action }) if ty == "browserEvent" || ty == "crawlerEvent" => {
+                let frame = frames::normalize(serde_json::from_str(&text).unwrap_or_default());
+                let generation = if frame.get("requestId").is_some() {
+                    frames::Generation::V2
+                } else {
+                    v1_calls += 1;
+                    frames::Generation::V1
+                };
+                let request_id = match generation {
+                    frames::Generation::V2 => frame["requestId"].clone(),
+                    frames::Generation::V1 => json!(format!("v1-{v1_calls}")),
+                };
+                let _ = req_tx.send(Request {
+                    generation,
+                    request_id,
+                    ty,
+                    action,
+                    reply_type: SILENT,
+                    by_event: false,
+                    spec_client: false,
+                    frame,
+                });
             }
             Some(Frame::Message { ty, .. }) => {
                 if ty == "sendMessage" {
@@ -250,17 +288,25 @@ async fn serve(ctx: &Arc<super::actions::Ctx>, req: Request) {
         let _ = ctx.out.send(answer.to_string());
         return;
     }
-    let fields = super::actions::serve(ctx, &req).await;
+    let mut fields = super::actions::serve(ctx, &req).await;
     if fields.get("__streamed").is_some() {
         // A terminal stream sends its own frames (ending with the awaited one).
         forward(&ctx.link, json!({"__byre": "served", "id": req.request_id, "request": req.frame, "reply": {"type": req.reply_type, "success": true, "streamed": true}})).await;
         return;
     }
+    // What the log keeps instead of the reply (a screenshot by blob id, not inline).
+    let logged = fields
+        .as_object_mut()
+        .and_then(|f| f.remove("__logged"))
+        .map(|l| reply(&req, l));
     let reply = reply(&req, fields);
-    let _ = ctx.out.send(reply.to_string());
+    if req.reply_type != SILENT {
+        let _ = ctx.out.send(reply.to_string());
+    }
+    let logged = logged.unwrap_or(reply);
     forward(
         &ctx.link,
-        json!({"__byre": "served", "id": req.request_id, "request": req.frame, "reply": reply}),
+        json!({"__byre": "served", "id": req.request_id, "request": req.frame, "reply": logged}),
     )
     .await;
 }

@@ -32,6 +32,7 @@ pub struct Hub {
     port: std::sync::atomic::AtomicU16,
     llm: Mutex<Llm>,
     home: Mutex<PathBuf>,
+    browsers: Mutex<Option<Arc<crate::app::browser::Browsers>>>,
 }
 
 /// The OpenAI-compatible endpoint `inference` requests go to.
@@ -179,6 +180,11 @@ impl Hub {
         *self.home.lock().unwrap_or_else(|e| e.into_inner()) = home;
     }
 
+    /// Sets the browsers whose session contexts end with their links.
+    pub fn set_browsers(&self, browsers: Arc<crate::app::browser::Browsers>) {
+        *self.browsers.lock().unwrap_or_else(|e| e.into_inner()) = Some(browsers);
+    }
+
     /// See [`Hub::set_llm`].
     pub fn llm(&self) -> Llm {
         self.llm.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -232,11 +238,20 @@ impl Hub {
             .map(|l| l.value().clone())
     }
 
-    /// Ends a session's link: its socket is closed, its terminals killed.
-    pub fn unregister(&self, token: &str) {
+    /// Ends a session's link: its socket is closed, its terminals killed, its browser
+    /// context closed (and the browser, when no other session uses it).
+    pub async fn unregister(&self, token: &str) {
         if let Some((_, link)) = self.links.remove(token) {
             *link.out.lock().unwrap_or_else(|e| e.into_inner()) = Outbox::Closed;
             link.kill_terminals();
+            let browsers = self
+                .browsers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(b) = browsers {
+                b.end_session(&link.session_id).await;
+            }
         }
     }
 }

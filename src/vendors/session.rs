@@ -110,7 +110,7 @@ pub(crate) async fn run(
     let token = spec.socket_token.clone();
     run_process(&rt, &me, driver, spec, task_id, carry, &mut rx, socket).await;
     if !token.is_empty() {
-        hub.unregister(&token);
+        hub.unregister(&token).await;
     }
 }
 

@@ -16,6 +16,7 @@ mod cli;
 mod client;
 mod codebolt;
 mod codebolt_agents;
+mod codebolt_browser;
 mod codebolt_git;
 mod codebolt_memory;
 mod codex;

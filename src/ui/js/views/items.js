@@ -95,6 +95,16 @@ function Images({ ids }) {
   return html`<div class="imgs">${ids.map((id) => html`<a href=${api.blobUrl(id)} target="_blank" rel="noopener"><img src=${api.blobUrl(id)} alt="attached image" loading="lazy" /></a>`)}</div>`;
 }
 
+/** Tools whose result may name a screenshot: CodeBolt's browser and crawler. */
+const SHOOTS = /^(browserEvent|crawlerEvent)\//;
+
+/** The blobs a tool result names as `blob:<id>` (a CodeBolt browser screenshot). */
+export function blobsIn(output) {
+  const ids = [];
+  for (const m of String(output || "").matchAll(/\bblob:([A-Za-z0-9_-]{8,})/g)) if (!ids.includes(m[1])) ids.push(m[1]);
+  return ids;
+}
+
 function ToolCall({ item, taskId }) {
   const p = item.ev.payload || {};
   const r = item.result && item.result.payload;
@@ -113,6 +123,7 @@ function ToolCall({ item, taskId }) {
           <pre data-testid="tool-result" class=${r.is_error ? "err" : ""}>${r.output}</pre>` : null}
       </div>
     </details>
+    ${item.result && !r.is_error && SHOOTS.test(p.name || "") ? html`<${Images} ids=${blobsIn(r.output)} />` : null}
   </div>`;
 }
 
