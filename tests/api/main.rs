@@ -18,6 +18,7 @@ mod codebolt;
 mod codebolt_agents;
 mod codebolt_git;
 mod codebolt_memory;
+mod codeutil;
 mod codex;
 mod contract;
 mod crash;
