@@ -315,41 +315,43 @@ impl Servers {
 
     /// Runs `f` on toolbox `name`'s server, starting (or restarting, after a change of its
     /// configuration) it first; a server whose request failed at the MCP level is dropped.
+    /// The lock is held only to find or start the server, not during the request, so a slow
+    /// tool holds up no other.
     async fn with_server<T, F>(&self, name: &str, config: &ServerConfig, f: F) -> Result<T, Error>
     where
-        F: AsyncFnOnce(&RunningService<RoleClient, ()>) -> Result<T, rmcp::ServiceError>,
+        F: AsyncFnOnce(&rmcp::Peer<RoleClient>) -> Result<T, rmcp::ServiceError>,
     {
         if self.stopped.load(Ordering::SeqCst) {
             return Err(Error::Conflict("the agent's session has ended".into()));
         }
+        let (peer, pgid) = {
+            let mut running = self.running.lock().await;
+            if running.get(name).is_some_and(|r| r.config != *config) {
+                self.forget(running.remove(name));
+            }
+            if !running.contains_key(name) {
+                let r = self.start(name, config).await?;
+                running.insert(name.to_owned(), r);
+            }
+            let r = running
+                .get(name)
+                .ok_or_else(|| Error::internal("the toolbox vanished"))?;
+            (r.service.peer().clone(), r.pgid)
+        };
+        let why = match tokio::time::timeout(CALL_TIMEOUT, f(&peer)).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) => format!("the toolbox `{name}` failed: {e}"),
+            Err(_) => format!(
+                "the toolbox `{name}` did not answer within {} s",
+                CALL_TIMEOUT.as_secs()
+            ),
+        };
+        // Started afresh next time (unless another request replaced it meanwhile).
         let mut running = self.running.lock().await;
-        if running.get(name).is_some_and(|r| r.config != *config) {
+        if running.get(name).is_some_and(|r| r.pgid == pgid) {
             self.forget(running.remove(name));
         }
-        if !running.contains_key(name) {
-            let r = self.start(name, config).await?;
-            running.insert(name.to_owned(), r);
-        }
-        let service = &running
-            .get(name)
-            .ok_or_else(|| Error::internal("the toolbox vanished"))?
-            .service;
-        match tokio::time::timeout(CALL_TIMEOUT, f(service)).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                self.forget(running.remove(name));
-                Err(Error::Unavailable(format!(
-                    "the toolbox `{name}` failed: {e}"
-                )))
-            }
-            Err(_) => {
-                self.forget(running.remove(name));
-                Err(Error::Unavailable(format!(
-                    "the toolbox `{name}` did not answer within {} s",
-                    CALL_TIMEOUT.as_secs()
-                )))
-            }
-        }
+        Err(Error::Unavailable(why))
     }
 
     fn forget(&self, r: Option<Running>) {
