@@ -13,7 +13,9 @@
 //! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients),
 //! [`lead`] (each user's lead agent) and [`lead_tools`] (its tools), [`terminal`] (attaching
 //! to a task's terminal), [`clients`] (the users' machines connected as clients, their
-//! requests and transfers) and [`client_tools`] (the agents' tools that use them).
+//! requests and transfers) and [`client_tools`] (the agents' tools that use them); for
+//! agents' code work, [`code`] (definitions from tree-sitter parsers), [`matchers`] (problem
+//! matchers over compiler and linter output) and [`toolboxes`] (third-party MCP servers).
 
 use std::sync::Arc;
 
@@ -27,6 +29,7 @@ pub mod browser;
 pub mod choices;
 pub mod client_tools;
 pub mod clients;
+pub mod code;
 pub mod events;
 pub mod finish;
 pub mod fork;
@@ -35,6 +38,7 @@ pub mod inbox;
 mod layering;
 pub mod lead;
 pub mod lead_tools;
+pub mod matchers;
 pub mod me;
 pub mod metrics;
 pub mod projects;
@@ -48,6 +52,7 @@ pub mod subtasks;
 pub mod tasks;
 pub mod terminal;
 pub mod todo;
+pub mod toolboxes;
 pub mod tools;
 pub mod views;
 pub mod workflows;

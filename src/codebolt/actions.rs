@@ -17,13 +17,15 @@
 //!   ([`store_write`]); tokenizer and history: kept per session while it lives ([`Store`]);
 //! - chat: `getChatHistory` from the session's messages;
 //! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
-//! - mcp: byre's agent tools as the toolbox `byre`;
+//! - mcp: byre's agent tools as the toolbox `byre`, beside the project's configured MCP
+//!   toolboxes (`app::toolboxes`; [`mcp`]);
+//! - code utilities: definitions and all files as Markdown from tree-sitter parsers, problem
+//!   matchers over compiler and linter output (`app::code`, `app::matchers`; [`code`]);
 //! - agent: the CodeBolt agents byre can run, and `startAgent` as a new task
 //!   ([`super::agents`]);
 //! - browser and crawler: on byre's headless Chromium, one context per session, URLs limited
 //!   to the allow-list ([`crate::app::browser`], replies shaped in [`browser`]);
-//! - the rest (code matchers, …) answer at once with `success: false` and an `error` saying
-//!   so: never a hang.
+//! - the rest answer at once with `success: false` and an `error` saying so: never a hang.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -35,12 +37,15 @@ use tokio::sync::mpsc;
 use super::frames::{text, Request};
 use super::Link;
 use crate::log::Writer;
-use fs::{fs_action, git_action, list, read_plain};
+use fs::{fs_action, git_action, list};
+use mcp::mcp_action;
 pub use stores::store_write;
 use stores::{link_store_action, store_read};
 
 mod browser;
+mod code;
 mod fs;
+mod mcp;
 mod stores;
 
 /// The per-session data the agent keeps with byre while its process lives (its memory,
@@ -95,6 +100,9 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
     let ty = req.ty.as_str();
     let action = req.action.as_str();
     match ty {
+        "fsEvent" if action == "listCodeDefinitionNames" => {
+            code::list_code_definition_names(ctx.link.worktree.clone(), msg).await
+        }
         "fsEvent" => {
             let root = ctx.link.worktree.clone();
             let (action, msg) = (action.to_owned(), msg.clone());
@@ -163,11 +171,9 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
         "settingEvent" | "projectEvent" => project_action(&ctx.link.worktree, action),
         "codebolttools" => mcp_action(ctx, action, f).await,
         "codeEvent" if action == "getAllFilesMarkdown" => {
-            let root = ctx.link.worktree.clone();
-            tokio::task::spawn_blocking(move || all_files_markdown(&root))
-                .await
-                .unwrap_or_else(|e| err(e.to_string()))
+            code::all_files_markdown(ctx.link.worktree.clone()).await
         }
+        "codeEvent" => code::matcher_action(action, f),
         "agentEvent" => super::agents::serve(ctx, action, f).await,
         "browserEvent" | "crawlerEvent" => browser::serve(ctx, req).await,
         _ => err(format!(
@@ -588,99 +594,4 @@ fn project_action(worktree: &Path, action: &str) -> Value {
         }
         other => err(format!("byre does not support projectEvent/{other}")),
     }
-}
-
-/// byre's agent tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`, as
-/// over MCP for the CLIs) as the toolbox `byre`: tools named `byre--<tool>`, described as
-/// OpenAI function tools; `executeTool` answers `data: [false, <result text>]`.
-async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
-    let toolbox = json!([{"name": "byre", "description": "byre's tools for a task's agent"}]);
-    let definitions = || -> Vec<Value> {
-        // A CodeBolt agent is a task's agent, never a reviewer or a lead.
-        crate::app::tools::definitions_for(byre_projections::sessions::SessionRole::Implementer)
-            .into_iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": format!("byre--{}", t.name),
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                }})
-            })
-            .collect()
-    };
-    let named = |list: &Value| -> bool {
-        list.as_array().is_none_or(|a| {
-            a.iter()
-                .any(|b| text(b) == "byre" || text(&b["toolbox"]) == "byre")
-        })
-    };
-    match action {
-        "getEnabledToolBoxes" | "getLocalToolBoxes" | "getAvailableToolBoxes" => {
-            json!({"data": toolbox})
-        }
-        "searchAvailableToolBoxes" => {
-            let q = text(&f["query"]).to_lowercase();
-            let hit = q.is_empty() || "byre".contains(&q) || q.contains("byre");
-            json!({"data": if hit { toolbox } else { json!([]) }})
-        }
-        "listToolsFromToolBoxes" if named(&f["toolBoxes"]) => json!({"data": definitions()}),
-        "getTools" if named(&f["toolboxes"]) => {
-            let wanted: Vec<String> = f["toolboxes"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|t| format!("byre--{}", text(&t["toolName"])))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let defs: Vec<Value> = definitions()
-                .into_iter()
-                .filter(|d| {
-                    wanted.is_empty() || wanted.iter().any(|w| d["function"]["name"] == w.as_str())
-                })
-                .collect();
-            json!({"data": defs})
-        }
-        "listToolsFromToolBoxes" | "getTools" => json!({"data": []}),
-        "executeTool" => {
-            let name = text(&f["toolName"]);
-            let tool = name.strip_prefix("byre--").unwrap_or(&name).to_owned();
-            let fail = |m: String| {
-                let mut v = err(m.clone());
-                v["data"] = json!([false, m]);
-                v
-            };
-            if !name.starts_with("byre--") && f["toolbox"].as_str().is_none_or(|t| t != "byre") {
-                return fail(format!("no tool `{name}`: byre's tools are byre--ask_human, byre--take_snapshot, byre--set_merge_title and byre--expose_port"));
-            }
-            let params = if f["params"].is_object() {
-                f["params"].clone()
-            } else {
-                json!({})
-            };
-            match crate::app::tools::call(&ctx.app, &ctx.link.session_id, &tool, &params).await {
-                Ok(r) if r.is_error => fail(r.text),
-                Ok(r) => json!({"data": [false, r.text]}),
-                Err(e) => fail(e.to_string()),
-            }
-        }
-        _ => err(format!(
-            "byre configures no other MCP servers for CodeBolt agents (`{action}`)"
-        )),
-    }
-}
-
-fn all_files_markdown(root: &Path) -> Value {
-    let mut files = Vec::new();
-    list(root, root, true, &mut files);
-    let mut md = String::new();
-    for f in files.iter().filter(|f| !f.ends_with('/')) {
-        if md.len() > MAX_OUTPUT {
-            break;
-        }
-        if let Some(c) = read_plain(&root.join(f)) {
-            md.push_str(&format!("## {f}\n\n```\n{c}\n```\n\n"));
-        }
-    }
-    json!({"markdown": md, "data": md})
 }

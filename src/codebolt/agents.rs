@@ -6,6 +6,8 @@
 //!   `<data>/codebolt-agents`), the names `codebolt:<agent>` models resolve. An agent's id is
 //!   its directory name; its title, `unique_id` and descriptions come from its
 //!   `codeboltagent.yaml` when present and readable (else the id, and empty descriptions).
+//! - `agentnotify/startSubagentTaskRequest` (v2's notification) starts the same subtask as
+//!   `startAgent` and answers `startSubagentTaskResult` ([`start_subagent_task`]).
 //! - `listAgents` lists them all, by id (`agentType` is ignored: byre has only local agents);
 //!   `agentsDetail {agentList}` the named ones (id or `unique_id`), in the order asked, unknown
 //!   names left out; `findAgent {task, maxResult, agents}` ranks them by [`rank`].
@@ -220,6 +222,47 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
         }
         _ => err(format!("unsupported agent action `{action}`")),
     }
+}
+
+/// `agentnotify/startSubagentTaskRequest {toolUseId, data: {parentAgentId, subagentId,
+/// task}}` (a v2 notification, PROTOCOL.md §4): `startAgent`'s subtask ([`start`], through
+/// `app::subtasks::start_subtask`) for the agent `subagentId`; when its first turn ends (or
+/// it could not start) the agent is sent `agentnotify/startSubagentTaskResult` with the same
+/// `toolUseId`: `content` the subtask's result or the error, `isError`, and `data {subagentId,
+/// task_id, session_id}`.
+pub async fn start_subagent_task(ctx: &Arc<Ctx>, f: &Value) {
+    let data = &f["data"];
+    let agent_id = text(&data["subagentId"]);
+    let dir = crate::vendors::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let agents = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || list(&dir))
+            .await
+            .unwrap_or_default()
+    };
+    let v = match find(&agents, &agent_id) {
+        None => err(format!(
+            "no CodeBolt agent `{agent_id}`: byre runs the agent directories under {}",
+            dir.display()
+        )),
+        Some(a) => start(ctx, a, &text(&data["task"])).await,
+    };
+    let ok = v["success"] != false;
+    let content = if ok {
+        text(&v["result"])
+    } else {
+        text(&v["error"])
+    };
+    let result = json!({
+        "type": "agentnotify",
+        "action": "startSubagentTaskResult",
+        "toolUseId": f["toolUseId"].clone(),
+        "requestId": f["requestId"].clone(),
+        "content": content,
+        "isError": !ok,
+        "data": {"subagentId": agent_id, "task_id": v["task_id"].clone(), "session_id": v["session_id"].clone()},
+    });
+    let _ = ctx.out.send(result.to_string());
 }
 
 /// The title of a task started for `task`: its first non-blank line, at most

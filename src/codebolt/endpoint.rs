@@ -233,7 +233,17 @@ async fn read_loop(
                     frame,
                 });
             }
-            Some(Frame::Message { ty, .. }) => {
+            Some(Frame::Message { ty, action }) => {
+                if ty == "agentnotify" && action == "startSubagentTaskRequest" {
+                    // A notification, not a request: the subtask runs beside the agent's
+                    // other frames, and its end comes back as `startSubagentTaskResult`.
+                    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                        let ctx = ctx.clone();
+                        actix_web::rt::spawn(async move {
+                            super::agents::start_subagent_task(&ctx, &v).await
+                        });
+                    }
+                }
                 if ty == "sendMessage" {
                     if let Ok(v) = serde_json::from_str::<Value>(&text) {
                         let m = frames::text(&v["message"]);

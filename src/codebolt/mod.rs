@@ -81,6 +81,9 @@ pub struct Link {
     /// where the answer (an `InboxResponse` as JSON) goes.
     pub questions:
         Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<serde_json::Value>>>,
+    /// The project's MCP toolboxes this agent started (`crate::app::toolboxes`), stopped
+    /// with the link.
+    pub toolboxes: crate::app::toolboxes::Servers,
 }
 
 impl Link {
@@ -208,11 +211,17 @@ impl Hub {
             uuid::Uuid::new_v4().simple()
         );
         let (tx, rx) = mpsc::channel(1024);
+        let home = self.home.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let link = Arc::new(Link {
+            toolboxes: crate::app::toolboxes::Servers::new(
+                session_id,
+                worktree.clone(),
+                home.clone(),
+            ),
             session_id: session_id.into(),
             task_id: task_id.into(),
             worktree,
-            home: self.home.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            home,
             to_session: tx,
             out: Mutex::new(Outbox::Pending(Vec::new())),
             store: Mutex::new(actions::Store::default()),
@@ -238,12 +247,13 @@ impl Hub {
             .map(|l| l.value().clone())
     }
 
-    /// Ends a session's link: its socket is closed, its terminals killed, its browser
-    /// context closed (and the browser, when no other session uses it).
+    /// Ends a session's link: its socket is closed, its terminals and toolbox servers killed, its
+    /// browser context closed (and the browser, when no other session uses it).
     pub async fn unregister(&self, token: &str) {
         if let Some((_, link)) = self.links.remove(token) {
             *link.out.lock().unwrap_or_else(|e| e.into_inner()) = Outbox::Closed;
             link.kill_terminals();
+            link.toolboxes.stop();
             let browsers = self
                 .browsers
                 .lock()

@@ -312,14 +312,23 @@ async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awa
     // Every awaited request of the capture (frames_table.md), none skipped.
     assert_eq!((v1, v2), (81, 90));
     // Malformed frames were ignored, the socket stayed open, an unknown request was answered.
-    let unknown = &report["edge"]["unknown"];
-    assert_eq!(unknown[0]["requestId"], "edge-unknown", "{unknown}");
-    assert_eq!(unknown[0]["success"], false);
-    assert_eq!(report["edge"]["after"][0]["type"], "readFileResponse");
-    assert!(report["edge"]["after"][0]["content"]
-        .as_str()
+    // (The captured `startSubagentTaskRequest` notification's result, for an agent byre does not
+    // have, may come back meanwhile: it is a notification of its own, not a reply.)
+    let unknown = report["edge"]["unknown"]
+        .as_array()
         .unwrap()
-        .starts_with("# basic"));
+        .iter()
+        .find(|f| f["requestId"] == "edge-unknown")
+        .unwrap_or_else(|| panic!("{}", report["edge"]));
+    assert_eq!(unknown["success"], false);
+    let after = report["edge"]["after"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["type"] != "agentnotify")
+        .unwrap_or_else(|| panic!("{}", report["edge"]));
+    assert_eq!(after["type"], "readFileResponse");
+    assert!(after["content"].as_str().unwrap().starts_with("# basic"));
     // A client written from the AsyncAPI file gets a ServiceResponse.
     let spec = &report["spec"][0];
     assert_eq!(spec["requestId"], "spec-1", "{spec}");

@@ -240,3 +240,47 @@ async fn a_caller_that_drops_its_socket_gets_no_wait_and_the_started_task_goes_o
         kinds(&events)
     );
 }
+
+#[tokio::test]
+async fn a_start_subagent_task_notification_runs_the_agent_as_a_subtask_and_reports_back() {
+    let (server, project_id, _repo) = bench().await;
+    let api = server.api();
+    let mut sse = api.events(&[], None).await;
+    let caller = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt/subagent");
+    let r = api
+        .call(
+            "createTask",
+            &[&project_id],
+            &[],
+            Some(json!({"title": "parent", "prompt": "Put hi in hello.txt", "model": format!("codebolt:{}", caller.display())})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let parent_id = r.body["id"].as_str().unwrap().to_owned();
+    let events = sse
+        .until("the parent's turn end", |e| {
+            e.data["kind"] == "turn.ended" && e.data["task_id"] == parent_id.as_str()
+        })
+        .await;
+    let said = texts_of(&events, &parent_id);
+    let results: Value = serde_json::from_str(said.last().expect("the caller's report")).unwrap();
+    let ok = &results["tu-1"];
+    assert_eq!(ok["isError"], false, "{results}");
+    assert_eq!(ok["content"], "scribe wrote hello.txt", "{results}");
+    assert_eq!(ok["requestId"], "req-tu-1");
+    let missing = &results["tu-2"];
+    assert_eq!(missing["isError"], true, "{results}");
+    assert!(
+        missing["content"]
+            .as_str()
+            .unwrap()
+            .contains("no CodeBolt agent `nobody`"),
+        "{results}"
+    );
+    // byre's subtask operation: one linked task for the scribe, its file in its own worktree.
+    let links = of_kind(&events, "task.subtask_started");
+    assert_eq!(links.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(links[0]["payload"]["agent"], "scribe");
+    assert_eq!(links[0]["payload"]["parent_task_id"], parent_id.as_str());
+    assert_eq!(ok["data"]["task_id"], links[0]["task_id"]);
+}

@@ -19,6 +19,7 @@ mod codebolt_agents;
 mod codebolt_browser;
 mod codebolt_git;
 mod codebolt_memory;
+mod codeutil;
 mod codex;
 mod contract;
 mod crash;

@@ -301,9 +301,6 @@ pub(super) fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
         // v2's editFileWithDiff and utils.editFileAndApplyDiff: a unified diff of one file.
         "edit_file_with_diff" => edit_with_diff(root, &s("target_file"), &s("code_edit")),
         "edit_file_and_apply_diff" => edit_with_diff(root, &s("filePath"), &s("diff")),
-        "listCodeDefinitionNames" => {
-            Ok(json!({"result": "", "message": "byre does not parse code definitions"}))
-        }
         other => Err(format!("byre does not support fsEvent/{other}")),
     };
     r.unwrap_or_else(err)
