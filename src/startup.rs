@@ -113,21 +113,24 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })?;
 
     let log_path = config.log_path();
-    let (store, state) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+    let (store, mut folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let store = Store::open(&log_path)?;
-        let state = store.fold()?;
-        Ok((store, state))
+        let started = std::time::Instant::now();
+        let folded = store.fold_from_snapshot()?;
+        tracing::info!(
+            last_seq = folded.state.last_seq,
+            n_events = folded.state.n_events,
+            snapshot_seq = folded.snapshot_seq,
+            n_events_folded = folded.n_events_folded,
+            fold_ms = started.elapsed().as_secs_f64() * 1e3,
+            "log folded"
+        );
+        Ok((store, folded))
     })
     .await??;
-    tracing::info!(
-        last_seq = state.last_seq,
-        n_events = state.n_events,
-        "log folded"
-    );
-    let mut state = state;
     // A decide-time setting: turn ends record whether their snapshot will be reviewed.
-    state.reviews_on = config.reviews.enabled;
-    let (writer, writer_thread) = Writer::start_with(store, state, config.stream_buffer_bytes);
+    folded.state.reviews_on = config.reviews.enabled;
+    let (writer, writer_thread) = Writer::start_with(store, folded, config.stream_buffer_bytes);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let sessions: std::collections::HashSet<String> =
         writer.read(|s| s.sessions.keys().cloned().collect());

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::event::EventBody;
@@ -22,7 +22,7 @@ use crate::sessions::Vendor;
 use crate::{Event, State};
 
 /// One task's CodeBolt stores (part of [`State`], so of its digest).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentStore {
     /// `memoryEvent/set` values by key.
     pub memory: BTreeMap<String, Value>,

@@ -1,13 +1,13 @@
 //! Blob metadata: images uploaded for messages. The bytes live in the log's blob table, keyed
 //! by SHA-256; the fold keeps only what `getBlob` needs to find them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::event::{BlobUploaded, EventBody, NewEvent};
 use crate::{DecideCtx, State};
 
 /// A stored image (spec `Blob`, plus where its bytes are).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Blob {
     /// Id.
     pub id: String,

@@ -15,8 +15,13 @@ pub const DIGEST_VERSION: u32 = 2;
 /// `sha256:` followed by 64 lowercase hex digits.
 pub fn digest(state: &State) -> String {
     // The state is plain data with ordered maps: serializing it cannot fail.
-    let bytes = serde_json::to_vec(state).expect("state serializes");
-    let hash = Sha256::digest(&bytes);
+    digest_json(&serde_json::to_vec(state).expect("state serializes"))
+}
+
+/// The digest of a state already serialized (`serde_json::to_vec(&state)`, as
+/// [`crate::persist::encode`] does): the same string [`digest`] gives for that state.
+pub fn digest_json(state_json: &[u8]) -> String {
+    let hash = Sha256::digest(state_json);
     let mut out = String::with_capacity(71);
     out.push_str("sha256:");
     for b in hash {

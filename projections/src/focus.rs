@@ -57,7 +57,7 @@ impl Default for Focus {
 }
 
 /// One user's UI state.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UserUi {
     /// The right pane's focus.
     pub focus: Focus,

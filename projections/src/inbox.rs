@@ -131,7 +131,7 @@ pub struct InboxClosed {
 }
 
 /// A response as folded: the payload plus when it was given and delivered.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResponseRecord {
     /// The response.
     pub response: InboxResponse,
@@ -144,7 +144,7 @@ pub struct ResponseRecord {
 }
 
 /// An inbox item (spec `InboxItem`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InboxItem {
     /// Id.
     pub id: String,
@@ -173,7 +173,7 @@ pub struct InboxItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolved_at_us: Option<i64>,
     /// Its responses, oldest first. (Left out of the digest while empty.)
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub responses: Vec<ResponseRecord>,
 }
 

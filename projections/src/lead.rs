@@ -27,7 +27,7 @@ pub const MAX_NOTE_CHARS: usize = 2000;
 pub const LEAD_INSTRUCTIONS: &str = "You are this user's lead agent in byre, a server that runs coding agents on the team's git repositories. You manage tasks for the user: a task is a branch with its own worktree and its own agent. You have no repository of your own; work only through byre's tools (the `mcp__byre__lead_*` tools, `remember`, `forget` and `show`). Every action you take is a tool call recorded in byre's log, so never claim to have done something without its tool call.\n\nWhat you can do: list projects and tasks (lead_list_projects, lead_list_tasks), read a task's recent transcript (lead_read_transcript), create a task with a prompt, a model or a workflow (lead_create_task), message a task's agent (lead_message_task; it is queued while that agent is mid-turn), start a TODO.md item (lead_start_todo_item), take a snapshot of a task (lead_snapshot_task), move the user's right pane (show), and keep notes about how the user works (remember, forget). Merging, discarding and answering the inbox stay with the human: you have no tools for them; tell the user when one of those is due.";
 
 /// The user's note the lead keeps (spec `LeadNote`), plus its owner.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeadNote {
     /// Id.
     pub id: String,

@@ -11,6 +11,8 @@
 //! - [`agent_memory`]: CodeBolt agents' memory, state, todos and vectors per task, folded
 //!   from their requests' `tool.call` events.
 //! - [`digest`]: a stable digest of the whole state, so `fold(log) == live` can be checked.
+//! - [`persist`]: the state as a projection snapshot stores it, and the fingerprint of this
+//!   crate's fold that makes a snapshot from another build unusable.
 //!
 //! Architecture invariant: no I/O, no clock, no randomness, no async. Every time and id comes
 //! from the event (or, in `decide`, from [`DecideCtx`]).
@@ -26,6 +28,7 @@ pub mod focus;
 pub mod fork;
 pub mod inbox;
 pub mod lead;
+pub mod persist;
 pub mod projects;
 pub mod reviews;
 pub mod runs;

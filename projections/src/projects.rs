@@ -1,12 +1,12 @@
 //! Projects: one per git repository. Operations: `listProjects`, `createProject`, `getProject`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, ProjectCreated};
 use crate::{DecideCtx, Rejection, State};
 
 /// A project (spec `Project`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Project {
     /// Id.
     pub id: String,

@@ -174,7 +174,7 @@ pub struct FindingStateSet {
 }
 
 /// A review (spec `Review`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Review {
     /// Id.
     pub id: String,

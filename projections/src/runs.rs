@@ -122,7 +122,7 @@ pub struct RunFinished {
 
 /// What a stage task knows of its run (spec `Task.workflow`, `workflow_run`,
 /// `workflow_stage`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskStage {
     /// The workflow's name.
     pub workflow: String,
@@ -133,7 +133,7 @@ pub struct TaskStage {
 }
 
 /// A `done` report waiting for its turn's snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reported {
     /// The output.
     pub output: String,
@@ -144,7 +144,7 @@ pub struct Reported {
 }
 
 /// One attempt of a stage: a task that ran it (spec `StageAttempt`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// The task.
     pub task_id: String,
@@ -168,7 +168,7 @@ pub struct Attempt {
 }
 
 /// A workflow run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
     /// Id.
     pub id: String,

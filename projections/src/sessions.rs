@@ -101,7 +101,7 @@ pub struct Usage {
 }
 
 /// A queued message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueuedInput {
     /// Its id (`user.queued`'s `input_id`).
     pub input_id: u64,
@@ -118,7 +118,7 @@ pub struct QueuedInput {
 }
 
 /// An agent session (spec `AgentSession`, plus the facts its state follows from).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// Id.
     pub id: String,
@@ -225,7 +225,7 @@ impl Session {
 }
 
 /// Where a message input stands, for `withdrawMessage`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InputState {
     /// Queued.
@@ -237,7 +237,7 @@ pub enum InputState {
 }
 
 /// A message input's bookkeeping.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Input {
     /// Its session.
     pub session_id: String,

@@ -91,7 +91,7 @@ pub struct SnapshotFailed {
 }
 
 /// A snapshot (spec `Snapshot`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Id.
     pub id: String,
@@ -121,7 +121,7 @@ pub struct Snapshot {
 }
 
 /// A cause waiting for its snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingSnapshot {
     /// `turn_end` or `requested`.
     pub trigger: SnapshotTrigger,
@@ -131,7 +131,7 @@ pub struct PendingSnapshot {
     pub turn: u32,
     /// For `turn_end`, whether its snapshot is to be reviewed (`turn.ended.review`): the
     /// task is `review_pending` meanwhile.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub review: bool,
     /// The agent session's fork point when the cause happened (`Session::last_kept`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -139,7 +139,7 @@ pub struct PendingSnapshot {
 }
 
 /// A task's snapshots and the causes still waiting for one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskSnapshots {
     /// Taken, oldest first: `taken[i].n == i + 1`.
     pub taken: Vec<Snapshot>,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::blobs::Blob;
 use crate::focus::UserUi;
@@ -14,7 +14,7 @@ use crate::{Command, DecideCtx, Event, NewEvent, Rejection};
 
 /// Every projection, folded from the log. Maps are ordered so that serializing the state (and
 /// so [`crate::digest::digest`]) is deterministic.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// Seq of the last event folded; 0 for none.
     pub last_seq: u64,
@@ -36,43 +36,43 @@ pub struct State {
     pub color_given_seq: BTreeMap<u32, u64>,
     /// Agent sessions by id. (Empty collections added after format 1 are left out of the
     /// serialized state, so the digest of a log without them is unchanged.)
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sessions: BTreeMap<String, crate::sessions::Session>,
     /// Message inputs by id (queued, handed over, withdrawn).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<u64, crate::sessions::Input>,
     /// The highest input id given out.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub last_input_id: u64,
     /// Inbox items by id.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inbox: BTreeMap<String, crate::inbox::InboxItem>,
     /// Previews by task id (`expose_port`), oldest first.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub previews: BTreeMap<String, Vec<crate::tools::Preview>>,
     /// Snapshots and unanswered snapshot causes by task id.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
     /// Reviews by id.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reviews: BTreeMap<String, crate::reviews::Review>,
     /// Merges waiting for a review, by task id.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub after_review: BTreeMap<String, crate::reviews::after::PendingMerge>,
     /// The running subagents of each session that has some (`subagents.rs`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub subagents: crate::subagents::Running,
     /// Workflow runs by id (`runs.rs`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub runs: BTreeMap<String, crate::runs::Run>,
     /// The users' lead notes by id (`lead.rs`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lead_notes: BTreeMap<String, crate::lead::LeadNote>,
     /// Running task terminals by task id (`terminals.rs`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub terminals: BTreeMap<String, crate::terminals::Terminal>,
     /// CodeBolt agents' memory, state, todos and vectors by task id (`agent_memory.rs`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agent_stores: BTreeMap<String, crate::agent_memory::AgentStore>,
     /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
     /// before the writer decides anything. Deciding an implementer's turn end records it in

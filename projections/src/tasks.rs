@@ -58,7 +58,7 @@ pub enum TaskState {
 }
 
 /// A task (spec `Task`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     /// Id.
     pub id: String,
@@ -109,7 +109,7 @@ pub struct Task {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_queued_at_us: Option<i64>,
     /// Who asked for the merge (its author); empty when none was asked.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub merge_by: String,
     /// The squash commit once landed (`task.merge_landed`; empty: nothing to merge).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,10 +129,10 @@ pub struct Task {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cleanup_failed: Option<String>,
     /// The humans with a `user.message` in the task's transcript, in order of their first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub participants: Vec<String>,
     /// The TODO.md item it was started from; empty for other tasks.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub todo_item: String,
     /// The task whose agent started this one as its subtask (`task.subtask_started`).
     #[serde(skip_serializing_if = "Option::is_none")]

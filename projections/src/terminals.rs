@@ -75,7 +75,7 @@ pub enum TerminalChange {
 }
 
 /// A task's running terminal, as the log tells it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Terminal {
     /// The shell's pid.
     pub shell_pid: u32,

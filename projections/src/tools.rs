@@ -50,7 +50,7 @@ pub struct SubtaskStarted {
 }
 
 /// A preview (spec `Preview`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Preview {
     /// The task.
     pub task_id: String,

@@ -34,7 +34,7 @@ impl Default for NotificationPrefs {
 }
 
 /// A user (spec `User`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct User {
     /// The login (identity from the auth mode).
     pub login: String,

@@ -63,7 +63,7 @@ impl WorkflowDefinition {
 }
 
 /// A stored workflow.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workflow {
     /// Name.
     pub name: String,

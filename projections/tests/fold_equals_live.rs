@@ -1,8 +1,10 @@
 //! Random command sequences: the state the writer keeps live (decide, then apply each event as
 //! it commits, derived events included) equals the fold of the same events read back from
-//! their stored form (kind + payload JSON, upcast). DESIGN.md invariant 2.
+//! their stored form (kind + payload JSON, upcast), and the fold that starts from a projection
+//! snapshot taken part-way. DESIGN.md invariant 2.
 
 use byre_projections::digest::digest;
+use byre_projections::persist;
 use byre_projections::reviews::{Finding, FindingState, ReviewResult, ReviewState};
 use byre_projections::sessions::{ProcessExited, TurnEnded, TurnOutcome, Usage, VendorItem};
 use byre_projections::snapshots::TakenSnapshot;
@@ -361,13 +363,39 @@ fn the_live_state_equals_the_fold_of_the_stored_log() {
             }
         }
         let mut folded = State::default();
+        // A projection snapshot taken part-way, decoded, then the rest of the log folded into
+        // it: what start-up does; it must end where the whole fold ends.
+        let snapshot_at = rng.below(log.len() + 1);
+        let mut from_snapshot = None;
         for (i, (seq, _, e, payload)) in log.iter().enumerate() {
+            if i == snapshot_at {
+                let encoded = persist::encode(&folded);
+                let decoded = persist::decode(&encoded.state_json, &encoded.bookkeeping_json)
+                    .unwrap_or_else(|err| panic!("seed {seed}: snapshot at {i}: {err}"));
+                assert_eq!(
+                    decoded, folded,
+                    "seed {seed}: snapshot at {i} decodes to its state"
+                );
+                from_snapshot = Some(decoded);
+            }
             assert_eq!(*seq, i as u64 + 1, "seed {seed}: gapless seqs");
             let body = upcast(CURRENT_FORMAT, e.body.kind(), payload)
                 .unwrap_or_else(|err| panic!("seed {seed}: seq {seq}: {err}"));
             assert_eq!(body, e.body, "seed {seed}: seq {seq} round-trips");
-            folded.apply(&Event { body, ..e.clone() });
+            let event = Event { body, ..e.clone() };
+            if let Some(state) = from_snapshot.as_mut() {
+                state.apply(&event);
+            }
+            folded.apply(&event);
         }
+        let from_snapshot = from_snapshot.unwrap_or_else(|| {
+            let encoded = persist::encode(&folded);
+            persist::decode(&encoded.state_json, &encoded.bookkeeping_json).unwrap()
+        });
+        assert_eq!(
+            from_snapshot, live,
+            "seed {seed}: snapshot at event {snapshot_at} + the rest of the log == live"
+        );
         assert_eq!(
             digest(&folded),
             digest(&live),

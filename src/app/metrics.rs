@@ -104,6 +104,19 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
         "Size of the redb file",
         n("db_bytes"),
     );
+    let startup = app.writer.startup();
+    gauge(
+        &mut registry,
+        "startup_snapshot_seq",
+        "Seq of the projection snapshot this server's start-up folded from (0: from seq 1)",
+        startup.snapshot_seq as i64,
+    );
+    gauge(
+        &mut registry,
+        "startup_events_folded",
+        "Events this server folded at start-up: those after its projection snapshot",
+        startup.n_events_folded as i64,
+    );
     let (used, limit) = app.writer.bus().usage();
     gauge(
         &mut registry,

@@ -80,7 +80,9 @@ pub fn log(
 }
 
 /// `byre rebuild [--verify]`: folds from scratch and prints counts and the digest; with
-/// `--verify`, also folds up to the last checkpoint and exits 1 when its digest differs.
+/// `--verify`, also folds up to the last checkpoint and compares digests, and folds up to the
+/// projection snapshot start-up would use and compares whole states; exits 1 when either
+/// differs.
 /// # Errors
 /// The log cannot be opened, read or decoded (with the seq).
 pub fn rebuild(data: &Path, verify: bool) -> anyhow::Result<i32> {
@@ -101,17 +103,29 @@ pub fn rebuild(data: &Path, verify: bool) -> anyhow::Result<i32> {
     if !verify {
         return Ok(0);
     }
+    let checkpoint_ok = verify_checkpoint(&store, &state, &digest)?;
+    let snapshot_ok = verify_snapshot(&store, &state)?;
+    Ok(if checkpoint_ok && snapshot_ok { 0 } else { 1 })
+}
+
+/// `--verify` against the last checkpoint: whether the fold's digest at its seq is the one the
+/// server recorded (true when there is nothing to compare).
+fn verify_checkpoint(
+    store: &ReadOnlyStore,
+    state: &byre_projections::State,
+    digest: &str,
+) -> anyhow::Result<bool> {
     let Some((seq, stored)) = store.last_checkpoint()? else {
         println!("verify      no checkpoint yet; nothing to compare");
-        return Ok(0);
+        return Ok(true);
     };
     let ours = format!("v{}", byre_projections::digest::DIGEST_VERSION);
     let Some(expected) = stored.strip_prefix(&format!("{ours} ")) else {
         println!("verify      the last checkpoint (seq {seq}) was digested by another build ({}); nothing to compare", stored.split(' ').next().unwrap_or("?"));
-        return Ok(0);
+        return Ok(true);
     };
     let at = if seq == state.last_seq {
-        digest
+        digest.to_owned()
     } else {
         byre_projections::digest::digest(&store.fold_until(seq)?)
     };
@@ -124,10 +138,49 @@ pub fn rebuild(data: &Path, verify: bool) -> anyhow::Result<i32> {
                 state.last_seq
             );
         }
-        Ok(0)
+        Ok(true)
     } else {
         println!("verify      MISMATCH at seq {seq}: server had {expected}, the fold gives {at}");
-        Ok(1)
+        Ok(false)
+    }
+}
+
+/// `--verify` against the projection snapshot: whether the fold from seq 1 up to its seq
+/// equals the state it holds (the whole state, the digest's bookkeeping included). True when
+/// there is none, or start-up would not use it (said why).
+fn verify_snapshot(store: &ReadOnlyStore, state: &byre_projections::State) -> anyhow::Result<bool> {
+    let snapshot = match store.snapshot() {
+        Ok(s) => s,
+        Err(crate::log::snapshot::Unusable::Missing) => {
+            println!("snapshot    none; start-up folds from seq 1");
+            return Ok(true);
+        }
+        Err(why) => {
+            println!("snapshot    not used by start-up ({why}); nothing to compare");
+            return Ok(true);
+        }
+    };
+    let seq = snapshot.seq;
+    let folded;
+    let at = if seq == state.last_seq {
+        state
+    } else {
+        folded = store.fold_until(seq)?;
+        &folded
+    };
+    if *at == snapshot.state {
+        println!(
+            "snapshot    ok: the fold up to seq {seq} equals the projection snapshot ({}); start-up folds only seqs after it",
+            snapshot.digest
+        );
+        Ok(true)
+    } else {
+        println!(
+            "snapshot    MISMATCH at seq {seq}: the projection snapshot ({}) differs from the fold ({})",
+            snapshot.digest,
+            byre_projections::digest::digest(at)
+        );
+        Ok(false)
     }
 }
 

@@ -136,7 +136,8 @@ pub enum Cmd {
         /// Data directory.
         #[arg(long)]
         data: Option<PathBuf>,
-        /// Exit 1 when the fold differs from the server's last checkpoint.
+        /// Exit 1 when the fold differs from the server's last checkpoint or its projection
+        /// snapshot.
         #[arg(long)]
         verify: bool,
     },

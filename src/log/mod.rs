@@ -4,6 +4,8 @@
 //! - [`writer`]: the single writer thread: decide, group commit, fold, publish.
 //! - [`bus`]: the live fan-out of committed records, bounded in bytes.
 //! - [`subscription`]: replay from a seq, then follow live, never skipping.
+//! - [`snapshot`]: checkpoints and projection snapshots, made off the writer thread; start-up
+//!   folds only the events after the latest usable snapshot.
 //! - [`stats`]: the writer's group-commit figures for `GET /metrics`.
 //!
 //! Durability: an event is acknowledged only after the redb transaction holding it committed
@@ -11,10 +13,12 @@
 //! stops accepting (callers get 503) and a restart refolds the log.
 
 pub mod bus;
+pub mod snapshot;
 pub mod stats;
 pub mod store;
 pub mod subscription;
 pub mod writer;
 
+pub use snapshot::Folded;
 pub use store::{OpenError, Record, Store, StoreError};
-pub use writer::{Ack, SubmitError, Writer};
+pub use writer::{Ack, StartupFold, SubmitError, Writer};

@@ -7,8 +7,9 @@
 //!   with an `agent_session_id`), behind `listLeadEvents`.
 //! - `blobs`: SHA-256 hex → image bytes (`uploadBlob`), written in the same transaction as the
 //!   `blob.uploaded` event.
-//! - `checkpoints`: seq → state digest, written by the live server so that a rebuild can be
-//!   compared with what it held (`byre rebuild --verify`).
+//! - `checkpoints`: seq → state digest, written by the live server (off the writer thread,
+//!   `log::snapshot`) so that a rebuild can be compared with what it held
+//!   (`byre rebuild --verify`) and a projection snapshot matched with its log.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -301,6 +302,7 @@ pub struct Store {
 /// A read-only view of a log that another process may be writing (`byre log`, `byre rebuild`).
 pub struct ReadOnlyStore {
     db: redb::ReadOnlyDatabase,
+    path: PathBuf,
 }
 
 fn builder() -> redb::Builder {
@@ -335,6 +337,11 @@ impl Store {
             db: Arc::new(db),
             path: path.to_owned(),
         })
+    }
+
+    /// The log file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// How many handles share the open database (this one included). The file is closed when
@@ -524,7 +531,11 @@ impl Store {
     /// # Errors
     /// The first event that cannot be decoded, with its seq; a gap; a storage error.
     pub fn fold(&self) -> Result<State, OpenError> {
-        fold_txn(&self.db.begin_read().map_err(StoreError::from)?, u64::MAX)
+        fold_into(
+            &self.db.begin_read().map_err(StoreError::from)?,
+            State::default(),
+            u64::MAX,
+        )
     }
 }
 
@@ -539,14 +550,33 @@ impl ReadOnlyStore {
                 path: path.to_owned(),
                 source,
             })?;
-        Ok(ReadOnlyStore { db })
+        Ok(ReadOnlyStore {
+            db,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The projection snapshot beside this log, read and checked as start-up does
+    /// ([`super::snapshot::read_for`]).
+    /// # Errors
+    /// Why start-up would not use it.
+    pub fn snapshot(&self) -> Result<super::snapshot::Snapshot, super::snapshot::Unusable> {
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(|e| super::snapshot::Unusable::Io(std::io::Error::other(e)))?;
+        super::snapshot::read_for(&super::snapshot::snapshot_path(&self.path), &txn)
     }
 
     /// Folds events with seq ≤ `until`.
     /// # Errors
     /// As [`Store::fold`].
     pub fn fold_until(&self, until: u64) -> Result<State, OpenError> {
-        fold_txn(&self.db.begin_read().map_err(StoreError::from)?, until)
+        fold_into(
+            &self.db.begin_read().map_err(StoreError::from)?,
+            State::default(),
+            until,
+        )
     }
 
     /// Stored events with `from <= seq <= to`, in order, passed to `each`; stops when it
@@ -630,14 +660,23 @@ fn read_records(
     Ok(out)
 }
 
-fn fold_txn(txn: &redb::ReadTransaction, until: u64) -> Result<State, OpenError> {
+/// Folds the events after `state.last_seq` up to `until` into `state` (a fresh state: the whole
+/// log; a projection snapshot's: its tail).
+pub(crate) fn fold_into(
+    txn: &redb::ReadTransaction,
+    mut state: State,
+    until: u64,
+) -> Result<State, OpenError> {
     let events = match txn.open_table(EVENTS) {
         Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(State::default()),
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(state),
         Err(e) => return Err(StoreError::from(e).into()),
     };
-    let mut state = State::default();
-    for entry in events.range(1..=until).map_err(StoreError::from)? {
+    let from = state.last_seq + 1;
+    if from > until {
+        return Ok(state);
+    }
+    for entry in events.range(from..=until).map_err(StoreError::from)? {
         let (k, v) = entry.map_err(StoreError::from)?;
         let seq = k.value();
         if seq != state.last_seq + 1 {

@@ -8,7 +8,8 @@
 //!    `task.state` events into that state, write them (and any blob bytes) in the transaction;
 //! 3. commit with `Durability::Immediate`;
 //! 4. fold the same events into the shared query state, advance the head, publish the records,
-//!    and only then answer each caller.
+//!    hand the events to the [`Snapshotter`] (checkpoints and projection snapshots are made
+//!    there, never on this thread), and only then answer each caller.
 //!
 //! A failure after step 2 began leaves the writer's state ahead of the durable log, so the
 //! writer stops: every later submission gets [`SubmitError::Unavailable`] until a restart
@@ -16,25 +17,22 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use byre_projections::{decide, derived_events, Command, DecideCtx, Event, Rejection, State};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::bus::Bus;
+use super::snapshot::{Folded, Snapshotter};
 use super::store::{
-    Record, Store, StoreError, StoredEvent, BLOBS, CHECKPOINTS, EVENTS, LEAD_EVENTS, TASK_EVENTS,
+    Record, Store, StoreError, StoredEvent, BLOBS, EVENTS, LEAD_EVENTS, TASK_EVENTS,
 };
 
 /// Most submissions folded into one transaction.
 pub const MAX_GROUP: usize = 512;
 /// Submissions waiting for the writer before `submit` waits for room (bounded queue).
 pub const QUEUE_CAPACITY: usize = 16_384;
-/// How often the writer records a checkpoint (digest of its state) while events arrive.
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
-/// When the queue is empty after a batch, a checkpoint is written if the last is this old.
-const CHECKPOINT_IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// What a successful submission committed.
 #[derive(Debug, Clone)]
@@ -78,13 +76,24 @@ pub struct Writer {
     failed: Arc<AtomicBool>,
     store: Store,
     stats: super::stats::CommitStats,
+    startup: StartupFold,
+}
+
+/// How start-up folded the log (for `GET /metrics`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartupFold {
+    /// Seq of the projection snapshot start-up began from; 0 when it folded from seq 1.
+    pub snapshot_seq: u64,
+    /// Events folded at start-up (those after the snapshot).
+    pub n_events_folded: u64,
 }
 
 /// Owns the writer thread; [`WriterThread::join`] waits for it after the last handle dropped.
 pub struct WriterThread(std::thread::JoinHandle<()>);
 
 impl WriterThread {
-    /// Waits for the thread to drain its queue, write a final checkpoint and stop.
+    /// Waits for the thread to drain its queue, write a final checkpoint and projection
+    /// snapshot, and stop.
     pub fn join(self) {
         if self.0.join().is_err() {
             tracing::error!("the writer thread panicked");
@@ -93,21 +102,34 @@ impl WriterThread {
 }
 
 impl Writer {
-    /// Starts the writer over `store`, whose log folds to `state`, with the default bound of
-    /// the live fan-out ([`super::bus::DEFAULT_LIMIT_BYTES`]).
+    /// Starts the writer over `store`, whose log folds to `state` (folded from seq 1), with the
+    /// default bound of the live fan-out ([`super::bus::DEFAULT_LIMIT_BYTES`]).
     pub fn start(store: Store, state: State) -> (Writer, WriterThread) {
-        Writer::start_with(store, state, super::bus::DEFAULT_LIMIT_BYTES)
+        let folded = Folded {
+            snapshot_seq: 0,
+            n_events_folded: state.n_events,
+            state,
+        };
+        Writer::start_with(store, folded, super::bus::DEFAULT_LIMIT_BYTES)
     }
 
-    /// Starts the writer over `store`, whose log folds to `state`; the live fan-out to
-    /// subscribers holds at most `stream_bytes` of records (see [`super::bus`]).
-    pub fn start_with(store: Store, state: State, stream_bytes: usize) -> (Writer, WriterThread) {
+    /// Starts the writer over `store`, whose log folds to `folded.state`
+    /// ([`Store::fold_from_snapshot`]); the live fan-out to subscribers holds at most
+    /// `stream_bytes` of records (see [`super::bus`]).
+    pub fn start_with(store: Store, folded: Folded, stream_bytes: usize) -> (Writer, WriterThread) {
+        let Folded {
+            state,
+            snapshot_seq,
+            n_events_folded,
+        } = folded;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let bus = Bus::new(stream_bytes, state.last_seq);
         let head = Arc::new(AtomicU64::new(state.last_seq));
         let shared = Arc::new(RwLock::new(state.clone()));
         let failed = Arc::new(AtomicBool::new(false));
         let stats = super::stats::CommitStats::default();
+        let snapshotter =
+            Snapshotter::start(store.clone(), state.clone(), snapshot_seq, failed.clone());
         let writer = Writer {
             tx,
             state: shared.clone(),
@@ -116,6 +138,10 @@ impl Writer {
             failed: failed.clone(),
             store: store.clone(),
             stats: stats.clone(),
+            startup: StartupFold {
+                snapshot_seq,
+                n_events_folded,
+            },
         };
         let thread = std::thread::Builder::new()
             .name("byre-writer".into())
@@ -130,6 +156,7 @@ impl Writer {
                         head,
                         failed,
                         stats,
+                        snapshotter,
                     },
                 )
             })
@@ -198,6 +225,11 @@ impl Writer {
     pub fn stats(&self) -> &super::stats::CommitStats {
         &self.stats
     }
+
+    /// How start-up folded the log (for `GET /metrics`).
+    pub fn startup(&self) -> StartupFold {
+        self.startup
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -208,11 +240,14 @@ struct Outputs {
     head: Arc<AtomicU64>,
     failed: Arc<AtomicBool>,
     stats: super::stats::CommitStats,
+    snapshotter: Snapshotter,
 }
 
 fn run(rx: mpsc::Receiver<Msg>, store: Store, state: State, out: Outputs) {
     run_loop(rx, &store, state, &out);
     out.bus.close();
+    // The last checkpoint and snapshot, from the snapshotter's state (the committed events).
+    out.snapshotter.stop();
 }
 
 fn run_loop(mut rx: mpsc::Receiver<Msg>, store: &Store, mut state: State, out: &Outputs) {
@@ -222,10 +257,9 @@ fn run_loop(mut rx: mpsc::Receiver<Msg>, store: &Store, mut state: State, out: &
         head,
         failed,
         stats,
+        snapshotter,
     } = out;
-    let mut last_checkpoint = (state.last_seq, Instant::now());
     let mut stopping = false;
-    let mut background: Option<std::thread::JoinHandle<()>> = None;
     while !stopping {
         let Some(first) = rx.blocking_recv() else {
             break;
@@ -292,6 +326,7 @@ fn run_loop(mut rx: mpsc::Receiver<Msg>, store: &Store, mut state: State, out: &
                     }
                     head.store(state.last_seq, Ordering::Release);
                     bus.publish(records);
+                    snapshotter.committed(committed.iter().map(|e| (*e).clone()).collect());
                 }
                 for (s, outcome) in group.into_iter().zip(outcomes) {
                     let _ = s.reply.send(
@@ -312,29 +347,6 @@ fn run_loop(mut rx: mpsc::Receiver<Msg>, store: &Store, mut state: State, out: &
                 continue;
             }
         }
-        let since = last_checkpoint.1.elapsed();
-        let idle = rx.is_empty() && since >= CHECKPOINT_IDLE_AFTER;
-        if state.last_seq > last_checkpoint.0
-            && (since >= CHECKPOINT_EVERY || idle)
-            && !failed.load(Ordering::Acquire)
-        {
-            // Digesting a large state takes tens of ms: do it on a copy, off the writer
-            // thread, so commits go on meanwhile. One at a time.
-            if let Some(previous) = background.take() {
-                let _ = previous.join();
-            }
-            let (store, snapshot, failed) = (store.clone(), state.clone(), failed.clone());
-            background = Some(std::thread::spawn(move || {
-                checkpoint(&store, &snapshot, &failed)
-            }));
-            last_checkpoint = (state.last_seq, Instant::now());
-        }
-    }
-    if let Some(previous) = background.take() {
-        let _ = previous.join();
-    }
-    if state.last_seq > last_checkpoint.0 && !failed.load(Ordering::Acquire) {
-        checkpoint(store, &state, failed);
     }
     // Refuse whatever is still queued; once closed, later submissions fail to send and are
     // told the writer has stopped (not that a commit failed: none did).
@@ -409,26 +421,4 @@ fn write_group(
     txn.commit()?;
     tracing::Span::current().record("commit_ms", started.elapsed().as_secs_f64() * 1e3);
     Ok(outcomes)
-}
-
-/// Records the digest of the writer's state at its last seq.
-fn checkpoint(store: &Store, state: &State, failed: &AtomicBool) {
-    // Stored with its digest version, so a build that digests differently does not misreport.
-    let digest = format!(
-        "v{} {}",
-        byre_projections::digest::DIGEST_VERSION,
-        byre_projections::digest::digest(state)
-    );
-    let result = (|| -> Result<(), StoreError> {
-        let mut txn = store.db.begin_write()?;
-        txn.set_durability(redb::Durability::Immediate)?;
-        txn.open_table(CHECKPOINTS)?
-            .insert(state.last_seq, digest.as_str())?;
-        txn.commit()?;
-        Ok(())
-    })();
-    if let Err(e) = result {
-        tracing::error!(error = %e, "checkpoint failed; the writer stops until restart");
-        failed.store(true, Ordering::Release);
-    }
 }

@@ -35,6 +35,7 @@ mod projects;
 mod recovery;
 mod reviews;
 mod snapshots;
+mod startup_snapshot;
 mod subagents;
 mod subtasks;
 mod tasks;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::helpers::TestServer;
 
 /// The samples of a Prometheus text page: `name{labels}` → value (`# …` lines left out).
-fn samples(text: &str) -> HashMap<String, f64> {
+pub fn samples(text: &str) -> HashMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {

@@ -28,7 +28,7 @@ pub struct MergeAfterReviewDropped {
 }
 
 /// A merge waiting for a review.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingMerge {
     /// Who asked; the merge is made as them.
     pub by: String,
