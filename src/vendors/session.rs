@@ -460,6 +460,10 @@ async fn run_process(
         })
         .unwrap_or((None, false));
     if idle_stopped {
+        // Before a fresh process of the session may write its own.
+        if all_gone {
+            rt.clear_pid_file(&spec.session_id);
+        }
         end_idle(
             rt,
             me,
@@ -471,9 +475,6 @@ async fn run_process(
             shutting_down,
         )
         .await;
-        if all_gone {
-            rt.clear_pid_file(&spec.session_id);
-        }
         return;
     }
     let mut carry = carry;
