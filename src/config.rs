@@ -71,6 +71,79 @@ pub struct Config {
     /// Hosts (`host`: any port) and `host:port`s agents' browser pages may open (`serve
     /// --browser-allow`); each task's own preview ports on loopback are allowed besides.
     pub browser_allow: Vec<String>,
+    /// When agent processes may start and when idle ones stop (`serve --agent-memory-floor`,
+    /// `--agent-idle-stop`; both off in `Config::new`).
+    pub agents: AgentLimits,
+}
+
+/// How many agent processes one machine holds (README.md, "Many agents on one machine").
+#[derive(Debug, Clone)]
+pub struct AgentLimits {
+    /// A new agent process starts only while the machine's available memory is at least this
+    /// many bytes; other starts wait, first come first started. 0: no floor.
+    pub memory_floor_bytes: u64,
+    /// Where the available memory is read: a Linux `/proc/meminfo` (its `MemAvailable` line).
+    /// A file that cannot be read (macOS has none) admits every start.
+    pub meminfo: PathBuf,
+    /// How often a waiting start looks at the memory again.
+    pub admission_poll: Duration,
+    /// An agent process with no turn running (and no subagent) for this long is stopped; its
+    /// session's next message resumes the conversation in a fresh process. Zero: never.
+    pub idle_stop: Duration,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            memory_floor_bytes: 0,
+            meminfo: PathBuf::from("/proc/meminfo"),
+            admission_poll: Duration::from_secs(1),
+            idle_stop: Duration::ZERO,
+        }
+    }
+}
+
+/// `serve --agent-memory-floor`'s default: room for one more Claude Code process (100–350 MB)
+/// with some to spare.
+pub const DEFAULT_AGENT_MEMORY_FLOOR: &str = "512MiB";
+/// `serve --agent-idle-stop`'s default.
+pub const DEFAULT_AGENT_IDLE_STOP: &str = "15m";
+
+/// Parses a memory size for `--agent-memory-floor`: `0` (no floor), or a number with a unit
+/// of B, KiB, MiB or GiB (`512MiB`).
+/// # Errors
+/// What is wrong with the text, for the user.
+pub fn parse_memory_floor(text: &str) -> Result<u64, String> {
+    if text.trim() == "0" {
+        return Ok(0);
+    }
+    crate::log::bus::parse_size(text).map(|n| n as u64)
+}
+
+/// Parses a duration for `--agent-idle-stop`: `0` (never), or a whole number with a unit of
+/// `ms`, `s`, `m` or `h` (`15m`, `90s`).
+/// # Errors
+/// What is wrong with the text, for the user.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 15m, 90s, 0 for never)"))?;
+    let ms_per_unit: u64 = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("`{text}`: the unit is one of ms, s, m, h")),
+    };
+    n.checked_mul(ms_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("`{text}` is too long"))
 }
 
 /// How snapshots are reviewed (README.md, "Reviews").
@@ -127,6 +200,7 @@ impl Config {
                 .iter()
                 .map(|h| h.to_string())
                 .collect(),
+            agents: AgentLimits::default(),
         }
     }
 
@@ -206,4 +280,27 @@ pub fn read_tokens(path: &Path) -> Result<HashMap<String, String>, String> {
         ));
     }
     Ok(file.tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_limits_parse_zero_as_off_and_sizes_and_durations_with_units() {
+        assert_eq!(parse_memory_floor("0"), Ok(0));
+        assert_eq!(parse_memory_floor("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_memory_floor("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "15", "m", "-1m", "15 parsecs", "99999999999999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        for bad in ["", "lots", "12XB"] {
+            assert!(parse_memory_floor(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -328,6 +328,14 @@ pub enum Command {
         /// What happened.
         exit: crate::sessions::ProcessExited,
     },
+    /// The vendor runtime deferred the start of a session's agent process: the machine's
+    /// available memory is below its floor.
+    RecordProcessDeferred {
+        /// The session.
+        session_id: String,
+        /// The memory figures.
+        deferred: crate::sessions::ProcessDeferred,
+    },
     /// The vendor runtime learned the vendor's id of a session's conversation (a Codex thread).
     RecordVendorSession {
         /// The session.

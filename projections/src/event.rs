@@ -223,6 +223,8 @@ event_kinds! {
     SessionCompleted = "session.completed" (crate::sessions::SessionCompleted),
     /// The agent's process ended.
     ProcessExited = "session.process_exited" (crate::sessions::ProcessExited),
+    /// The start of a session's agent process waits for memory (below byre's floor).
+    ProcessDeferred = "session.process_deferred" (crate::sessions::ProcessDeferred),
     /// The vendor started its own conversation for a session (a Codex thread): its id.
     VendorSessionStarted = "session.vendor_session_started" (crate::sessions::VendorSessionStarted),
     /// A vendor line byre does not understand, kept for re-normalisation.

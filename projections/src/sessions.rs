@@ -257,7 +257,7 @@ use compact::compact_into_successor;
 pub use compact::HANDOFF_PROMPT;
 pub(crate) use fold::apply;
 pub use payloads::*;
-pub(crate) use restart::{record_exit, resume_after_restart};
+pub(crate) use restart::{record_deferred, record_exit, resume_after_restart};
 
 fn session<'a>(state: &'a State, id: &str) -> Result<&'a Session, Rejection> {
     state

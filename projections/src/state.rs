@@ -316,6 +316,10 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::RecordProcessExit { session_id, exit } => {
             sessions::record_exit(state, ctx, session_id, exit)
         }
+        Command::RecordProcessDeferred {
+            session_id,
+            deferred,
+        } => sessions::record_deferred(state, session_id, deferred),
         Command::RecordVendorSession {
             session_id,
             vendor_session_id,

@@ -222,6 +222,8 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 } else {
                     Vec::new()
                 },
+                // Sometimes byre stopped it for being idle (a running turn goes on).
+                idle_ms: if rng.below(4) == 0 { 1_000 } else { 0 },
             },
         },
         18 | 19 => {

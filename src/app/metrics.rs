@@ -154,6 +154,12 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
     );
     gauge(
         &mut registry,
+        "agent_starts_waiting",
+        "Agent process starts waiting for memory (serve --agent-memory-floor)",
+        app.agents.n_waiting_for_memory() as i64,
+    );
+    gauge(
+        &mut registry,
         "running_turns",
         "Agent turns running now",
         status["running_turns"]

@@ -88,6 +88,15 @@ pub enum Cmd {
             default_value = "127.0.0.1,::1,localhost"
         )]
         browser_allow: Vec<String>,
+        /// Start a new agent process only while the machine's available memory (Linux
+        /// MemAvailable) is at least this much (e.g. 1GiB; 0: no floor); other starts wait,
+        /// first come first started, their task showing why. macOS: no floor.
+        #[arg(long, env = "BYRE_AGENT_MEMORY_FLOOR", default_value = config::DEFAULT_AGENT_MEMORY_FLOOR, value_parser = config::parse_memory_floor)]
+        agent_memory_floor: u64,
+        /// Stop an agent process idle (no turn running) this long (e.g. 15m, 90s; 0: never);
+        /// its session's next message resumes the conversation in a fresh process.
+        #[arg(long, env = "BYRE_AGENT_IDLE_STOP", default_value = config::DEFAULT_AGENT_IDLE_STOP, value_parser = config::parse_duration)]
+        agent_idle_stop: std::time::Duration,
     },
     /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
     /// connected to a byre server; reconnects with backoff.
@@ -184,6 +193,9 @@ Environment:
   BYRE_NODE            the `node` that runs CodeBolt agents; default: `node` on PATH
   BYRE_CODEBOLT_MODEL  the model of CodeBolt inference calls that name none; default: gpt-5
   BYRE_STREAM_BUFFER   as --stream-buffer
+  BYRE_AGENT_MEMORY_FLOOR, BYRE_AGENT_IDLE_STOP
+                       as --agent-memory-floor, --agent-idle-stop
+  BYRE_MEMINFO         the file the available memory is read from; default: /proc/meminfo
   BYRE_LOG             the log filter (tracing syntax), default `info`; e.g. BYRE_LOG=byre=debug
 Agents get a cleared environment: PATH, LANG, TZ, proxy variables, SSL_CERT_FILE and the
 variables above that concern them (README.md, \"Agents\").";
@@ -208,6 +220,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             review_timeout,
             chromium,
             browser_allow,
+            agent_memory_floor,
+            agent_idle_stop,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -243,6 +257,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 max_running: max_reviewers.max(1),
                 timeout: std::time::Duration::from_secs(review_timeout.max(1)),
             };
+            config.agents.memory_floor_bytes = agent_memory_floor;
+            config.agents.idle_stop = agent_idle_stop;
+            if let Some(meminfo) = std::env::var_os("BYRE_MEMINFO").filter(|m| !m.is_empty()) {
+                config.agents.meminfo = PathBuf::from(meminfo);
+            }
             let running = crate::startup::run(listener, config).await?;
             println!(
                 "byre listening on {} (data: {})",

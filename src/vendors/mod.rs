@@ -19,6 +19,7 @@ use byre_projections::sessions::{Vendor, VendorItem};
 pub mod claude;
 pub mod codebolt;
 pub mod codex;
+mod exits;
 pub mod mcp;
 pub(crate) mod reaper;
 pub mod runtime;

@@ -30,8 +30,11 @@ use super::{Driver, Image, SpawnSpec};
 use crate::log::subscription::subscribe;
 use crate::log::Writer;
 
+mod admission;
 mod spawn;
 mod status;
+
+pub(crate) use admission::Admit;
 
 pub use super::reaper::clear_leftovers;
 
@@ -162,6 +165,10 @@ pub struct Runtime {
     worktrees: crate::reactors::worktrees::Worktrees,
     /// Set when the runtime stops: no process starts after it.
     stopping: std::sync::atomic::AtomicBool,
+    /// The memory floor's queue of waiting starts (`runtime/admission.rs`).
+    admission: admission::Admission,
+    /// How long a process may sit without a turn before it is stopped; zero: never.
+    idle_stop: std::time::Duration,
 }
 
 impl Runtime {
@@ -202,6 +209,8 @@ impl Runtime {
             mcp,
             worktrees,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            admission: admission::Admission::new(&config.agents),
+            idle_stop: config.agents.idle_stop,
         });
         // Token files of sessions that are not live (a crash skipped their removal) go before
         // anything runs.
@@ -300,6 +309,21 @@ impl Runtime {
 
     pub(crate) fn writer(&self) -> &Writer {
         &self.writer
+    }
+
+    /// How long a process may sit without a turn before it is stopped; zero: never.
+    pub(crate) fn idle_stop(&self) -> std::time::Duration {
+        self.idle_stop
+    }
+
+    /// Whether the session's process has nothing to do: no turn running, no subagent of its
+    /// own still at work, not completed (a completed one is being stopped anyway).
+    pub(crate) fn is_idle(&self, session_id: &str) -> bool {
+        self.writer.read(|s| {
+            s.sessions
+                .get(session_id)
+                .is_some_and(|x| !x.turn_running && x.subagents == 0 && !x.completed)
+        })
     }
 
     pub(crate) async fn record(&self, cmd: Command) {
@@ -450,6 +474,7 @@ impl Runtime {
                         signal: None,
                         reason: "no agent process was running".into(),
                         redelivered_input_ids: Vec::new(),
+                        idle_ms: 0,
                     };
                     self.record(Command::RecordProcessExit {
                         session_id: session_id.into(),
@@ -571,6 +596,7 @@ impl Runtime {
                     signal: None,
                     reason: super::VendorError::Unsupported(vendor.as_str()).to_string(),
                     redelivered_input_ids: Vec::new(),
+                    idle_ms: 0,
                 };
                 self.record(Command::RecordProcessExit {
                     session_id: session_id.into(),

@@ -18,8 +18,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 
+use super::exits::{exit_reason, stopped_by_byre, stopped_idle, vendor_name};
 use super::reaper::{kill_tree, sweep, SESSION_ENV};
-use super::runtime::{Live, Runtime};
+use super::runtime::{Admit, Live, Runtime};
 use super::{Driver, Image, Reaction, SpawnSpec};
 
 /// What the runtime asks of a live session.
@@ -184,6 +185,18 @@ async fn run_process(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    // The memory floor: the start may wait until the machine has memory to spare.
+    match rt.admit(&spec.session_id).await {
+        Admit::Admitted => {}
+        verdict => {
+            rx.close();
+            rt.forget(&spec.session_id, me);
+            if verdict == Admit::Interrupted {
+                rt.end_turn_unstarted(&spec.session_id).await;
+            }
+            return;
+        }
+    }
     let spawned = if spec.cwd.is_dir() {
         cmd.spawn().map_err(Some)
     } else {
@@ -212,6 +225,7 @@ async fn run_process(
                     signal: None,
                     reason: err.to_string(),
                     redelivered_input_ids: Vec::new(),
+                    idle_ms: 0,
                 },
             })
             .await;
@@ -258,8 +272,30 @@ async fn run_process(
     // When the process has exited: its last lines are read until its stdout ends, or for
     // [`EXITED_DRAIN`] if something it left holds the pipe open (the sweep then ends that).
     let mut exited_at: Option<tokio::time::Instant> = None;
+    // Since when the process has had nothing to do (its last line or input), and whether byre
+    // stopped it for that (`serve --agent-idle-stop`: zero is never).
+    let idle_stop = rt.idle_stop();
+    let mut active_at = tokio::time::Instant::now();
+    let mut idle_stopped = false;
     loop {
         tokio::select! {
+            _ = tokio::time::sleep_until(active_at + idle_stop),
+                if !idle_stop.is_zero() && stdin_open && exited_at.is_none() && held.is_empty() =>
+            {
+                if rt.is_idle(&spec.session_id) {
+                    tracing::info!(idle_ms = idle_stop.as_millis() as u64, "stopping the idle agent process; its next message resumes it");
+                    idle_stopped = true;
+                    stdin_open = false;
+                    let _ = stdin.shutdown().await;
+                    let group = pid as i32;
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                        kill_tree(group);
+                    });
+                } else {
+                    active_at = tokio::time::Instant::now();
+                }
+            }
             _ = child.wait(), if exited_at.is_none() => {
                 exited_at = Some(tokio::time::Instant::now());
             }
@@ -268,7 +304,7 @@ async fn run_process(
                     tokio::time::sleep_until(at + EXITED_DRAIN).await;
                 }
             }, if exited_at.is_some() => break,
-            input = rx.recv(), if stdin_open => match input {
+            input = rx.recv(), if stdin_open => match { active_at = tokio::time::Instant::now(); input } {
                 Some(Input::Message { input_id, .. }) if handed.ids.contains(&input_id) => {
                     // Given to this process already, when it replaced one that exited.
                 }
@@ -339,6 +375,7 @@ async fn run_process(
             frame = async { frames.as_mut()?.recv().await }, if frames.is_some() => match frame {
                 Some(line) => {
                     n_lines += 1;
+                    active_at = tokio::time::Instant::now();
                     handed.line();
                     me.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
                     let mut reaction = protocol.on_line(&line);
@@ -371,6 +408,7 @@ async fn run_process(
                     let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
                     buf.clear();
                     n_lines += 1;
+                    active_at = tokio::time::Instant::now();
                     handed.line();
                     me.last_event_us.store(chrono::Utc::now().timestamp_micros(), Ordering::Relaxed);
                     let mut reaction = protocol.on_line(&line);
@@ -421,6 +459,24 @@ async fn run_process(
             ))
         })
         .unwrap_or((None, false));
+    if idle_stopped {
+        // Before a fresh process of the session may write its own.
+        if all_gone {
+            rt.clear_pid_file(&spec.session_id);
+        }
+        end_idle(
+            rt,
+            me,
+            &spec,
+            vendor,
+            idle_stop,
+            (pid, code, signal),
+            pending,
+            shutting_down,
+        )
+        .await;
+        return;
+    }
     let mut carry = carry;
     if !handed.printed {
         carry.n_silent_exits += 1;
@@ -469,6 +525,7 @@ async fn run_process(
                 signal,
                 reason,
                 redelivered_input_ids: vec![message.input_id],
+                idle_ms: 0,
             },
         })
         .await;
@@ -505,9 +562,51 @@ async fn run_process(
             signal,
             reason,
             redelivered_input_ids: Vec::new(),
+            idle_ms: 0,
         },
     })
     .await;
+}
+
+/// After byre stopped an idle process: records its exit (`idle_ms`), then hands what came
+/// for the session since the stop was decided (a message whose turn began meanwhile) to a
+/// fresh process of the session, which resumes the conversation; with nothing, the session
+/// waits without a process until its next message.
+#[allow(clippy::too_many_arguments)]
+async fn end_idle(
+    rt: &Arc<Runtime>,
+    me: &Arc<Live>,
+    spec: &SpawnSpec,
+    vendor: Vendor,
+    idle_stop: std::time::Duration,
+    (pid, code, signal): (u32, Option<i32>, Option<i32>),
+    pending: Vec<Input>,
+    shutting_down: bool,
+) {
+    let messages = pending.iter().any(|i| i.input_id().is_some());
+    if shutting_down || !messages {
+        // Unregistered before its exit is told, so that no one sees it live after.
+        rt.forget(&spec.session_id, me);
+    }
+    if shutting_down {
+        return;
+    }
+    rt.record(Command::RecordProcessExit {
+        session_id: spec.session_id.clone(),
+        exit: ProcessExited {
+            pid,
+            code,
+            signal,
+            reason: stopped_idle(vendor, idle_stop),
+            redelivered_input_ids: Vec::new(),
+            idle_ms: idle_stop.as_millis() as u64,
+        },
+    })
+    .await;
+    if messages {
+        rt.replace(&spec.session_id, me, Carry::default(), pending)
+            .await;
+    }
 }
 
 /// The device and inode of directory `path`, or `None` when it is gone: a directory removed
@@ -515,77 +614,6 @@ async fn run_process(
 fn dir_identity(path: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// The vendor's CLI as people call it.
-fn vendor_name(vendor: Vendor) -> &'static str {
-    match vendor {
-        Vendor::Claude => "Claude Code",
-        Vendor::Codex => "Codex",
-        Vendor::Codebolt => "The CodeBolt agent",
-    }
-}
-
-/// A signal's name (`SIGTERM`), or its number.
-fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGBUS => "SIGBUS",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_owned()
-}
-
-/// Why an agent process that byre itself stopped ended (its session completed: a review
-/// ended, its task closed), for a human: never "from outside byre", even when it took a
-/// SIGKILL after it did not exit on its closed stdin.
-fn stopped_by_byre(vendor: Vendor, code: Option<i32>, signal: Option<i32>) -> String {
-    let who = vendor_name(vendor);
-    match (code, signal) {
-        (Some(c), _) => format!("{who} was stopped by byre (exit code {c})"),
-        (None, Some(s)) => format!("{who} was stopped by byre ({})", signal_name(s)),
-        _ => format!("{who} was stopped by byre"),
-    }
-}
-
-/// Why an agent process ended, for a human: what ended it, whether a turn was cut, and the
-/// end of its stderr. A code above 128 is the shell convention for "ended by signal
-/// code - 128", which is how Claude Code reports a SIGTERM it caught (143).
-fn exit_reason(
-    vendor: Vendor,
-    code: Option<i32>,
-    signal: Option<i32>,
-    turn_running: bool,
-    stderr_tail: &str,
-) -> String {
-    let who = vendor_name(vendor);
-    let what = match (code, signal) {
-        (Some(0), _) => format!("{who} exited on its own (exit code 0)"),
-        (Some(c), _) if c > 128 && c < 160 => format!(
-            "{who} was stopped by {} from outside byre (exit code {c})",
-            signal_name(c - 128)
-        ),
-        (Some(c), _) => format!("{who} exited with code {c}"),
-        (None, Some(s)) => format!("{who} was killed by {} from outside byre", signal_name(s)),
-        _ => format!("{who} ended"),
-    };
-    let turn = if turn_running {
-        " before finishing the turn"
-    } else {
-        ""
-    };
-    if stderr_tail.is_empty() {
-        format!("{what}{turn}")
-    } else {
-        format!("{what}{turn}. Its last output on stderr: {stderr_tail}")
-    }
 }
 
 /// The lines that hand `input` (a message or an interrupt) to the agent; none for the others.
@@ -705,51 +733,5 @@ async fn react(
             items,
         })
         .await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_reasons_say_what_ended_the_process_in_words() {
-        let cases = [
-            (
-                (Vendor::Claude, Some(143), None, true, ""),
-                "Claude Code was stopped by SIGTERM from outside byre (exit code 143) before finishing the turn",
-            ),
-            (
-                (Vendor::Claude, Some(0), None, true, ""),
-                "Claude Code exited on its own (exit code 0) before finishing the turn",
-            ),
-            (
-                (Vendor::Codex, None, Some(9), false, ""),
-                "Codex was killed by SIGKILL from outside byre",
-            ),
-            (
-                (Vendor::Claude, Some(1), None, true, "Error: bad flag"),
-                "Claude Code exited with code 1 before finishing the turn. Its last output on stderr: Error: bad flag",
-            ),
-            (
-                (Vendor::Codex, Some(130), None, false, ""),
-                "Codex was stopped by SIGINT from outside byre (exit code 130)",
-            ),
-        ];
-        for ((vendor, code, signal, turn, tail), expected) in cases {
-            assert_eq!(exit_reason(vendor, code, signal, turn, tail), expected);
-        }
-    }
-
-    #[test]
-    fn a_process_byre_stopped_is_not_said_to_be_stopped_from_outside() {
-        assert_eq!(
-            stopped_by_byre(Vendor::Codex, None, Some(9)),
-            "Codex was stopped by byre (SIGKILL)"
-        );
-        assert_eq!(
-            stopped_by_byre(Vendor::Claude, Some(0), None),
-            "Claude Code was stopped by byre (exit code 0)"
-        );
     }
 }

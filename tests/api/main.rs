@@ -7,6 +7,7 @@ mod process;
 mod schema;
 
 mod agent_exits;
+mod agent_limits;
 mod ask_human;
 mod auth;
 mod blobs;

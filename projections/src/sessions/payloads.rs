@@ -211,7 +211,28 @@ ProcessExited {
     /// turn goes on rather than failing. Empty (and absent) otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     redelivered_input_ids: Vec<u64>,
+    /// byre stopped the process because it had been idle this long, in milliseconds (no turn
+    /// running, no subagent: `serve --agent-idle-stop`); the session's next message resumes
+    /// its conversation in a fresh process. 0 (and absent) for every other exit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    idle_ms: u64,
 });
+payload!(/// `session.process_deferred` payload: the start of the session's agent process waits,
+/// the machine's available memory being below byre's floor (`serve --agent-memory-floor`).
+ProcessDeferred {
+    /// The machine's available memory when the start was deferred (Linux `MemAvailable`), in
+    /// bytes.
+    available_bytes: u64,
+    /// The floor a start needs, in bytes.
+    floor_bytes: u64,
+    /// How many starts were already waiting ahead of this one (they start first: FIFO).
+    n_ahead: u64,
+});
+
+/// Whether `n` is 0 (a field left out of the payload while 0).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 payload!(/// `vendor.unrecognized` payload.
 VendorUnrecognized {
     /// `claude` or `codex`.

@@ -5,7 +5,9 @@ use super::*;
 
 /// Decides `RecordProcessExit`: recorded; a running turn fails with a session error, unless
 /// the exit names the turn's message among those handed again to a fresh process
-/// (`redelivered_input_ids`): that turn goes on in the new process.
+/// (`redelivered_input_ids`): that turn goes on in the new process; or unless byre stopped
+/// the process for being idle (`idle_ms`): it was stopped while no turn ran, so a turn running
+/// now started after, and its message goes to a fresh process.
 pub(crate) fn record_exit(
     state: &State,
     ctx: &DecideCtx,
@@ -24,7 +26,7 @@ pub(crate) fn record_exit(
         .turn_input
         .as_ref()
         .is_some_and(|m| exit.redelivered_input_ids.contains(&m.input_id));
-    if s.turn_running && !redelivered {
+    if s.turn_running && !redelivered && exit.idle_ms == 0 {
         let ended = TurnEnded {
             turn: s.turns,
             outcome: TurnOutcome::Failed,
@@ -130,4 +132,20 @@ pub(crate) fn resume_after_restart(
         None,
     ));
     Ok(events)
+}
+
+/// Decides `RecordProcessDeferred`: recorded, for the session's task to show why its agent
+/// has not started; it changes no state.
+pub(crate) fn record_deferred(
+    state: &State,
+    session_id: &str,
+    deferred: &ProcessDeferred,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let s = session(state, session_id)?;
+    Ok(vec![session_event(
+        s,
+        state,
+        "byre",
+        EventBody::ProcessDeferred(deferred.clone()),
+    )])
 }

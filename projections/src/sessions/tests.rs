@@ -163,6 +163,7 @@ fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
         signal: None,
         reason: "gone".into(),
         redelivered_input_ids: vec![],
+        idle_ms: 0,
     };
     let events = w.ok(Command::RecordProcessExit {
         session_id: sid.clone(),
@@ -597,6 +598,7 @@ fn an_exit_that_hands_the_turns_message_to_a_fresh_process_keeps_the_turn_runnin
         signal: None,
         reason: "the agent process exited".into(),
         redelivered_input_ids: ids,
+        idle_ms: 0,
     };
     let events = w.ok(Command::RecordProcessExit {
         session_id: sid.clone(),
@@ -613,6 +615,40 @@ fn an_exit_that_hands_the_turns_message_to_a_fresh_process_keeps_the_turn_runnin
     assert!(kinds(&events).contains(&"turn.ended"));
     assert!(!w.session().turn_running);
     assert_eq!(w.state.inbox.len(), 1, "a session_error item");
+}
+
+#[test]
+fn an_idle_stop_never_fails_a_turn_that_started_after_it_and_a_deferral_changes_nothing() {
+    let mut w = World::with_task();
+    let sid = w.start("go");
+    let deferred = ProcessDeferred {
+        available_bytes: 100 << 20,
+        floor_bytes: 512 << 20,
+        n_ahead: 1,
+    };
+    let before = w.session().clone();
+    let events = w.ok(Command::RecordProcessDeferred {
+        session_id: sid.clone(),
+        deferred,
+    });
+    assert_eq!(kinds(&events), ["session.process_deferred"]);
+    assert_eq!(*w.session(), before, "a deferral is a note, not a state");
+    // The idle process was stopped before this turn's message came: the turn goes on in a
+    // fresh process.
+    let events = w.ok(Command::RecordProcessExit {
+        session_id: sid,
+        exit: ProcessExited {
+            pid: 7,
+            code: Some(0),
+            signal: None,
+            reason: "Claude Code was stopped by byre after 15 minutes idle".into(),
+            redelivered_input_ids: Vec::new(),
+            idle_ms: 900_000,
+        },
+    });
+    assert_eq!(kinds(&events), ["session.process_exited"]);
+    assert!(w.session().turn_running);
+    assert!(w.state.inbox.is_empty(), "no session_error item");
 }
 
 #[test]

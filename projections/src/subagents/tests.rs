@@ -137,6 +137,7 @@ fn a_process_exit_ends_its_running_subagents() {
             signal: None,
             reason: "the agent process exited".into(),
             redelivered_input_ids: vec![],
+            idle_ms: 0,
         },
     });
     assert_eq!(

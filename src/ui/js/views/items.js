@@ -7,6 +7,9 @@ import { api } from "../api.js";
 import { state as store } from "../store.js";
 import { ago, when, short, tokens, duration, pretty } from "../util.js";
 
+/** Bytes as whole MiB. */
+const mib = (n) => `${Math.round((n || 0) / 1048576)} MiB`;
+
 const HIDDEN = new Set([
   "session.state", "task.state", "user.unqueued", "inbox.delivered", "vendor.unrecognized",
   "focus.updated", "summary.read", "pane_focus.updated", "user.notification_prefs_updated",
@@ -222,7 +225,12 @@ export function Item({ item, taskId }) {
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>${ev.actor} asked for a compaction${p.model ? ` onto ${p.model}` : ""}</div>`;
     case "session.interrupt_requested":
       return html`<div class="item note warn" data-testid="item-note" data-seq=${ev.seq}>${ev.actor} interrupted turn ${p.turn}</div>`;
+    case "session.process_deferred":
+      return html`<div class="item note warn" data-testid="item-note" data-seq=${ev.seq}>waiting for memory: ${mib(p.available_bytes)} available, the floor is ${mib(p.floor_bytes)}${p.n_ahead ? ` (${p.n_ahead} ahead)` : ""}; the agent starts when memory frees</div>`;
     case "session.process_exited":
+      if (p.idle_ms) {
+        return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>agent paused while idle; the next message resumes it</div>`;
+      }
       return html`<div class="item note warn" data-testid="item-note" data-seq=${ev.seq}>agent process ${p.pid} exited${p.code != null ? ` with ${p.code}` : p.signal != null ? ` by signal ${p.signal}` : ""}${p.reason ? `: ${p.reason}` : ""}</div>`;
     case "task.created":
       return html`<div class="item note" data-testid="item-note" data-seq=${ev.seq}>${ev.actor} created the task on <code>${p.branch}</code> from <code>${short(p.base_ref)}</code></div>`;
