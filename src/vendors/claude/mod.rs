@@ -29,6 +29,10 @@ const PASSED_THROUGH: [&str; 10] = [
     "SSL_CERT_FILE",
 ];
 
+/// How long the CLI waits for byre's MCP server to connect before its first request
+/// (`MCP_CONNECT_TIMEOUT_MS`, in ms; the CLI's own default is 5 s).
+const MCP_CONNECT_TIMEOUT_MS: &str = "60000";
+
 /// Starts and speaks to Claude Code.
 #[derive(Debug, Clone)]
 pub struct ClaudeDriver {
@@ -178,6 +182,10 @@ impl Driver for ClaudeDriver {
             .env("DISABLE_AUTOUPDATER", "1")
             .env("DISABLE_TELEMETRY", "1")
             .env("DISABLE_ERROR_REPORTING", "1")
+            // The CLI waits for its MCP servers only 5 s by default, then sends the first
+            // request without their tools ("No such tool available: mcp__byre__…"); on a
+            // loaded machine `byre mcp` can take longer to start, so wait up to 60 s.
+            .env("MCP_CONNECT_TIMEOUT_MS", MCP_CONNECT_TIMEOUT_MS)
             .env("PORT", spec.port_base.to_string());
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
