@@ -304,58 +304,62 @@ async fn run_process(
                     tokio::time::sleep_until(at + EXITED_DRAIN).await;
                 }
             }, if exited_at.is_some() => break,
-            input = rx.recv(), if stdin_open => match { active_at = tokio::time::Instant::now(); input } {
-                Some(Input::Message { input_id, .. }) if handed.ids.contains(&input_id) => {
-                    // Given to this process already, when it replaced one that exited.
-                }
-                Some(message @ Input::Message { .. })
-                    if link.is_none() && dir_identity(&spec.cwd) != cwd_at_spawn =>
-                {
-                    // The worktree was removed under this process: a fresh one (started in
-                    // the worktree made again) gets the message, as after an exit before it.
-                    tracing::warn!("the task's worktree was removed under the agent process; a fresh process takes the message");
-                    if let Some(id) = message.input_id() {
-                        handed.ids.insert(id);
+            input = rx.recv(), if stdin_open => {
+                // Any input is activity: the idle clock starts again.
+                active_at = tokio::time::Instant::now();
+                match input {
+                    Some(Input::Message { input_id, .. }) if handed.ids.contains(&input_id) => {
+                        // Given to this process already, when it replaced one that exited.
                     }
-                    held.push(message);
-                    cwd_gone = true;
-                    stdin_open = false;
-                    kill_tree(pid as i32);
-                }
-                Some(message @ Input::Message { .. }) => {
-                    if let Some(id) = message.input_id() {
-                        handed.ids.insert(id);
-                    }
-                    if held.is_empty() && rt.snapshot_due(&task_id) {
-                        held_since = tokio::time::Instant::now();
-                    }
-                    if !held.is_empty() || rt.snapshot_due(&task_id) {
+                    Some(message @ Input::Message { .. })
+                        if link.is_none() && dir_identity(&spec.cwd) != cwd_at_spawn =>
+                    {
+                        // The worktree was removed under this process: a fresh one (started in
+                        // the worktree made again) gets the message, as after an exit before it.
+                        tracing::warn!("the task's worktree was removed under the agent process; a fresh process takes the message");
+                        if let Some(id) = message.input_id() {
+                            handed.ids.insert(id);
+                        }
                         held.push(message);
-                    } else {
-                        hand(&mut stdin, link.as_deref(), protocol.as_mut(), &mut handed, message).await;
+                        cwd_gone = true;
+                        stdin_open = false;
+                        kill_tree(pid as i32);
+                    }
+                    Some(message @ Input::Message { .. }) => {
+                        if let Some(id) = message.input_id() {
+                            handed.ids.insert(id);
+                        }
+                        if held.is_empty() && rt.snapshot_due(&task_id) {
+                            held_since = tokio::time::Instant::now();
+                        }
+                        if !held.is_empty() || rt.snapshot_due(&task_id) {
+                            held.push(message);
+                        } else {
+                            hand(&mut stdin, link.as_deref(), protocol.as_mut(), &mut handed, message).await;
+                        }
+                    }
+                    Some(Input::Interrupt) if !held.is_empty() => held.push(Input::Interrupt),
+                    Some(Input::Interrupt) => {
+                        emit(&mut stdin, link.as_deref(), protocol.interrupt()).await;
+                        if let Some(link) = link.as_deref() {
+                            // The stop covers the agent's terminal commands too.
+                            link.kill_terminals();
+                            kill_if_deaf_to_stop(rt, &spec.session_id, pid as i32);
+                        }
+                    }
+                    stop @ (None | Some(Input::Stop) | Some(Input::Shutdown)) => {
+                        asked = true;
+                        shutting_down = matches!(stop, Some(Input::Shutdown));
+                        stdin_open = false;
+                        let _ = stdin.shutdown().await;
+                        let group = pid as i32;
+                        tokio::spawn(async move {
+                            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                            kill_tree(group);
+                        });
                     }
                 }
-                Some(Input::Interrupt) if !held.is_empty() => held.push(Input::Interrupt),
-                Some(Input::Interrupt) => {
-                    emit(&mut stdin, link.as_deref(), protocol.interrupt()).await;
-                    if let Some(link) = link.as_deref() {
-                        // The stop covers the agent's terminal commands too.
-                        link.kill_terminals();
-                        kill_if_deaf_to_stop(rt, &spec.session_id, pid as i32);
-                    }
-                }
-                stop @ (None | Some(Input::Stop) | Some(Input::Shutdown)) => {
-                    asked = true;
-                    shutting_down = matches!(stop, Some(Input::Shutdown));
-                    stdin_open = false;
-                    let _ = stdin.shutdown().await;
-                    let group = pid as i32;
-                    tokio::spawn(async move {
-                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-                        kill_tree(group);
-                    });
-                }
-            },
+            }
             _ = tokio::time::sleep(SNAPSHOT_POLL), if stdin_open && !held.is_empty() => {
                 let waited = held_since.elapsed() >= SNAPSHOT_WAIT;
                 if waited || !rt.snapshot_due(&task_id) {

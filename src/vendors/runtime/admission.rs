@@ -2,8 +2,9 @@
 //! or above it (`serve --agent-memory-floor`). A start that finds it below, or finds others
 //! waiting, joins a queue (first come, first started), records `session.process_deferred` once
 //! so its task shows why, and looks again every `admission_poll`; the queue's head starts as
-//! soon as the memory is back above the floor, the next at its next look, so each start's
-//! process has a moment to take its memory before the next is measured.
+//! soon as the memory is back above the floor, and a start that waited never sooner than a
+//! poll after the previous admission, so each new process has a moment to take its memory
+//! before the figure admits the next.
 //!
 //! The figure is Linux's `MemAvailable` (`/proc/meminfo`, or the file `AgentLimits::meminfo`
 //! names, so tests can set it); where the file cannot be read (macOS) every start is admitted.
@@ -32,6 +33,9 @@ pub(crate) struct Admission {
     queue: Mutex<VecDeque<u64>>,
     /// The next ticket's number.
     next_ticket: AtomicU64,
+    /// When the last start was admitted: one that waited starts at least `poll` after it, so
+    /// the process before it has a moment to take its memory before the figure is trusted.
+    last_admitted: Mutex<Option<std::time::Instant>>,
 }
 
 /// How a start's wait for memory ended.
@@ -71,6 +75,7 @@ impl Admission {
             poll: limits.admission_poll.max(Duration::from_millis(10)),
             queue: Mutex::new(VecDeque::new()),
             next_ticket: AtomicU64::new(1),
+            last_admitted: Mutex::new(None),
         }
     }
 
@@ -90,6 +95,18 @@ impl Admission {
     /// Whether `ticket` heads the queue.
     fn heads(&self, ticket: &Ticket<'_>) -> bool {
         self.lock().front() == Some(&ticket.n)
+    }
+
+    /// Admits the start holding `ticket` if it heads the queue and, for one that `waited`,
+    /// the last admission is at least a poll ago; remembers when.
+    fn try_admit(&self, ticket: &Ticket<'_>, waited: bool) -> bool {
+        let mut last = self.last_admitted.lock().unwrap_or_else(|e| e.into_inner());
+        let spaced = !waited || last.is_none_or(|t| t.elapsed() >= self.poll);
+        if spaced && self.heads(ticket) {
+            *last = Some(std::time::Instant::now());
+            return true;
+        }
+        false
     }
 
     /// The machine's available memory in bytes; `None` when it cannot be read.
@@ -136,7 +153,7 @@ impl Runtime {
         loop {
             let available = admission.available_bytes();
             let enough = available.is_none_or(|a| a >= admission.floor_bytes);
-            if enough && admission.heads(&ticket) {
+            if enough && admission.try_admit(&ticket, deferred) {
                 if deferred {
                     tracing::info!(
                         session_id,
@@ -260,5 +277,28 @@ mod tests {
         );
         drop(third);
         assert_eq!(admission.n_waiting(), 0);
+    }
+
+    #[test]
+    fn a_start_that_waited_is_admitted_no_sooner_than_a_poll_after_the_last() {
+        let limits = crate::config::AgentLimits {
+            memory_floor_bytes: 1,
+            admission_poll: Duration::from_secs(3600),
+            ..Default::default()
+        };
+        let admission = Admission::new(&limits);
+        let (first, _) = admission.join();
+        let (second, _) = admission.join();
+        assert!(!admission.try_admit(&second, false), "not its turn");
+        assert!(admission.try_admit(&first, true), "no admission before it");
+        drop(first);
+        assert!(
+            !admission.try_admit(&second, true),
+            "the first has had no time to take its memory"
+        );
+        assert!(
+            admission.try_admit(&second, false),
+            "one that never waited is not spaced"
+        );
     }
 }
