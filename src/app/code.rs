@@ -160,7 +160,8 @@ pub struct Definitions {
 }
 
 impl Definitions {
-    /// The text form: each file with definitions, then one line per definition
+    /// The text form (a sentence saying so when there is none): each file with definitions,
+    /// then one line per definition
     /// (`  <line>: <kind> <name>`, indented two more spaces per enclosing definition).
     ///
     /// ```text
@@ -171,6 +172,12 @@ impl Definitions {
     ///     10: fn norm
     /// ```
     pub fn text(&self) -> String {
+        if self.definitions.is_empty() {
+            return format!(
+                "No source code definitions found ({} file(s) parsed).\n",
+                self.n_files
+            );
+        }
         let mut out = String::new();
         let mut file = None;
         for d in &self.definitions {
@@ -313,6 +320,7 @@ fn open(worktree_path: &Path, raw: &str) -> Result<(Worktree, WorkPath), Error> 
     let worktree = Worktree::open(worktree_path)?;
     let raw = raw.trim();
     let raw = raw.strip_prefix("./").unwrap_or(raw).trim_end_matches('/');
+    let raw = if raw == "." { "" } else { raw };
     let path = WorkPath::parse_absolute_or_relative(raw, &worktree)?;
     Ok((worktree, path))
 }
@@ -436,6 +444,34 @@ mod tests {
                 (2, "function", "b".into(), 0)
             ]
         );
+    }
+
+    #[test]
+    fn paths_are_checked_like_the_worktree_views() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/a.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "fn not_code() {}\n").unwrap();
+        std::os::unix::fs::symlink("/etc", dir.path().join("out")).unwrap();
+        for root in ["", ".", "./", "src", "src/a.rs"] {
+            let d = list_code_definition_names(dir.path(), root).unwrap();
+            assert_eq!(d.text(), "src/a.rs:\n  1: fn a\n", "{root:?}");
+        }
+        let abs = dir.path().join("src").display().to_string();
+        assert_eq!(
+            list_code_definition_names(dir.path(), &abs)
+                .unwrap()
+                .n_files,
+            1
+        );
+        for bad in ["../", "out", "/etc", "src/../../x", ".git"] {
+            assert!(
+                list_code_definition_names(dir.path(), bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        let none = list_code_definition_names(dir.path(), "notes.txt").unwrap();
+        assert!(none.text().starts_with("No source code definitions found"));
     }
 
     #[test]
