@@ -13,7 +13,9 @@
 //!   nothing stale: the next start-up's `clear_leftovers` ends them.
 //! - Every URL a page is sent to must pass the allow-list ([`allowed`]): by default loopback
 //!   (`127.0.0.1`, `::1`, `localhost`, any port) and the task's own preview ports. A page that
-//!   a click or a redirect took off the list is blanked and the action refused.
+//!   a redirect, a click or a script took off the list is blanked and the action refused
+//!   (checked after each action that may move the page and before every other one). What a
+//!   page on the list loads (images, scripts, fetches) is not filtered.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -82,6 +84,8 @@ struct Tab {
     /// The browser the context lives in, and the context.
     context: Option<(Arc<Chrome>, BrowserContextId)>,
     page: Option<Page>,
+    /// The task's preview ports, as last looked up.
+    ports: std::ops::Range<u32>,
 }
 
 /// What a page shows: its URL and title.
@@ -387,8 +391,22 @@ impl Browsers {
         })
     }
 
-    /// The session's page, made (with its context) when it has none.
+    /// The session's page, made when it has none; refused (and blanked) when something
+    /// (a script, a late redirect) took it off the allow-list since the last action.
     async fn page(&self, tab: &mut Tab) -> Result<Page, Error> {
+        let page = self.any_page(tab).await?;
+        let url = shown(&page).await?.url;
+        if let Err(why) = allowed(&url, &self.allow, tab.ports.clone()) {
+            let _ = page.goto("about:blank").await;
+            return Err(Error::Forbidden(format!(
+                "the page went where byre's browser may not follow; it was blanked: {why}"
+            )));
+        }
+        Ok(page)
+    }
+
+    /// The session's page wherever it is, made (with its context) when it has none.
+    async fn any_page(&self, tab: &mut Tab) -> Result<Page, Error> {
         if let (Some((chrome, _)), Some(page)) = (&tab.context, &tab.page) {
             if !chrome.handler.is_finished() {
                 return Ok(page.clone());
@@ -473,15 +491,24 @@ impl Browsers {
         task_id: &str,
         url: &str,
     ) -> Result<Shown, Error> {
-        allowed(url, &self.allow, Self::preview_ports(app, task_id)).map_err(Error::Forbidden)?;
+        let ports = Self::preview_ports(app, task_id);
+        allowed(url, &self.allow, ports.clone()).map_err(Error::Forbidden)?;
         let tab = self.tab(session_id);
         let mut tab = tab.lock().await;
+        tab.ports = ports;
         timed("load the page", async {
-            let page = self.page(&mut tab).await?;
-            page.goto(url)
-                .await
-                .map_err(|e| Error::Invalid(format!("`{url}` did not load: {e}")))?;
-            self.still_allowed(app, task_id, &page).await
+            let page = self.any_page(&mut tab).await?;
+            let loaded = page.goto(url).await;
+            let at = shown(&page).await?;
+            if at.url.starts_with("chrome-error:") {
+                let _ = page.goto("about:blank").await;
+                let why = loaded.err().map(|e| e.to_string()).unwrap_or_default();
+                return Err(Error::Invalid(format!("`{url}` did not load: {why}")));
+            }
+            // Where a redirect led counts, not only what was asked for.
+            let shown = self.still_allowed(app, task_id, &page).await?;
+            loaded.map_err(|e| Error::Invalid(format!("`{url}` did not load: {e}")))?;
+            Ok(shown)
         })
         .await
     }
@@ -664,6 +691,7 @@ impl Browsers {
     ) -> Result<Shown, Error> {
         let tab = self.tab(session_id);
         let mut tab = tab.lock().await;
+        tab.ports = Self::preview_ports(app, task_id);
         timed("click", async {
             let page = self.page(&mut tab).await?;
             Self::element(&page, element)
@@ -691,6 +719,7 @@ impl Browsers {
     ) -> Result<Shown, Error> {
         let tab = self.tab(session_id);
         let mut tab = tab.lock().await;
+        tab.ports = Self::preview_ports(app, task_id);
         timed("type", async {
             let page = self.page(&mut tab).await?;
             let el = Self::element(&page, element).await?;
@@ -710,6 +739,7 @@ impl Browsers {
     pub async fn enter(&self, app: &Ctx, session_id: &str, task_id: &str) -> Result<Shown, Error> {
         let tab = self.tab(session_id);
         let mut tab = tab.lock().await;
+        tab.ports = Self::preview_ports(app, task_id);
         timed("press Enter", async {
             let page = self.page(&mut tab).await?;
             let el = match page.find_element(":focus").await {
