@@ -24,10 +24,17 @@ const PAGE: &str = r#"<!doctype html>
 
 /// Serves [`PAGE`] on a loopback port for every request; its URL.
 async fn serve_page() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on("127.0.0.1", None).await
+}
+
+/// Serves [`PAGE`] on `ip` (a port of its own), and a redirect to `redirect` at `/redirect`;
+/// the page's URL.
+async fn serve_on(ip: &str, redirect: Option<String>) -> String {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut conn, _)) = listener.accept().await {
+            let redirect = redirect.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -36,6 +43,14 @@ async fn serve_page() -> String {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
+                }
+                if let Some(to) = redirect.filter(|_| buf.starts_with(b"GET /redirect")) {
+                    let head = format!(
+                        "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    let _ = conn.write_all(head.as_bytes()).await;
+                    let _ = conn.shutdown().await;
+                    return;
                 }
                 let head = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -240,7 +255,9 @@ async fn a_real_codebolt_agent_browses_a_loopback_page_and_the_browser_ends_with
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_v2_frames_drive_the_browser_and_crawler_and_the_browser_ends_with_byre() {
-    let url = serve_page().await;
+    // 127.0.0.2 is loopback but not on the default list (its port is no preview port).
+    let elsewhere = serve_on("127.0.0.2", None).await;
+    let url = serve_on("127.0.0.1", Some(elsewhere)).await;
     let (server, api, project_id, mut sse, _repo) = start().await;
     let model = format!("codebolt:{}", fixture("browser-raw").display());
     api.create_task_with(
@@ -273,6 +290,17 @@ async fn raw_v2_frames_drive_the_browser_and_crawler_and_the_browser_ends_with_b
         .contains("Clicked! The page changed."));
     assert_eq!(got["info"]["info"]["width"], 1280, "{}", got["info"]);
     assert_eq!(got["off"]["success"], false);
+    // A redirect off the list is refused too, and the page is blanked.
+    assert_eq!(got["redirect"]["success"], false, "{}", got["redirect"]);
+    assert!(
+        got["redirect"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("allow-list"),
+        "{}",
+        got["redirect"]
+    );
+    assert_eq!(got["blanked"]["url"], "about:blank", "{}", got["blanked"]);
     // The crawler's fire-and-forget goToPage loaded the page afresh before its click.
     assert_eq!(
         got["crawlerClick"]["success"], true,
