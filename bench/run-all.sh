@@ -58,7 +58,9 @@ run() {
     run append --producers 1 --seconds 10
     run plain-redb --producers 8 --seconds 10
     run append --producers 8 --seconds 10
+    run append --producers 8 --seconds 25 --state-events 1000000
     run rebuild --events 1000000 --runs 5
+    run startup --events 1000000 --runs 3
     run fanout --clients 1000 --rate 100 --seconds 20
     run vendor-latency --lines 2000 --rate 200
 } 2>&1 | tee "$OUT"

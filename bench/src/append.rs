@@ -1,5 +1,7 @@
 //! `append`: N concurrent producers submit one cheap command each, await the durable ack, and
-//! loop; events/s and ack latency. The log is fresh, in a temp dir.
+//! loop; events/s and ack latency. The log is fresh, in a temp dir, or (`--state-events N`)
+//! starts with N generated events (`gen::write_log`), so that the state the snapshotter
+//! checkpoints every 10 s is large: any stall of the writer for it would show in the acks.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,20 +15,39 @@ use crate::batches;
 use crate::stats::{emit, note_load, Machine, Summary};
 
 /// Runs the byre append bench.
-pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> {
+pub async fn run(
+    producers: usize,
+    seconds: f64,
+    dir: &Path,
+    state_events: u64,
+) -> anyhow::Result<()> {
     note_load("append");
     let tmp = tempfile::tempdir_in(dir)?;
     let path = tmp.path().join("byre.redb");
-    let (store, state) = {
+    let folded = {
         let path = path.clone();
         tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            if state_events > 0 {
+                let t = Instant::now();
+                let generated = crate::gen::write_log(&path, state_events)?;
+                // A first writer writes the snapshot of the generated state and stops, so the
+                // measured one starts as a restarted server does.
+                let (w, thread) = Writer::start(Store::open(&path)?, generated.state);
+                drop(w);
+                thread.join();
+                println!(
+                    "  generated {state_events} events and their snapshot in {:.1} s",
+                    t.elapsed().as_secs_f64()
+                );
+            }
             let store = Store::open(&path)?;
-            let state = store.fold()?;
-            Ok((store, state))
+            let folded = store.fold_from_snapshot()?;
+            Ok((store, folded))
         })
         .await??
     };
-    let (writer, thread) = Writer::start(store, state);
+    let (store, folded) = folded;
+    let (writer, thread) = Writer::start_with(store, folded, byre::log::bus::DEFAULT_LIMIT_BYTES);
     let ensure = Command::EnsureUser {
         login: "bench".into(),
         display_name: "bench".into(),
@@ -92,7 +113,7 @@ pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<(
     let batches = batches::take();
     let ack = Summary::of(&lat);
     let rate = events as f64 / elapsed.as_secs_f64();
-    println!("byre append, {producers} producer(s), {seconds} s:");
+    println!("byre append, {producers} producer(s), {seconds} s, on a state of {state_events} generated events:");
     println!(
         "  {events} events in {:.3} s = {rate:.0} events/s",
         elapsed.as_secs_f64()
@@ -117,6 +138,7 @@ pub async fn run(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<(
     println!("  log file: {:.1} MiB", file_bytes as f64 / 1048576.0);
     emit(json!({
         "bench": "append", "impl": "byre", "producers": producers, "seconds": elapsed.as_secs_f64(),
+        "state_events": state_events,
         "events": events, "events_per_s": rate, "ack": ack,
         "group_commits": batches.len(), "commands_per_group_mean": group.mean_ms,
         "commit_ms": commit, "others_cpu_percent": others,

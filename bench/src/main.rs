@@ -5,6 +5,8 @@
 //!   commit thread), the baseline.
 //! - `rebuild`: `Store::open` + `Store::fold` of a large log, with a breakdown and the plain
 //!   redb scan baseline.
+//! - `startup`: start-up on a large log with and without a projection snapshot, and what
+//!   making one costs.
 //! - `fanout`: the real server, C raw SSE clients, R events/s; commit-to-client latency.
 //! - `vendor-latency`: the real server running a fake `claude` (this binary, see
 //!   `vendor::fake_claude`); vendor stdout line to SSE client latency.
@@ -20,6 +22,7 @@ mod memory;
 mod plain;
 mod proto;
 mod rebuild;
+mod startup;
 mod stats;
 mod vendor;
 
@@ -47,6 +50,9 @@ enum Cmd {
         /// Measured seconds (after 0.5 s of warm-up).
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+        /// Start on a log of this many generated events (0: a fresh log).
+        #[arg(long, default_value_t = 0)]
+        state_events: u64,
     },
     /// Durable appends with raw redb: one insert per commit, or group commit for N > 1.
     PlainRedb {
@@ -68,6 +74,15 @@ enum Cmd {
         /// Also copy the generated log here (for `fold` and profiling).
         #[arg(long)]
         keep: Option<PathBuf>,
+    },
+    /// Start-up (`Store::open` + fold) of a large log without and with a projection snapshot.
+    Startup {
+        /// Events in the log.
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Warm runs of each (one cold run of each comes first).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// Times one way of folding an existing log (e.g. one kept by `rebuild --keep`) in this
     /// process; `rebuild` runs it as a child for every timed fold.
@@ -148,9 +163,13 @@ fn main() -> anyhow::Result<()> {
             .build()
     };
     match cli.cmd {
-        Cmd::Append { producers, seconds } => {
+        Cmd::Append {
+            producers,
+            seconds,
+            state_events,
+        } => {
             batches::install();
-            runtime()?.block_on(append::run(producers, seconds, &cli.dir))?;
+            runtime()?.block_on(append::run(producers, seconds, &cli.dir, state_events))?;
         }
         Cmd::PlainRedb { producers, seconds } => {
             plain::append(producers, seconds, &cli.dir)?;
@@ -158,6 +177,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Rebuild { events, runs, keep } => {
             rebuild::run(events, runs.max(1), &cli.dir, keep.as_deref())?
         }
+        Cmd::Startup { events, runs } => startup::run(events, runs.max(1), &cli.dir)?,
         Cmd::Fold { log, runs, mode } => rebuild::fold_only(&log, runs.max(1), mode)?,
         Cmd::Fanout {
             clients,

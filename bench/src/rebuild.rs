@@ -22,8 +22,11 @@ use crate::stats::{cpu_time, emit, note_load, Machine};
 /// What `fold` times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
-    /// `Store::open` + `Store::fold` (byre's start-up).
+    /// `Store::open` + `Store::fold` (a fold from seq 1).
     Store,
+    /// `Store::open` + `Store::fold_from_snapshot` (byre's start-up: the projection snapshot
+    /// beside the log, then the events after it).
+    Snapshot,
     /// Passes adding one step each: scan, envelope decode, upcast, apply.
     Breakdown,
     /// Prototype: borrowed envelope (bench/src/proto.rs).
@@ -35,7 +38,7 @@ pub enum Mode {
 }
 
 /// Evicts a file's pages from the page cache (this file only), so the next read is cold.
-fn evict(path: &Path) -> bool {
+pub fn evict(path: &Path) -> bool {
     use std::os::fd::AsRawFd;
     let Ok(f) = std::fs::File::open(path) else {
         return false;
@@ -50,7 +53,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs `byre-bench fold --log PATH --mode MODE` in a fresh process; returns its RESULT.
-fn child(path: &Path, mode: &str) -> anyhow::Result<Value> {
+pub fn child(path: &Path, mode: &str) -> anyhow::Result<Value> {
     let out = std::process::Command::new(std::env::current_exe()?)
         .args(["fold", "--runs", "1", "--mode", mode, "--log"])
         .arg(path)
@@ -69,7 +72,8 @@ fn child(path: &Path, mode: &str) -> anyhow::Result<Value> {
     Ok(serde_json::from_str(line)?)
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// The middle value (sorts `v`).
+pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -261,6 +265,18 @@ pub fn fold_only(path: &Path, runs: usize, mode: Mode) -> anyhow::Result<()> {
                 let state = store.fold()?;
                 let t2 = Instant::now();
                 (t1 - t0, t2 - t1, Some(state))
+            }
+            Mode::Snapshot => {
+                let t0 = Instant::now();
+                let store = Store::open(path)?;
+                let t1 = Instant::now();
+                let folded = store.fold_from_snapshot()?;
+                let t2 = Instant::now();
+                println!(
+                    "run {run}: from the snapshot at seq {}, {} events folded after it",
+                    folded.snapshot_seq, folded.n_events_folded
+                );
+                (t1 - t0, t2 - t1, Some(folded.state))
             }
             Mode::Borrowed => {
                 let (s, d) = proto::fold_borrowed(path)?;
