@@ -141,6 +141,11 @@ pub fn unpack(archive: impl Read, staging: &Path) -> Result<PathBuf, ArchiveErro
         let mut entry = entry.map_err(io("a malformed archive entry"))?;
         let path = entry.path().map_err(io("an entry's path"))?.into_owned();
         let shown = path.display().to_string();
+        if path.components().all(|c| c == Component::CurDir) {
+            return Err(ArchiveError::Refused(format!(
+                "the archive's entry `{shown}` is the archive's root itself: a transfer holds the file or directory under its own name (`tar -C parent -czf - name`), not `.`"
+            )));
+        }
         if !descends_only(&path) {
             return Err(ArchiveError::Refused(format!(
                 "the archive's entry `{shown}` leaves its destination (absolute or `..`)"
@@ -200,6 +205,11 @@ pub fn unpack(archive: impl Read, staging: &Path) -> Result<PathBuf, ArchiveErro
     top.ok_or_else(|| ArchiveError::Refused("the archive is empty".into()))
 }
 
+/// The name prefix of the staging directory [`unpack_to`] makes beside its destination (in a
+/// task's worktree, for a download). Snapshots and the worktree views leave out any path
+/// through one, so a transfer in progress, or one a crash cut short, is never committed.
+pub const STAGING_PREFIX: &str = ".byre-transfer-";
+
 /// Unpacks the gzipped tar read from `archive` and puts its one entry at `dest` (absolute),
 /// replacing whatever is there (a symlink at `dest` is replaced, not followed). The entry is
 /// unpacked in full into a staging directory beside `dest` first, so a refused archive leaves
@@ -213,7 +223,7 @@ pub fn unpack_to(archive: impl Read, dest: &Path) -> Result<(), ArchiveError> {
         .ok_or_else(|| ArchiveError::Io(format!("{} cannot be replaced", dest.display())))?;
     fs::create_dir_all(parent).map_err(io(&parent.display().to_string()))?;
     let staging = tempfile::Builder::new()
-        .prefix(".byre-transfer-")
+        .prefix(STAGING_PREFIX)
         .tempdir_in(parent)
         .map_err(io("cannot make a staging directory"))?;
     let top = unpack(archive, staging.path())?;

@@ -120,6 +120,17 @@ fn unpack_refuses_archives_that_leave_their_destination() {
 }
 
 #[test]
+fn an_archive_rooted_at_dot_is_refused_as_such_not_as_leaving() {
+    let root = tempfile::tempdir().unwrap();
+    let bytes = archive(&[dir("./"), file("./a.txt", b"a")]);
+    let err = unpack(&bytes[..], root.path()).expect_err("rooted at `.`");
+    let ArchiveError::Refused(why) = err else {
+        panic!("{err:?}")
+    };
+    assert!(why.contains("under its own name"), "{why}");
+}
+
+#[test]
 fn unpack_to_leaves_the_destination_as_it_was_when_refused() {
     let root = tempfile::tempdir().unwrap();
     let dest = root.path().join("dest.txt");

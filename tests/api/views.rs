@@ -423,6 +423,12 @@ async fn get_task_changes_shows_committed_staged_unstaged_and_untracked_work_wit
     task.write("blob.bin", b"\0\x01\x02binary");
     task.write("debug.log", "ignored\n");
     task.write("target/out.bin", "ignored");
+    // A download's staging directories (one a crash cut short): byre's, never the agent's work.
+    task.write(".byre-transfer-Ab12/partial.txt", "half a download\n");
+    task.write(
+        "docs/.byre-transfer-Cd34/more/part.txt",
+        "half a download\n",
+    );
     // A repository of its own inside the worktree (an agent cloned something): a gitlink.
     let nested = git2::Repository::init(task.worktree.join("nested")).unwrap();
     std::fs::write(task.worktree.join("nested/x.txt"), "x\n").unwrap();
