@@ -116,6 +116,12 @@ mod tests {
             "https://LOCALHOST:8443/a?b",
             "http://[::1]:9/",
             "about:blank",
+            // Other spellings of loopback, as the URL standard (and Chromium) reads them.
+            "http://0x7f000001/",
+            "http://127.1/",
+            "http://[0:0:0:0:0:0:0:1]/",
+            "http://127.0.0.1\\@evil.com/",
+            "HTTP://LocalHost/",
         ] {
             assert_eq!(allowed(ok, &l, 0..0), Ok(()), "{ok}");
         }
@@ -127,6 +133,22 @@ mod tests {
             "data:text/html,hi",
             "http://127.0.0.2.nip.io/",
             "not a url",
+            // Off the list in disguise.
+            "http://127.0.0.1.evil.com/",
+            "http://localhost@evil.com/",
+            "http://localhost:80@evil.com/",
+            "http://127.0.0.1%2eevil.com/",
+            "http://[::ffff:7f00:1]/",
+            "http://0.0.0.0/",
+            "http://foo.localhost/",
+            "http://localhost./",
+            "ftp://localhost/",
+            "view-source:http://localhost/",
+            "about:blank#x",
+            "about:srcdoc",
+            "blob:http://localhost/1",
+            "filesystem:http://localhost/temporary/x",
+            "ws://localhost/",
         ] {
             assert!(allowed(bad, &l, 0..0).is_err(), "{bad}");
         }
