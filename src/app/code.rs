@@ -475,6 +475,36 @@ mod tests {
     }
 
     #[test]
+    fn symlinked_binary_and_huge_files_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.rs"), "fn secret() {}\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/a.rs"), "fn a() {}\n").unwrap();
+        // A symlink to a file outside, one to a directory outside, and one inside.
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.rs"),
+            dir.path().join("src/leak.rs"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("src/out")).unwrap();
+        std::os::unix::fs::symlink("a.rs", dir.path().join("src/alias.rs")).unwrap();
+        // Not UTF-8, and over the size limit.
+        std::fs::write(dir.path().join("src/bin.rs"), b"fn b() {}\n\xff\xfe\0").unwrap();
+        let huge = "fn h() {}\n".repeat(MAX_FILE_BYTES as usize / 10 + 1);
+        std::fs::write(dir.path().join("src/huge.rs"), huge).unwrap();
+        let d = list_code_definition_names(dir.path(), "src").unwrap();
+        assert_eq!(d.text(), "src/a.rs:\n  1: fn a\n");
+        let md = all_files_markdown(dir.path()).unwrap();
+        assert!(md.starts_with("## src/a.rs\n"), "{md}");
+        assert!(!md.contains("secret") && !md.contains("fn h()"), "{md}");
+        assert!(list_code_definition_names(dir.path(), "src/leak.rs").is_err());
+        assert!(list_code_definition_names(dir.path(), "src/out").is_err());
+        let huge = list_code_definition_names(dir.path(), "src/huge.rs").unwrap();
+        assert_eq!(huge.n_files, 0);
+    }
+
+    #[test]
     fn broken_source_still_gives_what_parses() {
         let got = names(Lang::Rust, "fn ok() {}\nfn broken( {\n");
         assert_eq!(got[0], (1, "fn", "ok".into(), 0));
