@@ -18,6 +18,7 @@ mod client;
 mod codebolt;
 mod codebolt_agents;
 mod codebolt_browser;
+mod codebolt_browser_break;
 mod codebolt_git;
 mod codebolt_memory;
 mod codeutil;
