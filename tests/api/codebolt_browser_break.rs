@@ -141,10 +141,6 @@ async fn disguised_urls_missing_elements_huge_pages_and_cookies_across_sessions(
         );
     }
     // A huge page loads and reads whole, or is refused with a reason; the browser still works.
-    eprintln!(
-        "huge: {} / {} / {}",
-        got["huge"], got["hugeHtml"], got["afterHuge"]
-    );
     for name in ["huge", "hugeHtml"] {
         let r = &got[name];
         assert!(

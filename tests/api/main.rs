@@ -22,6 +22,7 @@ mod codebolt_browser_break;
 mod codebolt_git;
 mod codebolt_memory;
 mod codeutil;
+mod codeutil_break;
 mod codex;
 mod contract;
 mod crash;
