@@ -113,8 +113,16 @@ pub fn read_config(data_dir: &Path, project_id: &str) -> Result<Config, Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
         Err(e) => return Err(Error::internal(format!("{}: {e}", path.display()))),
     };
-    serde_json::from_str(&text)
-        .map_err(|e| Error::Invalid(format!("{} is not a toolbox file: {e}", path.display())))
+    let cfg: Config = serde_json::from_str(&text)
+        .map_err(|e| Error::Invalid(format!("{} is not a toolbox file: {e}", path.display())))?;
+    // A hand-edited file is held to the same names as `configureToolBox`: `byre` would shadow
+    // byre's own toolbox and `a--b` would make `<toolbox>--<tool>` ambiguous.
+    for name in cfg.servers.keys() {
+        check_name(name).map_err(|e| {
+            Error::Invalid(format!("{} is not a toolbox file: {e}", path.display()))
+        })?;
+    }
+    Ok(cfg)
 }
 
 /// The project of a session's task.
@@ -449,5 +457,13 @@ mod tests {
         assert!(serde_json::from_str::<Config>(r#"{"mcpServers": {"n": {"url": "x"}}}"#).is_err());
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read_config(dir.path(), "p").unwrap(), Config::default());
+        // A hand-edited file with a name configureToolBox refuses is refused whole.
+        std::fs::create_dir_all(dir.path().join("toolboxes")).unwrap();
+        for bad in ["byre", "a--b", "../x"] {
+            let file = format!(r#"{{"mcpServers": {{"{bad}": {{"command": "true"}}}}}}"#);
+            std::fs::write(config_path(dir.path(), "p"), file).unwrap();
+            let err = read_config(dir.path(), "p").unwrap_err();
+            assert!(matches!(err, Error::Invalid(_)), "{bad}: {err:?}");
+        }
     }
 }
