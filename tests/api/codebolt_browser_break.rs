@@ -59,20 +59,25 @@ fn text_of(e: &SseEvent) -> &str {
     e.data["payload"]["text"].as_str().unwrap_or("")
 }
 
-/// The task's agent's "broke:" JSON.
+/// The task's agent's "broke:" JSON. Its actions are many and slow on a loaded machine (each
+/// may take up to byre's 30 s), so the wait is long and counts no time between events.
 async fn broke(sse: &mut Sse, task_id: &str) -> Value {
-    let events = sse
-        .until("broke:", |e| {
-            e.data["kind"] == "agent.text"
-                && e.data["task_id"] == task_id
-                && (text_of(e).starts_with("broke:") || text_of(e).starts_with("agent error"))
-        })
-        .await;
-    let t = text_of(events.last().unwrap());
-    let json = t
-        .strip_prefix("broke:")
-        .unwrap_or_else(|| panic!("the agent failed: {t}"));
-    serde_json::from_str(json.trim()).expect(t)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let e = sse
+            .next(left)
+            .await
+            .unwrap_or_else(|| panic!("no \"broke:\" from {task_id}"));
+        let t = text_of(&e);
+        if e.data["kind"] != "agent.text" || e.data["task_id"] != task_id {
+            continue;
+        }
+        if let Some(json) = t.strip_prefix("broke:") {
+            return serde_json::from_str(json.trim()).expect(t);
+        }
+        assert!(!t.starts_with("agent error"), "the agent failed: {t}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
