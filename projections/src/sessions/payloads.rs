@@ -170,6 +170,29 @@ TurnEnded {
     /// The vendor line (empty when byre ended the turn itself).
     raw: String,
 });
+impl TurnEnded {
+    /// A turn that byre ended itself, without the vendor reporting its end: no text, usage,
+    /// cost, time or vendor line; `turn` is the session's turn number (0 where the projection
+    /// fills it in, as for vendor output).
+    pub fn by_byre(turn: u32, outcome: TurnOutcome, error: String) -> Self {
+        TurnEnded {
+            turn,
+            outcome,
+            summary: false,
+            result: String::new(),
+            error,
+            usage: Usage::default(),
+            cost_micro_usd: 0,
+            duration_ms: 0,
+            num_turns: 0,
+            api_error_status: None,
+            rate_limits: None,
+            review: false,
+            last_vendor_id: None,
+            raw: String::new(),
+        }
+    }
+}
 payload!(/// `session.vendor_session_started` payload.
 VendorSessionStarted {
     /// The vendor's id of the conversation (Codex: its thread id), from now on resumed.

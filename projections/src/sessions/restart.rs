@@ -27,22 +27,7 @@ pub(crate) fn record_exit(
         .as_ref()
         .is_some_and(|m| exit.redelivered_input_ids.contains(&m.input_id));
     if s.turn_running && !redelivered && exit.idle_ms == 0 {
-        let ended = TurnEnded {
-            turn: s.turns,
-            outcome: TurnOutcome::Failed,
-            summary: false,
-            result: String::new(),
-            error: exit.reason.clone(),
-            usage: Usage::default(),
-            cost_micro_usd: 0,
-            duration_ms: 0,
-            num_turns: 0,
-            api_error_status: None,
-            rate_limits: None,
-            review: false,
-            last_vendor_id: None,
-            raw: String::new(),
-        };
+        let ended = TurnEnded::by_byre(s.turns, TurnOutcome::Failed, exit.reason.clone());
         events.extend(end_turn(state, ctx, s, ended, false));
     }
     Ok(events)
@@ -65,22 +50,11 @@ pub(crate) fn resume_after_restart(
     if !s.turn_running || s.completed {
         return Ok(events);
     }
-    let ended = TurnEnded {
-        turn: s.turns,
-        outcome: TurnOutcome::Interrupted,
-        summary: false,
-        result: String::new(),
-        error: "byre restarted while the turn ran".into(),
-        usage: Usage::default(),
-        cost_micro_usd: 0,
-        duration_ms: 0,
-        num_turns: 0,
-        api_error_status: None,
-        rate_limits: None,
-        review: false,
-        last_vendor_id: None,
-        raw: String::new(),
-    };
+    let ended = TurnEnded::by_byre(
+        s.turns,
+        TurnOutcome::Interrupted,
+        "byre restarted while the turn ran".into(),
+    );
     events.push(session_event(s, state, "byre", EventBody::TurnEnded(ended)));
     if s.role == SessionRole::Reviewer {
         // A reviewer is never resumed: its review fails now (the review reactor then

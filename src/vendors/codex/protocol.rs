@@ -176,22 +176,11 @@ impl CodexProtocol {
         self.waiting.clear();
         self.interrupt_wanted = false;
         self.turn = Turn::default();
-        out.items.push(VendorItem::TurnEnded(TurnEnded {
-            turn: 0,
-            outcome: TurnOutcome::Failed,
-            summary: false,
-            result: String::new(),
+        out.items.push(VendorItem::TurnEnded(TurnEnded::by_byre(
+            0,
+            TurnOutcome::Failed,
             error,
-            usage: Usage::default(),
-            cost_micro_usd: 0,
-            duration_ms: 0,
-            num_turns: 0,
-            api_error_status: None,
-            rate_limits: None,
-            review: false,
-            last_vendor_id: None,
-            raw: String::new(),
-        }));
+        )));
     }
 
     fn on_response(&mut self, id: Option<u64>, outcome: Result<Value, String>, out: &mut Reaction) {

@@ -213,22 +213,11 @@ impl Runtime {
         }) else {
             return;
         };
-        let ended = byre_projections::sessions::TurnEnded {
+        let ended = byre_projections::sessions::TurnEnded::by_byre(
             turn,
-            outcome: byre_projections::sessions::TurnOutcome::Interrupted,
-            summary: false,
-            result: String::new(),
-            error: "interrupted before the agent started: it was waiting for memory".into(),
-            usage: Default::default(),
-            cost_micro_usd: 0,
-            duration_ms: 0,
-            num_turns: 0,
-            api_error_status: None,
-            rate_limits: None,
-            review: false,
-            last_vendor_id: None,
-            raw: String::new(),
-        };
+            byre_projections::sessions::TurnOutcome::Interrupted,
+            "interrupted before the agent started: it was waiting for memory".into(),
+        );
         self.record(Command::RecordVendorOutput {
             session_id: session_id.into(),
             items: vec![byre_projections::sessions::VendorItem::TurnEnded(ended)],
