@@ -4,32 +4,10 @@
 //! task branch to the project's origin; `gitPull` merges what the default branch gained.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{local_ada, make_repo, until_kind, TestServer};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Setup",
-            "-c",
-            "user.email=setup@example.com",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use crate::helpers::{git, local_ada, make_repo, until_kind, TestServer};
 
 /// The JSON the agent said last in `events`.
 fn report(events: &[crate::helpers::SseEvent]) -> Value {

@@ -681,6 +681,29 @@ pub async fn agent_tool(server: &TestServer, session_id: &str, tool: &str, args:
     r.json().await.expect("JSON")
 }
 
+/// `git -C dir args…` (argv, no shell) with a set-up identity for any commit it makes; its
+/// stdout without the trailing newline. Panics, with git's stderr, when git fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=Setup",
+            "-c",
+            "user.email=setup@example.com",
+        ])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+}
+
 /// `git -C dir args…`: (success, trimmed stdout).
 pub fn git_out(dir: &Path, args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new("git")

@@ -9,19 +9,7 @@ use byre_fake_models::{FakeAnthropic, FakeOpenAi};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::{local_ada, until_kind, Api, Sse, SseEvent, TestServer};
-
-/// `git args` in `dir` (argv, no shell); its trimmed stdout.
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use crate::helpers::{git, local_ada, until_kind, Api, Sse, SseEvent, TestServer};
 
 /// The stream's events up to and including the first that `pred` accepts.
 async fn until(

@@ -4,33 +4,11 @@
 //! form and see it act, read the change and its diff in the changes tab, merge it into a bare
 //! origin. Screenshots of each view on the way.
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::json;
 
 use super::{AgentBench, Browser, LIVE_DELTA_WATCH, WIRE_TAP};
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Setup",
-            "-c",
-            "user.email=setup@example.com",
-        ])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
-}
+use crate::helpers::git;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_from_prompt_to_merge_through_the_page() {

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use byre::config::AuthMode;
@@ -20,26 +19,7 @@ use crate::helpers::{event_kinds, kinds, make_repo, Api, Resp, Sse, SseEvent, Te
 /// How long a test waits for the real CLI's turns and byre's git work.
 const TURN_WAIT: Duration = Duration::from_secs(120);
 
-pub(super) fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Setup",
-            "-c",
-            "user.email=setup@example.com",
-        ])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
-}
+pub(super) use crate::helpers::git;
 
 /// A copy of the `basic` repository with a bare `origin` it was pushed to; (repo, origin).
 pub(super) fn repo_with_origin() -> (TempDir, TempDir) {
