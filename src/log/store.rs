@@ -305,11 +305,18 @@ pub struct ReadOnlyStore {
     path: PathBuf,
 }
 
+/// redb's page cache, in bytes. Every page a commit writes and every page a read touches goes
+/// into it up to this size, and stays: a start-up fold of a 300 MiB log filled a 256 MiB cache
+/// and kept it resident (bench/README.md "state-memory"). What byre reads again is the tail of
+/// the log (event streams catching up, transcripts), which a few MiB of pages hold; a fold
+/// reads every page once and gains nothing from a cache.
+pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
+
 fn builder() -> redb::Builder {
     let mut b = redb::Builder::new();
     // One writing process; the CLI may read concurrently (`byre log` while the server runs).
     b.set_concurrency_mode(redb::ConcurrencyMode::SingleWriter);
-    b.set_cache_size(256 * 1024 * 1024);
+    b.set_cache_size(CACHE_BYTES);
     b
 }
 
