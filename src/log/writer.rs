@@ -6,10 +6,12 @@
 //!    [`MAX_GROUP`]);
 //! 2. for each: `decide` against the writer's own state, fold its events and the derived
 //!    `task.state` events into that state, write them (and any blob bytes) in the transaction;
-//! 3. commit with `Durability::Immediate`;
-//! 4. fold the same events into the shared query state, advance the head, publish the records,
-//!    hand the events to the [`Snapshotter`] (checkpoints and projection snapshots are made
-//!    there, never on this thread), and only then answer each caller.
+//! 3. commit with `Durability::Immediate`, and hand the group to the publisher thread;
+//! 4. (publisher thread, while the writer goes on with the next group) fold the same events
+//!    into the shared query state, advance the head, publish the records, hand the events to
+//!    the [`Snapshotter`] (checkpoints and projection snapshots are made there, never on the
+//!    writer's thread), and only then answer each caller. Groups are published in commit
+//!    order, so the head and the fan-out only ever move forward.
 //!
 //! A failure after step 2 began leaves the writer's state ahead of the durable log, so the
 //! writer stops: every later submission gets [`SubmitError::Unavailable`] until a restart
@@ -150,12 +152,11 @@ impl Writer {
                     rx,
                     store,
                     state,
+                    WriterSide { failed, stats },
                     Outputs {
                         shared,
                         bus,
                         head,
-                        failed,
-                        stats,
                         snapshotter,
                     },
                 )
@@ -232,33 +233,98 @@ impl Writer {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-/// What the writer thread updates after each group commit, shared with the [`Writer`] handles.
+/// What the publisher thread updates after each group commit, shared with the [`Writer`]
+/// handles.
 struct Outputs {
     shared: Arc<RwLock<State>>,
     bus: Bus,
     head: Arc<AtomicU64>,
-    failed: Arc<AtomicBool>,
-    stats: super::stats::CommitStats,
     snapshotter: Snapshotter,
 }
 
-fn run(rx: mpsc::Receiver<Msg>, store: Store, state: State, out: Outputs) {
-    run_loop(rx, &store, state, &out);
-    out.bus.close();
-    // The last checkpoint and snapshot, from the snapshotter's state (the committed events).
-    out.snapshotter.stop();
+/// What the writer thread keeps for itself (and shares with the handles).
+struct WriterSide {
+    failed: Arc<AtomicBool>,
+    stats: super::stats::CommitStats,
 }
 
-fn run_loop(mut rx: mpsc::Receiver<Msg>, store: &Store, mut state: State, out: &Outputs) {
-    let Outputs {
-        shared,
-        bus,
-        head,
-        failed,
-        stats,
-        snapshotter,
-    } = out;
+/// A committed group on its way from the writer thread to the publisher thread: each
+/// submission's reply and outcome, in submission order.
+struct Committed {
+    replies: Vec<oneshot::Sender<Result<Ack, SubmitError>>>,
+    outcomes: Vec<Result<Vec<Event>, Rejection>>,
+}
+
+/// Committed groups waiting for the publisher before the writer waits for room. Small: the
+/// publisher's work per group is a fraction of a commit's.
+const PUBLISH_QUEUE: usize = 64;
+
+fn run(rx: mpsc::Receiver<Msg>, store: Store, state: State, side: WriterSide, out: Outputs) {
+    let (tx, publish_rx) = std::sync::mpsc::sync_channel::<Committed>(PUBLISH_QUEUE);
+    let publisher = std::thread::Builder::new()
+        .name("byre-publish".into())
+        .spawn(move || {
+            for group in publish_rx {
+                publish(&out, group);
+            }
+            out.bus.close();
+            // The last checkpoint and snapshot, from the snapshotter's state (the committed
+            // events).
+            out.snapshotter.stop();
+        })
+        .expect("the OS lets us start a thread");
+    run_loop(rx, &store, state, &side, &tx);
+    drop(tx);
+    if publisher.join().is_err() {
+        tracing::error!("the publisher thread panicked");
+    }
+}
+
+/// Step 4 of the loop, on the publisher thread so that the writer commits the next group
+/// meanwhile: the shared state, the head, the fan-out and the snapshotter learn of the
+/// group's events, and only then is each caller answered (a caller that reads after its ack
+/// sees its events).
+fn publish(out: &Outputs, group: Committed) {
+    let committed: Vec<&Event> = group
+        .outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok())
+        .flatten()
+        .collect();
+    if let Some(last) = committed.last() {
+        let last_seq = last.seq;
+        let records: Vec<Arc<Record>> = committed
+            .iter()
+            .map(|e| Arc::new(Record::from_stored(&StoredEvent::from_event(e))))
+            .collect();
+        {
+            let mut live = out.shared.write().unwrap_or_else(|e| e.into_inner());
+            for e in &committed {
+                live.apply(e);
+            }
+        }
+        out.head.store(last_seq, Ordering::Release);
+        out.bus.publish(records);
+        out.snapshotter
+            .committed(committed.iter().map(|e| (*e).clone()).collect());
+    }
+    for (reply, outcome) in group.replies.into_iter().zip(group.outcomes) {
+        let _ = reply.send(
+            outcome
+                .map(|events| Ack { events })
+                .map_err(SubmitError::from),
+        );
+    }
+}
+
+fn run_loop(
+    mut rx: mpsc::Receiver<Msg>,
+    store: &Store,
+    mut state: State,
+    side: &WriterSide,
+    publish_tx: &std::sync::mpsc::SyncSender<Committed>,
+) {
+    let WriterSide { failed, stats } = side;
     let mut stopping = false;
     while !stopping {
         let Some(first) = rx.blocking_recv() else {
@@ -300,40 +366,20 @@ fn run_loop(mut rx: mpsc::Receiver<Msg>, store: &Store, mut state: State, out: &
         let started = Instant::now();
         match write_group(store, &mut state, &group) {
             Ok(outcomes) => {
-                let committed: Vec<&Event> = outcomes
+                let n_events = outcomes
                     .iter()
                     .filter_map(|o| o.as_ref().ok())
-                    .flatten()
-                    .collect();
-                stats.record(
-                    group.len(),
-                    committed.len(),
-                    started.elapsed().as_secs_f64(),
-                );
-                span.record("n_events", committed.len());
+                    .map(Vec::len)
+                    .sum::<usize>();
+                stats.record(group.len(), n_events, started.elapsed().as_secs_f64());
+                span.record("n_events", n_events);
                 span.record("first_seq", first_seq);
                 span.record("last_seq", state.last_seq);
-                if !committed.is_empty() {
-                    let records: Vec<Arc<Record>> = committed
-                        .iter()
-                        .map(|e| Arc::new(Record::from_stored(&StoredEvent::from_event(e))))
-                        .collect();
-                    {
-                        let mut live = shared.write().unwrap_or_else(|e| e.into_inner());
-                        for e in &committed {
-                            live.apply(e);
-                        }
-                    }
-                    head.store(state.last_seq, Ordering::Release);
-                    bus.publish(records);
-                    snapshotter.committed(committed.iter().map(|e| (*e).clone()).collect());
-                }
-                for (s, outcome) in group.into_iter().zip(outcomes) {
-                    let _ = s.reply.send(
-                        outcome
-                            .map(|events| Ack { events })
-                            .map_err(SubmitError::from),
-                    );
+                let replies = group.into_iter().map(|s| s.reply).collect();
+                if publish_tx.send(Committed { replies, outcomes }).is_err() {
+                    // Only if the publisher panicked: nobody can be answered any more.
+                    tracing::error!("the publisher thread is gone; the writer stops");
+                    failed.store(true, Ordering::Release);
                 }
             }
             Err(e) => {
