@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 # not build); by default, build this tree's.
 SRC=${BYRE_BENCH_BIN:-}
 if [ -z "$SRC" ]; then
-    cargo build --release -p byre-bench
+    cargo build --release -p byre-bench -p byre
     SRC=target/release/byre-bench
 fi
+# The `byre` that state-memory starts: the one built with the bench binary.
+: "${BYRE_BENCH_BYRE:=$(cd "$(dirname "$SRC")" && pwd)/byre}"
 # A private copy, so that a concurrent build cannot replace the binary mid-run.
 BIN=$(mktemp /tmp/byre-bench.XXXXXX)
 cp "$SRC" "$BIN"
@@ -22,11 +24,11 @@ OUT=bench/results/$(date -u +%Y-%m-%dT%H%MZ).txt
 # Busy CPU ticks of the whole machine (user nice system irq softirq steal).
 busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 
-# Waits (up to 10 minutes) until, for 10 s in a row, no rustc runs and the machine used less
-# than 20% of a core.
+# Waits (up to BYRE_BENCH_IDLE_WAIT seconds, default 600) until, for 10 s in a row, no rustc
+# runs and the machine used less than 20% of a core.
 wait_idle() {
-    local quiet=0 waited=0 before after
-    while [ "$quiet" -lt 10 ] && [ "$waited" -lt 600 ]; do
+    local quiet=0 waited=0 before after limit=${BYRE_BENCH_IDLE_WAIT:-600}
+    while [ "$quiet" -lt 10 ] && [ "$waited" -lt "$limit" ]; do
         before=$(busy_ticks)
         sleep 1
         after=$(busy_ticks)
@@ -37,7 +39,7 @@ wait_idle() {
         fi
         waited=$((waited + 1))
     done
-    [ "$quiet" -ge 10 ] || echo "NOTE: the machine did not become idle within 10 minutes"
+    [ "$quiet" -ge 10 ] || echo "NOTE: the machine did not become idle within $limit s"
 }
 
 run() {
@@ -62,6 +64,12 @@ run() {
     run rebuild --events 1000000 --runs 5
     run startup --events 1000000 --runs 3
     run fanout --clients 1000 --rate 100 --seconds 20
+    run fanout --clients 5000 --rate 20 --seconds 20
     run vendor-latency --lines 2000 --rate 200
+    run state-memory --events 1000000 --burst 20000 --byre "$BYRE_BENCH_BYRE"
+    # ~10 minutes and 3 GiB of disk: only when asked.
+    if [ -n "${BYRE_BENCH_LONG:-}" ]; then
+        run startup --events 10000000 --runs 1
+    fi
 } 2>&1 | tee "$OUT"
 echo "saved $OUT"

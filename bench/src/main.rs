@@ -12,6 +12,8 @@
 //!   `vendor::fake_claude`); vendor stdout line to SSE client latency.
 //! - `stream-memory`: `byre serve` as a child, slow SSE readers behind a large write burst;
 //!   the child's RSS, and every reader gets every seq in order.
+//! - `state-memory`: `byre serve` as a child on a large log (10k tasks / 1M events), its RSS
+//!   after start-up (without and with a projection snapshot) and after a burst.
 
 mod append;
 mod batches;
@@ -23,6 +25,7 @@ mod plain;
 mod proto;
 mod rebuild;
 mod startup;
+mod state_memory;
 mod stats;
 mod vendor;
 
@@ -144,6 +147,18 @@ enum Cmd {
         #[arg(long)]
         byre: Option<PathBuf>,
     },
+    /// byre's RSS (a `byre serve` child) holding a large state, after start-up and a burst.
+    StateMemory {
+        /// Events in the generated log.
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Events written in the burst after each start.
+        #[arg(long, default_value_t = 20_000)]
+        burst: u64,
+        /// The `byre` binary (default: `byre` beside this one).
+        #[arg(long)]
+        byre: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -214,6 +229,11 @@ fn main() -> anyhow::Result<()> {
             };
             runtime()?.block_on(memory::run(params, &cli.dir))?;
         }
+        Cmd::StateMemory {
+            events,
+            burst,
+            byre,
+        } => runtime()?.block_on(state_memory::run(events, burst, byre, &cli.dir))?,
     }
     Ok(())
 }
