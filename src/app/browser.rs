@@ -318,10 +318,16 @@ impl Browsers {
         })
     }
 
-    /// `getHTML`: the page's HTML as it is now (scripts' changes included).
+    /// `getHTML`: the page's HTML as it is now (scripts' changes included), at most
+    /// [`MAX_REPLY_BYTES`] of it ([`cut`]).
     /// # Errors
     /// Unavailable when the browser fails.
     pub async fn html(&self, session_id: &str) -> Result<String, Error> {
+        Ok(cut(self.whole_html(session_id).await?))
+    }
+
+    /// The page's whole HTML.
+    async fn whole_html(&self, session_id: &str) -> Result<String, Error> {
         let tab = self.tab(session_id);
         let mut tab = tab.lock().await;
         timed("read the page", async {
@@ -331,16 +337,18 @@ impl Browsers {
         .await
     }
 
-    /// `getMarkdown`: the page's HTML as Markdown (`htmd`; scripts and styles left out).
+    /// `getMarkdown`: the page's HTML as Markdown (`htmd`; scripts and styles left out), at
+    /// most [`MAX_REPLY_BYTES`] of it ([`cut`]).
     /// # Errors
     /// Unavailable when the browser fails.
     pub async fn markdown(&self, session_id: &str) -> Result<String, Error> {
-        let html = self.html(session_id).await?;
+        let html = self.whole_html(session_id).await?;
         tokio::task::spawn_blocking(move || {
             htmd::HtmlToMarkdown::builder()
                 .skip_tags(vec!["script", "style", "noscript", "head"])
                 .build()
                 .convert(&html)
+                .map(cut)
                 .map_err(|e| Error::Invalid(format!("the page's HTML did not convert: {e}")))
         })
         .await
@@ -366,11 +374,11 @@ impl Browsers {
         let v = self
             .eval(session_id, "document.body ? document.body.innerText : ''")
             .await?;
-        Ok(match v {
+        Ok(cut(match v {
             Value::String(s) => s,
             Value::Null => String::new(),
             other => other.to_string(),
-        })
+        }))
     }
 
     /// `getSnapShot`: the page's interactive elements (links, buttons, fields), each with the
@@ -590,4 +598,47 @@ async fn shown(page: &Page) -> Result<Shown, Error> {
         .unwrap_or_else(|| "about:blank".into());
     let title = page.get_title().await.ok().flatten().unwrap_or_default();
     Ok(Shown { url, title })
+}
+
+/// Most bytes of page content (`getHTML`, `getMarkdown`, `extractText`) an agent gets in one
+/// reply, as `readFile` reads at most 16 MiB of a file.
+pub const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+
+/// `text` whole when it is at most [`MAX_REPLY_BYTES`]; else its first bytes up to that (at a
+/// character boundary) and a last line saying it was cut and how long it was, so an agent
+/// never takes a part for the whole.
+pub fn cut(mut text: String) -> String {
+    if text.len() <= MAX_REPLY_BYTES {
+        return text;
+    }
+    let total = text.len();
+    let mut end = MAX_REPLY_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(&format!(
+        "\n[byre: cut here; the page's content is {total} bytes and a reply holds at most {MAX_REPLY_BYTES}]"
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cut, MAX_REPLY_BYTES};
+
+    #[test]
+    fn content_up_to_the_limit_is_whole_and_beyond_it_is_cut_at_a_character_with_a_note() {
+        let whole = "a".repeat(MAX_REPLY_BYTES);
+        assert_eq!(cut(whole.clone()), whole);
+
+        // A two-byte character straddles the limit: the cut falls before it, never inside.
+        let long = format!("{}é{}", "a".repeat(MAX_REPLY_BYTES - 1), "b".repeat(10));
+        let total = long.len();
+        let got = cut(long);
+        let (kept, note) = got.split_once('\n').expect("a note line");
+        assert_eq!(kept, "a".repeat(MAX_REPLY_BYTES - 1));
+        assert!(note.contains(&format!("{total} bytes")), "{note}");
+        assert!(note.starts_with("[byre: cut here"), "{note}");
+    }
 }
