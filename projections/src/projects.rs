@@ -39,7 +39,8 @@ pub fn check_name(what: &str, name: &str) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// Decides `CreateProject`.
+/// Decides `CreateProject` (its arguments are the command's fields).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn create(
     state: &State,
     ctx: &DecideCtx,

@@ -205,8 +205,8 @@ impl Run {
     pub fn latest_finished(&self, stage: &str) -> Option<&Attempt> {
         self.attempts
             .iter()
-            .filter(|a| a.stage == stage && a.output.is_some())
-            .last()
+            .rev()
+            .find(|a| a.stage == stage && a.output.is_some())
     }
 
     /// Stage `stage`'s after stages, defaults applied; `None` for an unknown stage.

@@ -131,7 +131,7 @@ impl State {
             .values()
             .filter(|t| t.project_id == project_id)
             .collect();
-        tasks.sort_by(|a, b| b.created_seq.cmp(&a.created_seq));
+        tasks.sort_by_key(|t| std::cmp::Reverse(t.created_seq));
         tasks
     }
 
@@ -484,7 +484,7 @@ mod tests {
         }
         let ctx = DecideCtx {
             now_us: 99_000,
-            seed: 0xabcdef00_0000_0000_0000_0000_0000_00,
+            seed: 0xab_cdef_0000_0000_0000_0000_0000_0000,
         };
         let result = decide(&state, when, &ctx);
         (state, result)

@@ -310,9 +310,9 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             review_id: s
                 .reviews
                 .values()
-                .filter(|r| r.result.as_ref().is_some_and(|x| !x.findings.is_empty()))
+                .rev()
+                .find(|r| r.result.as_ref().is_some_and(|x| !x.findings.is_empty()))
                 .map(|r| r.id.clone())
-                .last()
                 .unwrap_or(review),
             index: rng.below(2) as u32,
             state: if rng.below(2) == 0 {

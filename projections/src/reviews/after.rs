@@ -172,10 +172,9 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             }
         }
         EventBody::MergeAfterReviewDropped(_) | EventBody::MergeRequested(_) => {
-            if state.after_review.remove(task_id).is_some() {
-                if let Some(t) = state.tasks.get_mut(task_id) {
-                    t.merge_after_review = false;
-                }
+            let was_waiting = state.after_review.remove(task_id).is_some();
+            if let (true, Some(t)) = (was_waiting, state.tasks.get_mut(task_id)) {
+                t.merge_after_review = false;
             }
         }
         _ => {}
