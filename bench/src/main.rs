@@ -12,7 +12,11 @@
 //!   `vendor::fake_claude`); vendor stdout line to SSE client latency.
 //! - `stream-memory`: `byre serve` as a child, slow SSE readers behind a large write burst;
 //!   the child's RSS, and every reader gets every seq in order.
+//! - `agents`: `byre serve` as a child running S concurrent real Claude Code sessions against
+//!   the fake Anthropic API; every turn completes; byre's CPU per streamed line and RSS per
+//!   live session.
 
+mod agents;
 mod append;
 mod batches;
 mod fanout;
@@ -144,6 +148,25 @@ enum Cmd {
         #[arg(long)]
         byre: Option<PathBuf>,
     },
+    /// S concurrent real Claude Code sessions on a `byre serve` child, against the fake
+    /// Anthropic API (`BYRE_TEST_CACHE` holds the pinned CLI).
+    Agents {
+        /// Tasks created at once, each with its own worktree and Claude Code session.
+        #[arg(long, default_value_t = 20)]
+        sessions: usize,
+        /// Turns per session (the next message is sent when a turn completes).
+        #[arg(long, default_value_t = 2)]
+        turns: usize,
+        /// Characters of each turn's message, streamed back by the fake (24 per delta).
+        #[arg(long, default_value_t = 7200)]
+        chars: usize,
+        /// Seconds every turn together may take before the bench fails.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// The `byre` binary (default: `byre` beside this one).
+        #[arg(long)]
+        byre: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -213,6 +236,22 @@ fn main() -> anyhow::Result<()> {
                 byre,
             };
             runtime()?.block_on(memory::run(params, &cli.dir))?;
+        }
+        Cmd::Agents {
+            sessions,
+            turns,
+            chars,
+            timeout,
+            byre,
+        } => {
+            let params = agents::Params {
+                sessions,
+                turns,
+                chars,
+                timeout_s: timeout,
+                byre,
+            };
+            runtime()?.block_on(agents::run(params, &cli.dir))?;
         }
     }
     Ok(())

@@ -37,11 +37,12 @@ pub struct Params {
 }
 
 /// The child's resident set size now, in bytes (VmRSS).
-fn rss(pid: u32) -> u64 {
+pub(crate) fn rss(pid: u32) -> u64 {
     status_field(pid, "VmRSS:")
 }
 
-fn status_field(pid: u32, key: &str) -> u64 {
+/// A `kB` field of `/proc/<pid>/status` (e.g. `VmHWM:`), in bytes; 0 when unreadable.
+pub(crate) fn status_field(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
@@ -51,7 +52,7 @@ fn status_field(pid: u32, key: &str) -> u64 {
 }
 
 /// CPU seconds the child has used (utime + stime).
-fn cpu_s(pid: u32) -> f64 {
+pub(crate) fn cpu_s(pid: u32) -> f64 {
     // SAFETY: sysconf is always safe to call.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -64,7 +65,8 @@ fn cpu_s(pid: u32) -> f64 {
     ticks as f64 / hz
 }
 
-fn mib(bytes: u64) -> f64 {
+/// Bytes in MiB.
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / 1048576.0
 }
 
@@ -202,7 +204,7 @@ impl LineScan {
 }
 
 /// The head seq, from getStatus.
-async fn head_seq(addr: SocketAddr) -> anyhow::Result<u64> {
+pub(crate) async fn head_seq(addr: SocketAddr) -> anyhow::Result<u64> {
     let mut s = TcpStream::connect(addr).await?;
     let (status, body) = request(&mut s, "GET", "/api/admin/status", None).await?;
     anyhow::ensure!(status == 200, "getStatus answered {status}");
