@@ -135,6 +135,19 @@ fn runs_exe(pid: u32, exe: &Path) -> bool {
     std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe)
 }
 
+/// Whether `pid` runs `exe`, remembering only a yes: a child caught between fork and exec
+/// still runs its parent's program, and is looked at again next time.
+fn is_exe(known: &mut std::collections::HashSet<u32>, pid: u32, exe: &Path) -> bool {
+    if known.contains(&pid) {
+        return true;
+    }
+    let yes = runs_exe(pid, exe);
+    if yes {
+        known.insert(pid);
+    }
+    yes
+}
+
 /// Reads the process tree under byre every 200 ms until `stop` is set.
 async fn sample(
     byre_pid: u32,
@@ -144,28 +157,20 @@ async fn sample(
     samples: Arc<Mutex<Samples>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let mut known_claude: HashMap<u32, bool> = HashMap::new();
-    let mut known_mcp: HashMap<u32, bool> = HashMap::new();
+    let mut known_claude = std::collections::HashSet::new();
+    let mut known_mcp = std::collections::HashSet::new();
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let table = process_table();
         let byre_rss = rss(byre_pid);
         let mut claude_now = Vec::new();
         for (&pid, &(ppid, _, _)) in &table {
-            if ppid == byre_pid
-                && *known_claude
-                    .entry(pid)
-                    .or_insert_with(|| runs_exe(pid, &claude_exe))
-            {
+            if ppid == byre_pid && is_exe(&mut known_claude, pid, &claude_exe) {
                 claude_now.push(pid);
             }
         }
         let mut mcp_now = Vec::new();
         for (&pid, &(ppid, _, _)) in &table {
-            if claude_now.contains(&ppid)
-                && *known_mcp
-                    .entry(pid)
-                    .or_insert_with(|| runs_exe(pid, &byre_exe))
-            {
+            if claude_now.contains(&ppid) && is_exe(&mut known_mcp, pid, &byre_exe) {
                 mcp_now.push(pid);
             }
         }
