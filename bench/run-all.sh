@@ -63,5 +63,6 @@ run() {
     run startup --events 1000000 --runs 3
     run fanout --clients 1000 --rate 100 --seconds 20
     run vendor-latency --lines 2000 --rate 200
+    run agents --sessions 20 --turns 2     # needs target/release/byre and the pinned Claude Code (BYRE_TEST_CACHE)
 } 2>&1 | tee "$OUT"
 echo "saved $OUT"
