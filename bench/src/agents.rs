@@ -694,3 +694,26 @@ async fn drive(
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::message;
+
+    #[test]
+    fn a_message_carries_the_scripts_marker_and_at_least_the_asked_length() {
+        for (i, turn, chars) in [(0, 1, 0), (3, 2, 100), (19, 2, 7200)] {
+            let m = message(i, turn, chars);
+            assert!(
+                m.starts_with(&format!("BENCH-TURN {turn} of task {i}:")),
+                "{m}"
+            );
+            assert!(
+                m.len() >= chars && m.len() < chars.max(40) + 16,
+                "{}",
+                m.len()
+            );
+            assert!(m.is_ascii() && !m.contains('"') && !m.contains('\\'));
+        }
+        assert_ne!(message(1, 1, 200), message(2, 1, 200));
+    }
+}
