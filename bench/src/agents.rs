@@ -58,7 +58,7 @@ fn message(i: usize, turn: usize, chars: usize) -> String {
         text.push(' ');
         text.push_str(WORDS[k % WORDS.len()]);
         k = k.wrapping_mul(31).wrapping_add(17) >> 1;
-        if k % 11 == 0 {
+        if k.is_multiple_of(11) {
             text.push('.');
         }
     }
