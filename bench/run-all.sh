@@ -71,5 +71,7 @@ run() {
     if [ -n "${BYRE_BENCH_LONG:-}" ]; then
         run startup --events 10000000 --runs 1
     fi
+    # The pinned Claude Code (BYRE_TEST_CACHE, as the tests install it) against the fake model.
+    run agents --sessions 20 --turns 2 --byre "$BYRE_BENCH_BYRE"
 } 2>&1 | tee "$OUT"
 echo "saved $OUT"

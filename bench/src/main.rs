@@ -14,7 +14,11 @@
 //!   the child's RSS, and every reader gets every seq in order.
 //! - `state-memory`: `byre serve` as a child on a large log (10k tasks / 1M events), its RSS
 //!   after start-up (without and with a projection snapshot) and after a burst.
+//! - `agents`: `byre serve` as a child running S concurrent real Claude Code sessions against
+//!   the fake Anthropic API; every turn completes; byre's CPU per streamed line and RSS per
+//!   live session.
 
+mod agents;
 mod append;
 mod batches;
 mod fanout;
@@ -159,6 +163,25 @@ enum Cmd {
         #[arg(long)]
         byre: Option<PathBuf>,
     },
+    /// S concurrent real Claude Code sessions on a `byre serve` child, against the fake
+    /// Anthropic API (`BYRE_TEST_CACHE` holds the pinned CLI).
+    Agents {
+        /// Tasks created at once, each with its own worktree and Claude Code session.
+        #[arg(long, default_value_t = 20)]
+        sessions: usize,
+        /// Turns per session (the next message is sent when a turn completes).
+        #[arg(long, default_value_t = 2)]
+        turns: usize,
+        /// Characters of each turn's message, streamed back by the fake (24 per delta).
+        #[arg(long, default_value_t = 7200)]
+        chars: usize,
+        /// Seconds every turn together may take before the bench fails.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// The `byre` binary (default: `byre` beside this one).
+        #[arg(long)]
+        byre: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -234,6 +257,22 @@ fn main() -> anyhow::Result<()> {
             burst,
             byre,
         } => runtime()?.block_on(state_memory::run(events, burst, byre, &cli.dir))?,
+        Cmd::Agents {
+            sessions,
+            turns,
+            chars,
+            timeout,
+            byre,
+        } => {
+            let params = agents::Params {
+                sessions,
+                turns,
+                chars,
+                timeout_s: timeout,
+                byre,
+            };
+            runtime()?.block_on(agents::run(params, &cli.dir))?;
+        }
     }
     Ok(())
 }

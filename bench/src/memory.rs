@@ -41,6 +41,7 @@ pub(crate) fn rss(pid: u32) -> u64 {
     status_field(pid, "VmRSS:")
 }
 
+/// A `kB` field of `/proc/<pid>/status` (e.g. `VmHWM:`), in bytes; 0 when unreadable.
 pub(crate) fn status_field(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -64,7 +65,8 @@ pub(crate) fn cpu_s(pid: u32) -> f64 {
     ticks as f64 / hz
 }
 
-fn mib(bytes: u64) -> f64 {
+/// Bytes in MiB.
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / 1048576.0
 }
 

@@ -76,7 +76,7 @@ pub fn fake_claude(lines: u64) -> std::io::Result<()> {
 }
 
 /// A git repository with one commit, on `main`.
-fn make_repo(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn make_repo(dir: &Path) -> anyhow::Result<()> {
     std::fs::write(dir.join("README.md"), "bench\n")?;
     let mut opts = git2::RepositoryInitOptions::new();
     opts.initial_head("main");
