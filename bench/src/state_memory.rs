@@ -20,12 +20,8 @@ use tokio::net::TcpStream;
 
 use crate::gen;
 use crate::http::request;
-use crate::memory::{cpu_s, head_seq, rss, status_field};
+use crate::memory::{cpu_s, head_seq, mib, rss, status_field};
 use crate::stats::{emit, note_load, Machine};
-
-fn mib(b: u64) -> f64 {
-    b as f64 / 1048576.0
-}
 
 /// One start of `byre serve` on `data` and a burst of `burst` events.
 async fn one_start(byre: &Path, data: &Path, burst: u64) -> anyhow::Result<serde_json::Value> {
