@@ -2,6 +2,12 @@
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's malloc: the start-up fold allocates and frees a few small
+/// objects per event, on two threads (bench/README.md, "rebuild"), and the SSE fan-out one
+/// frame per client per event, freed on another worker than it was made on.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     one_malloc_arena();
     let filter = tracing_subscriber::EnvFilter::try_from_env("BYRE_LOG")
@@ -32,11 +38,10 @@ fn main() {
 }
 
 /// glibc gives threads allocator arenas of their own (up to 8 per core), and memory freed into
-/// one arena is not reused by the others: event streams that read the log on blocking threads
-/// and free on the HTTP workers (and redb's page cache, filled and evicted from different
-/// threads) then leave each arena holding its own copy of the high-water mark, about a page
-/// cache's worth more RSS per arena (bench/README.md, "stream-memory"). One arena keeps RSS at
-/// what is live. Set before any thread starts; `MALLOC_ARENA_MAX` in the environment wins.
+/// one arena is not reused by the others (bench/README.md, "stream-memory"). Rust's allocations
+/// go to mimalloc ([`ALLOCATOR`]); this still holds what the C libraries (libgit2, OpenSSL)
+/// allocate with malloc to one arena. Set before any thread starts; `MALLOC_ARENA_MAX` in the
+/// environment wins.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {

@@ -37,6 +37,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+/// byre's allocator (src/main.rs), so that the folds and appends timed here allocate as the
+/// `byre` binary does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "byre-bench", about = "byre's benchmarks")]
 struct Cli {

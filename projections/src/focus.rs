@@ -215,12 +215,12 @@ pub(crate) fn apply(
     let Some(login) = owner else { return };
     match body {
         EventBody::FocusUpdated(p) => {
-            ui_of(state, login).focus = Focus {
-                project_id: p.project_id.clone(),
-                task_id: p.task_id.clone(),
-                tabs: p.tabs.clone(),
-                tab: p.tab,
-            };
+            // `clone_from` reuses the previous focus's buffers: most events of a busy log.
+            let focus = &mut ui_of(state, login).focus;
+            focus.project_id.clone_from(&p.project_id);
+            focus.task_id.clone_from(&p.task_id);
+            focus.tabs.clone_from(&p.tabs);
+            focus.tab = p.tab;
         }
         EventBody::PaneFocusUpdated(p) => {
             let ui = ui_of(state, login);

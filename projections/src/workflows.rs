@@ -244,16 +244,23 @@ pub(crate) fn delete(state: &State, actor: &str, name: &str) -> Result<Vec<NewEv
 /// Folds the workflow events.
 pub(crate) fn apply(state: &mut State, seq: u64, body: &EventBody) {
     match body {
-        EventBody::WorkflowSaved(p) => {
-            state.workflows.insert(
-                p.name.clone(),
-                Workflow {
-                    name: p.name.clone(),
-                    definition: p.definition.clone(),
-                    saved_seq: seq,
-                },
-            );
-        }
+        EventBody::WorkflowSaved(p) => match state.workflows.get_mut(&p.name) {
+            // A re-save keeps the entry and its name: no key allocated per event.
+            Some(w) => {
+                w.definition.clone_from(&p.definition);
+                w.saved_seq = seq;
+            }
+            None => {
+                state.workflows.insert(
+                    p.name.clone(),
+                    Workflow {
+                        name: p.name.clone(),
+                        definition: p.definition.clone(),
+                        saved_seq: seq,
+                    },
+                );
+            }
+        },
         EventBody::WorkflowDeleted(p) => {
             state.workflows.remove(&p.name);
         }

@@ -244,7 +244,7 @@ impl Store {
                 (State::default(), 0)
             }
         };
-        let state = super::store::fold_into(&txn, start, u64::MAX)?;
+        let state = super::fold::fold_into(&txn, start, u64::MAX)?;
         Ok(Folded {
             n_events_folded: state.last_seq - snapshot_seq,
             state,

@@ -538,7 +538,7 @@ impl Store {
     /// # Errors
     /// The first event that cannot be decoded, with its seq; a gap; a storage error.
     pub fn fold(&self) -> Result<State, OpenError> {
-        fold_into(
+        super::fold::fold_into(
             &self.db.begin_read().map_err(StoreError::from)?,
             State::default(),
             u64::MAX,
@@ -579,7 +579,7 @@ impl ReadOnlyStore {
     /// # Errors
     /// As [`Store::fold`].
     pub fn fold_until(&self, until: u64) -> Result<State, OpenError> {
-        fold_into(
+        super::fold::fold_into(
             &self.db.begin_read().map_err(StoreError::from)?,
             State::default(),
             until,
@@ -665,83 +665,6 @@ fn read_records(
         )?)));
     }
     Ok(out)
-}
-
-/// Folds the events after `state.last_seq` up to `until` into `state` (a fresh state: the whole
-/// log; a projection snapshot's: its tail).
-pub(crate) fn fold_into(
-    txn: &redb::ReadTransaction,
-    mut state: State,
-    until: u64,
-) -> Result<State, OpenError> {
-    let events = match txn.open_table(EVENTS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(state),
-        Err(e) => return Err(StoreError::from(e).into()),
-    };
-    let from = state.last_seq + 1;
-    if from > until {
-        return Ok(state);
-    }
-    for entry in events.range(from..=until).map_err(StoreError::from)? {
-        let (k, v) = entry.map_err(StoreError::from)?;
-        let seq = k.value();
-        if seq != state.last_seq + 1 {
-            return Err(OpenError::Gap {
-                expected: state.last_seq + 1,
-                found: seq,
-            });
-        }
-        state.apply(&StoredEventRef::decode(seq, v.value())?.to_event()?);
-    }
-    Ok(state)
-}
-
-/// [`StoredEvent`] borrowed from the stored bytes, for the fold: the kind and payload (most of
-/// an event's bytes) are read in place rather than copied into new strings. Same fields, same
-/// order, so the same bincode bytes decode into it.
-#[derive(Deserialize)]
-struct StoredEventRef<'a> {
-    format: u16,
-    seq: u64,
-    created_at_us: i64,
-    kind: &'a str,
-    project_id: Option<&'a str>,
-    task_id: Option<&'a str>,
-    agent_session_id: Option<&'a str>,
-    owner: Option<&'a str>,
-    actor: &'a str,
-    payload: &'a str,
-}
-
-impl<'a> StoredEventRef<'a> {
-    fn decode(seq: u64, bytes: &'a [u8]) -> Result<StoredEventRef<'a>, OpenError> {
-        bincode::serde::borrow_decode_from_slice(bytes, bincode::config::standard())
-            .map(|(e, _)| e)
-            .map_err(|e| OpenError::Undecodable {
-                seq,
-                reason: format!("envelope: {e}"),
-            })
-    }
-
-    fn to_event(&self) -> Result<Event, OpenError> {
-        let body = upcast(self.format, self.kind, self.payload).map_err(|e: UpcastError| {
-            OpenError::Undecodable {
-                seq: self.seq,
-                reason: e.to_string(),
-            }
-        })?;
-        Ok(Event {
-            seq: self.seq,
-            created_at_us: self.created_at_us,
-            project_id: self.project_id.map(str::to_owned),
-            task_id: self.task_id.map(str::to_owned),
-            agent_session_id: self.agent_session_id.map(str::to_owned),
-            owner: self.owner.map(str::to_owned),
-            actor: self.actor.to_owned(),
-            body,
-        })
-    }
 }
 
 /// The record at `seq` of the events table, `None` when there is none: one task-index entry

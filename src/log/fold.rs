@@ -1,0 +1,306 @@
+//! The start-up fold: the events table read in seq order into a [`State`], on both cores.
+//!
+//! A second thread scans the table, decodes each envelope (borrowing its strings from the page)
+//! and upcasts its payload into an [`Event`]; it hands the events over in chunks through a
+//! bounded channel, and the caller's thread applies them. Decoding and applying each take about
+//! half of a fold's time (bench/README.md, "rebuild"), so the two halves overlap. What the fold
+//! answers is what a one-thread fold would: the same state, the gap found at the same seq, the
+//! first undecodable event with its seq, and nothing applied after an error.
+
+use std::sync::mpsc;
+
+use byre_projections::upcast::{upcast, UpcastError};
+use byre_projections::{Event, State};
+use serde::Deserialize;
+
+use super::store::{OpenError, StoreError, EVENTS};
+
+/// Events per chunk sent from the decoding thread: large enough that the channel's cost per
+/// event is nil, small enough that the first chunk is applied soon.
+const CHUNK: usize = 2048;
+
+/// Chunks decoded ahead of the applying thread (bounds the fold's extra memory to about
+/// `CHUNK * AHEAD` events).
+const AHEAD: usize = 8;
+
+/// What the decoding thread sends: the next events with the seq of their key, or why it
+/// stopped (with the key's seq when an entry was read, so the gap check still comes first).
+type Decoded = Result<Vec<(u64, Event)>, (Option<u64>, OpenError)>;
+
+/// Folds the events after `state.last_seq` up to `until` into `state` (a fresh state: the whole
+/// log; a projection snapshot's: its tail).
+/// # Errors
+/// A gap or a seq out of order; the first event that cannot be decoded, with its seq; a storage
+/// error. Events before the error have been applied to a state that is dropped.
+pub(crate) fn fold_into(
+    txn: &redb::ReadTransaction,
+    mut state: State,
+    until: u64,
+) -> Result<State, OpenError> {
+    let events = match txn.open_table(EVENTS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(state),
+        Err(e) => return Err(StoreError::from(e).into()),
+    };
+    let from = state.last_seq + 1;
+    if from > until {
+        return Ok(state);
+    }
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::sync_channel::<Decoded>(AHEAD);
+        scope.spawn(move || decode_range(&events, from, until, &tx));
+        // Ends when the decoder has sent its last chunk and dropped `tx`; returning early
+        // drops `rx`, and the decoder stops at its next send.
+        for message in rx {
+            match message {
+                Ok(chunk) => {
+                    for (seq, event) in &chunk {
+                        check_next(&state, *seq)?;
+                        state.apply(event);
+                    }
+                }
+                Err((seq, error)) => {
+                    if let Some(seq) = seq {
+                        check_next(&state, seq)?;
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Ok(state)
+    })
+}
+
+/// The gap check: `seq` must follow the last applied event.
+fn check_next(state: &State, seq: u64) -> Result<(), OpenError> {
+    if seq == state.last_seq + 1 {
+        Ok(())
+    } else {
+        Err(OpenError::Gap {
+            expected: state.last_seq + 1,
+            found: seq,
+        })
+    }
+}
+
+/// The decoding thread: events `from..=until` in chunks into `tx`, then the error that stopped
+/// it, if any. Returns when done or when the applying side has hung up.
+fn decode_range(
+    events: &redb::ReadOnlyTable<u64, &'static [u8]>,
+    from: u64,
+    until: u64,
+    tx: &mpsc::SyncSender<Decoded>,
+) {
+    let range = match events.range(from..=until) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.send(Err((None, StoreError::from(e).into())));
+            return;
+        }
+    };
+    let mut chunk = Vec::with_capacity(CHUNK);
+    for entry in range {
+        let decoded = entry
+            .map_err(|e| (None, OpenError::from(StoreError::from(e))))
+            .and_then(|(k, v)| {
+                let seq = k.value();
+                StoredEventRef::decode(seq, v.value())
+                    .and_then(|e| e.to_event())
+                    .map(|event| (seq, event))
+                    .map_err(|e| (Some(seq), e))
+            });
+        match decoded {
+            Ok(item) => {
+                chunk.push(item);
+                if chunk.len() == CHUNK {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+                    if tx.send(Ok(full)).is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(stop) => {
+                if !chunk.is_empty() && tx.send(Ok(chunk)).is_err() {
+                    return;
+                }
+                let _ = tx.send(Err(stop));
+                return;
+            }
+        }
+    }
+    if !chunk.is_empty() {
+        let _ = tx.send(Ok(chunk));
+    }
+}
+
+/// [`super::store::StoredEvent`] borrowed from the stored bytes, for the fold: the kind and
+/// payload (most of an event's bytes) are read in place rather than copied into new strings.
+/// Same fields, same order, so the same bincode bytes decode into it.
+#[derive(Deserialize)]
+struct StoredEventRef<'a> {
+    format: u16,
+    seq: u64,
+    created_at_us: i64,
+    kind: &'a str,
+    project_id: Option<&'a str>,
+    task_id: Option<&'a str>,
+    agent_session_id: Option<&'a str>,
+    owner: Option<&'a str>,
+    actor: &'a str,
+    payload: &'a str,
+}
+
+impl<'a> StoredEventRef<'a> {
+    fn decode(seq: u64, bytes: &'a [u8]) -> Result<StoredEventRef<'a>, OpenError> {
+        bincode::serde::borrow_decode_from_slice(bytes, bincode::config::standard())
+            .map(|(e, _)| e)
+            .map_err(|e| OpenError::Undecodable {
+                seq,
+                reason: format!("envelope: {e}"),
+            })
+    }
+
+    fn to_event(&self) -> Result<Event, OpenError> {
+        let body = upcast(self.format, self.kind, self.payload).map_err(|e: UpcastError| {
+            OpenError::Undecodable {
+                seq: self.seq,
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(Event {
+            seq: self.seq,
+            created_at_us: self.created_at_us,
+            project_id: self.project_id.map(str::to_owned),
+            task_id: self.task_id.map(str::to_owned),
+            agent_session_id: self.agent_session_id.map(str::to_owned),
+            owner: self.owner.map(str::to_owned),
+            actor: self.actor.to_owned(),
+            body,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use byre_projections::event::PaneFocusUpdated;
+    use byre_projections::EventBody;
+    use redb::ReadableDatabase;
+
+    use super::*;
+    use crate::log::store::StoredEvent;
+
+    /// An event of user `u{seq % 3}`, toggling its pane focus.
+    fn event(seq: u64) -> Event {
+        Event {
+            seq,
+            created_at_us: 1_000 + seq as i64,
+            project_id: None,
+            task_id: None,
+            agent_session_id: None,
+            owner: Some(format!("u{}", seq % 3)),
+            actor: format!("u{}", seq % 3),
+            body: EventBody::PaneFocusUpdated(PaneFocusUpdated {
+                focused: seq % 2 == 0,
+                drafting: seq % 5 == 0,
+            }),
+        }
+    }
+
+    /// A log holding `entries` (key, stored bytes).
+    fn log(
+        entries: impl IntoIterator<Item = (u64, Vec<u8>)>,
+    ) -> (tempfile::TempDir, redb::Database) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("log.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(EVENTS).unwrap();
+            for (k, v) in entries {
+                table.insert(k, v.as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        (dir, db)
+    }
+
+    fn stored(seq: u64) -> (u64, Vec<u8>) {
+        (seq, StoredEvent::from_event(&event(seq)).encode())
+    }
+
+    /// One event at a time, on one thread: what the fold must equal.
+    fn applied(seqs: impl IntoIterator<Item = u64>) -> State {
+        let mut state = State::default();
+        for seq in seqs {
+            state.apply(&event(seq));
+        }
+        state
+    }
+
+    fn fold(db: &redb::Database, start: State, until: u64) -> Result<State, OpenError> {
+        fold_into(&db.begin_read().unwrap(), start, until)
+    }
+
+    #[test]
+    fn a_fold_over_several_chunks_equals_applying_each_event_in_order() {
+        let n = 2 * CHUNK as u64 + 5;
+        let (_dir, db) = log((1..=n).map(stored));
+        let state = fold(&db, State::default(), u64::MAX).unwrap();
+        assert_eq!(state.last_seq, n);
+        assert_eq!(state, applied(1..=n));
+        // A prefix, and a tail on top of it, end where the whole fold ends.
+        let prefix = fold(&db, State::default(), CHUNK as u64 + 1).unwrap();
+        assert_eq!(prefix, applied(1..=CHUNK as u64 + 1));
+        assert_eq!(fold(&db, prefix, u64::MAX).unwrap(), state);
+    }
+
+    #[test]
+    fn an_empty_log_or_an_empty_tail_folds_to_the_state_given() {
+        let (_dir, db) = log([]);
+        assert_eq!(
+            fold(&db, State::default(), u64::MAX).unwrap(),
+            State::default()
+        );
+        let (_dir, db) = log((1..=3).map(stored));
+        let whole = fold(&db, State::default(), u64::MAX).unwrap();
+        assert_eq!(fold(&db, whole.clone(), u64::MAX).unwrap(), whole);
+    }
+
+    #[test]
+    fn a_gap_past_the_first_chunk_is_found_at_its_seq() {
+        let last = CHUNK as u64 + 7;
+        let (_dir, db) = log((1..=last).chain([last + 2]).map(stored));
+        match fold(&db, State::default(), u64::MAX) {
+            Err(OpenError::Gap { expected, found }) => {
+                assert_eq!((expected, found), (last + 1, last + 2));
+            }
+            other => panic!("expected a gap, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_undecodable_event_stops_the_fold_with_its_seq() {
+        let bad = CHUNK as u64 + 3;
+        let entries = (1..=bad + 10).map(|seq| {
+            if seq == bad {
+                (seq, vec![0xff, 0x01])
+            } else {
+                stored(seq)
+            }
+        });
+        let (_dir, db) = log(entries);
+        match fold(&db, State::default(), u64::MAX) {
+            Err(OpenError::Undecodable { seq, .. }) => assert_eq!(seq, bad),
+            other => panic!("expected an undecodable event, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_gap_before_an_undecodable_event_is_reported_as_the_gap() {
+        let entries = (1..=5).map(stored).chain([(7, vec![0xff])]);
+        let (_dir, db) = log(entries);
+        match fold(&db, State::default(), u64::MAX) {
+            Err(OpenError::Gap { expected, found }) => assert_eq!((expected, found), (6, 7)),
+            other => panic!("expected a gap, got {other:?}"),
+        }
+    }
+}
