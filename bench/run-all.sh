@@ -59,6 +59,7 @@ run() {
     run plain-redb --producers 1 --seconds 10
     run append --producers 1 --seconds 10
     run plain-redb --producers 8 --seconds 10
+    run plain-redb --producers 8 --seconds 10 --single-writer
     run append --producers 8 --seconds 10
     run append --producers 8 --seconds 25 --state-events 1000000
     run rebuild --events 1000000 --runs 5

@@ -74,6 +74,10 @@ enum Cmd {
         /// Measured seconds (after 0.5 s of warm-up).
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+        /// Open the file in redb's `SingleWriter` concurrency mode, as byre does (other
+        /// processes may read it meanwhile), instead of the default `ExclusiveWriter`.
+        #[arg(long)]
+        single_writer: bool,
     },
     /// Writes a log of this many events, then times Store::open + Store::fold.
     Rebuild {
@@ -214,8 +218,12 @@ fn main() -> anyhow::Result<()> {
             batches::install();
             runtime()?.block_on(append::run(producers, seconds, &cli.dir, state_events))?;
         }
-        Cmd::PlainRedb { producers, seconds } => {
-            plain::append(producers, seconds, &cli.dir)?;
+        Cmd::PlainRedb {
+            producers,
+            seconds,
+            single_writer,
+        } => {
+            plain::append(producers, seconds, single_writer, &cli.dir)?;
         }
         Cmd::Rebuild { events, runs, keep } => {
             rebuild::run(events, runs.max(1), &cli.dir, keep.as_deref())?

@@ -37,12 +37,22 @@ struct Request {
     reply: mpsc::SyncSender<()>,
 }
 
-/// Plain redb append: prints events/s and ack latency.
-pub fn append(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> {
+/// Plain redb append: prints events/s and ack latency. `single_writer`: the file is opened in
+/// `ConcurrencyMode::SingleWriter` (as byre opens its log), else in redb's default.
+pub fn append(
+    producers: usize,
+    seconds: f64,
+    single_writer: bool,
+    dir: &Path,
+) -> anyhow::Result<()> {
     note_load("plain-redb");
     let tmp = tempfile::tempdir_in(dir)?;
     let path = tmp.path().join("plain.redb");
-    let db = std::sync::Arc::new(redb::Database::create(&path)?);
+    let mut builder = redb::Builder::new();
+    if single_writer {
+        builder.set_concurrency_mode(redb::ConcurrencyMode::SingleWriter);
+    }
+    let db = std::sync::Arc::new(builder.create(&path)?);
     {
         let txn = db.begin_write()?;
         txn.open_table(VALUES)?;
@@ -153,7 +163,14 @@ pub fn append(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> 
     let others = machine.report("the run");
     let ack = Summary::of(&lat);
     let rate = events as f64 / elapsed.as_secs_f64();
-    println!("plain redb append, {producers} producer(s), {seconds} s:");
+    println!(
+        "plain redb append, {producers} producer(s), {seconds} s, {} mode:",
+        if single_writer {
+            "SingleWriter"
+        } else {
+            "ExclusiveWriter (default)"
+        }
+    );
     println!(
         "  {events} events in {:.3} s = {rate:.0} events/s",
         elapsed.as_secs_f64()
@@ -168,7 +185,7 @@ pub fn append(producers: usize, seconds: f64, dir: &Path) -> anyhow::Result<()> 
         }
     );
     emit(json!({
-        "bench": "append", "impl": "plain-redb", "producers": producers,
+        "bench": "append", "impl": "plain-redb", "single_writer": single_writer, "producers": producers,
         "seconds": elapsed.as_secs_f64(), "events": events, "events_per_s": rate, "ack": ack,
         "commits": n_commits, "others_cpu_percent": others,
     }));
