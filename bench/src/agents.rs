@@ -412,18 +412,7 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
         "--sessions and --turns must be positive"
     );
     note_load("agents");
-    let byre = match &p.byre {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("byre"))
-            .ok_or_else(|| anyhow::anyhow!("no directory of the bench binary"))?,
-    };
-    anyhow::ensure!(
-        byre.exists(),
-        "{} is missing: cargo build --release -p byre (or pass --byre)",
-        byre.display()
-    );
+    let byre = crate::memory::byre_binary(p.byre.clone())?;
     let byre = byre.canonicalize()?;
     let claude = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
         .await

@@ -214,11 +214,13 @@ pub(crate) async fn head_seq(addr: SocketAddr) -> anyhow::Result<u64> {
         .ok_or_else(|| anyhow::anyhow!("no last_event_seq"))
 }
 
-/// Runs the bench.
-pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
-    note_load("stream-memory");
-    let byre = match &p.byre {
-        Some(b) => b.clone(),
+/// The `byre` binary the benches that run `byre serve` start: `given`, else `byre` beside this
+/// bench binary (`cargo build --release -p byre` puts it there).
+/// # Errors
+/// When it does not exist.
+pub(crate) fn byre_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let byre = match given {
+        Some(b) => b,
         None => std::env::current_exe()?
             .parent()
             .map(|d| d.join("byre"))
@@ -229,6 +231,13 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
         "{} is missing: cargo build --release -p byre (or pass --byre)",
         byre.display()
     );
+    Ok(byre)
+}
+
+/// Runs the bench.
+pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
+    note_load("stream-memory");
+    let byre = crate::memory::byre_binary(p.byre.clone())?;
     let tmp = tempfile::tempdir_in(dir)?;
     let mut child = tokio::process::Command::new(&byre)
         .args([

@@ -138,18 +138,7 @@ pub async fn run(
     dir: &Path,
 ) -> anyhow::Result<()> {
     note_load("state-memory");
-    let byre = match byre {
-        Some(b) => b,
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("byre"))
-            .ok_or_else(|| anyhow::anyhow!("no directory of the bench binary"))?,
-    };
-    anyhow::ensure!(
-        byre.exists(),
-        "{} is missing: cargo build --release -p byre (or pass --byre)",
-        byre.display()
-    );
+    let byre = crate::memory::byre_binary(byre)?;
     let tmp = tempfile::tempdir_in(dir)?;
     let log = byre::config::log_path(tmp.path());
     let t = Instant::now();
