@@ -30,7 +30,7 @@
 //! a large state (issue 19 measured 56–92 ms for a 1M-event state). The price is a third copy
 //! of the state in memory (the writer's, the shared query state, the snapshotter's).
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -58,6 +58,10 @@ pub const SNAPSHOT_EVERY_EVENTS: u64 = 10_000;
 /// Committed batches waiting for the snapshotter before the writer waits for room: reached
 /// only if the snapshotter falls hopelessly behind.
 const QUEUE_BATCHES: usize = 65_536;
+
+/// The most a snapshot's two header lines take (the magic line ≤ 64 bytes, the header ≤ 4,096,
+/// and their newlines).
+const HEAD_MAX_BYTES: u64 = 64 + 4096 + 2;
 
 /// The snapshot file of the log at `log_path`: `byre.snapshot` beside `byre.redb`.
 pub fn snapshot_path(log_path: &Path) -> PathBuf {
@@ -120,32 +124,47 @@ pub enum Unusable {
 /// # Errors
 /// Why it cannot be used ([`Unusable`]); `Missing` when there is no file.
 pub fn read(path: &Path) -> Result<Snapshot, Unusable> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    // Only a regular file: a FIFO would block start-up, a device (`/dev/zero`) never ends.
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
         Err(e) => return Err(e.into()),
     };
-    let (magic, rest) = split_line(&bytes, 64).ok_or_else(|| {
-        Unusable::Format(String::from_utf8_lossy(&bytes[..bytes.len().min(16)]).into())
+    if !meta.is_file() {
+        return Err(Unusable::Damaged("it is not a regular file".into()));
+    }
+    // The two header lines first, so that a file of the wrong length is refused before it is
+    // read (a damaged snapshot must not cost its size in memory).
+    let mut head = Vec::new();
+    std::fs::File::open(path)?
+        .take(HEAD_MAX_BYTES)
+        .read_to_end(&mut head)?;
+    let (magic, rest) = split_line(&head, 64).ok_or_else(|| {
+        Unusable::Format(String::from_utf8_lossy(&head[..head.len().min(16)]).into())
     })?;
     if magic != format!("BYRESNAP {SNAPSHOT_FORMAT}").as_bytes() {
         return Err(Unusable::Format(String::from_utf8_lossy(magic).into()));
     }
-    let (header, body) =
+    let (header, body_start) =
         split_line(rest, 4096).ok_or_else(|| Unusable::Damaged("no header line".into()))?;
+    let header_len = (head.len() - body_start.len()) as u64;
     let header: Header =
         serde_json::from_slice(header).map_err(|e| Unusable::Damaged(format!("header: {e}")))?;
     if header.fingerprint != FINGERPRINT {
         return Err(Unusable::OtherBuild(header.fingerprint));
     }
     let expected = header.state_bytes.checked_add(header.bookkeeping_bytes);
-    if expected != Some(body.len() as u64) {
+    let body_len = meta.len().saturating_sub(header_len);
+    if expected != Some(body_len) {
         return Err(Unusable::Damaged(format!(
-            "{} bytes after the header, the header says {} + {}",
-            body.len(),
-            header.state_bytes,
-            header.bookkeeping_bytes
+            "{body_len} bytes after the header, the header says {} + {}",
+            header.state_bytes, header.bookkeeping_bytes
         )));
+    }
+    let bytes = std::fs::read(path)?;
+    let body = bytes.get(header_len as usize..).unwrap_or_default();
+    if expected != Some(body.len() as u64) {
+        return Err(Unusable::Damaged("it changed while it was read".into()));
     }
     let (state_json, bookkeeping_json) = body.split_at(header.state_bytes as usize);
     if digest_json(state_json) != header.digest {
