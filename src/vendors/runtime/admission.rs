@@ -69,6 +69,13 @@ impl Drop for Ticket<'_> {
 impl Admission {
     /// The admission of `limits`.
     pub(crate) fn new(limits: &crate::config::AgentLimits) -> Admission {
+        if limits.memory_floor_bytes > 0 && mem_available_bytes(&limits.meminfo).is_none() {
+            // Agents then start as if there were enough: say so once, at start-up.
+            tracing::warn!(
+                meminfo = %limits.meminfo.display(),
+                "cannot read MemAvailable: the agent memory floor is not enforced"
+            );
+        }
         Admission {
             floor_bytes: limits.memory_floor_bytes,
             meminfo: limits.meminfo.clone(),

@@ -76,6 +76,11 @@ impl Runtime {
             match live {
                 Some(l) => {
                     let pid = l.pid.load(Ordering::Relaxed);
+                    if pid == 0 {
+                        // Not started yet (waiting for memory, or being spawned): no process to
+                        // list; `byre_agent_starts_waiting` counts the waiting ones.
+                        continue;
+                    }
                     let last = l.last_event_us.load(Ordering::Relaxed);
                     let stuck = turn_running && now - last > stuck_after_seconds as i64 * 1_000_000;
                     let health = if pid != 0 && !group_alive(pid as i32) {
