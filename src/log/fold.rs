@@ -13,7 +13,7 @@ use byre_projections::upcast::{upcast, UpcastError};
 use byre_projections::{Event, State};
 use serde::Deserialize;
 
-use super::store::{OpenError, StoreError, EVENTS};
+use super::store::{OpenError, StoreError, StoredEvent, EVENTS};
 
 /// Events per chunk sent from the decoding thread: large enough that the channel's cost per
 /// event is nil, small enough that the first chunk is applied soon.
@@ -133,11 +133,28 @@ fn decode_range(
     }
 }
 
+impl<'a> From<&'a StoredEvent> for StoredEventRef<'a> {
+    fn from(e: &'a StoredEvent) -> StoredEventRef<'a> {
+        StoredEventRef {
+            format: e.format,
+            seq: e.seq,
+            created_at_us: e.created_at_us,
+            kind: &e.kind,
+            project_id: e.project_id.as_deref(),
+            task_id: e.task_id.as_deref(),
+            agent_session_id: e.agent_session_id.as_deref(),
+            owner: e.owner.as_deref(),
+            actor: &e.actor,
+            payload: &e.payload,
+        }
+    }
+}
+
 /// [`super::store::StoredEvent`] borrowed from the stored bytes, for the fold: the kind and
 /// payload (most of an event's bytes) are read in place rather than copied into new strings.
 /// Same fields, same order, so the same bincode bytes decode into it.
 #[derive(Deserialize)]
-struct StoredEventRef<'a> {
+pub(super) struct StoredEventRef<'a> {
     format: u16,
     seq: u64,
     created_at_us: i64,
@@ -160,7 +177,11 @@ impl<'a> StoredEventRef<'a> {
             })
     }
 
-    fn to_event(&self) -> Result<Event, OpenError> {
+    /// Upcasts and decodes the payload into a typed event (what [`StoredEvent::to_event`]
+    /// does for an owned envelope).
+    /// # Errors
+    /// `OpenError::Undecodable` with the seq.
+    pub(super) fn to_event(&self) -> Result<Event, OpenError> {
         let body = upcast(self.format, self.kind, self.payload).map_err(|e: UpcastError| {
             OpenError::Undecodable {
                 seq: self.seq,

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use byre_projections::upcast::{upcast, UpcastError, CURRENT_FORMAT};
+use byre_projections::upcast::CURRENT_FORMAT;
 use byre_projections::{Event, State};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -89,22 +89,7 @@ impl StoredEvent {
     /// # Errors
     /// `OpenError::Undecodable` with the seq.
     pub fn to_event(&self) -> Result<Event, OpenError> {
-        let body = upcast(self.format, &self.kind, &self.payload).map_err(|e: UpcastError| {
-            OpenError::Undecodable {
-                seq: self.seq,
-                reason: e.to_string(),
-            }
-        })?;
-        Ok(Event {
-            seq: self.seq,
-            created_at_us: self.created_at_us,
-            project_id: self.project_id.clone(),
-            task_id: self.task_id.clone(),
-            agent_session_id: self.agent_session_id.clone(),
-            owner: self.owner.clone(),
-            actor: self.actor.clone(),
-            body,
-        })
+        super::fold::StoredEventRef::from(self).to_event()
     }
 }
 
