@@ -1,12 +1,16 @@
 //! The start-up fold: the events table read in seq order into a [`State`], on both cores.
 //!
-//! A second thread scans the table, decodes each envelope (borrowing its strings from the page)
-//! and upcasts its payload into an [`Event`]; it hands the events over in chunks through a
-//! bounded channel, and the caller's thread applies them. Decoding and applying each take about
-//! half of a fold's time (bench/README.md, "rebuild"), so the two halves overlap. What the fold
-//! answers is what a one-thread fold would: the same state, the gap found at the same seq, the
-//! first undecodable event with its seq, and nothing applied after an error.
+//! A second thread scans the table and hands the entries over in chunks through a bounded
+//! channel; the caller's thread applies them. Decoding an entry (its envelope, borrowing its
+//! strings from the page, and its payload's JSON upcast into an [`Event`]) costs more than
+//! applying it (bench/README.md, "rebuild"), so the scanning thread does not decode every chunk
+//! itself: when the applying thread has fewer than [`BUSY`] chunks waiting, the next chunk goes
+//! over as its raw bytes and the applying thread decodes it. The decoding thus splits between
+//! the two threads by how busy each is. What the fold answers is what a one-thread fold would:
+//! the same state, the gap found at the same seq, the first undecodable event with its seq, and
+//! nothing applied after an error.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use byre_projections::upcast::{upcast, UpcastError};
@@ -15,17 +19,45 @@ use serde::Deserialize;
 
 use super::store::{OpenError, StoreError, StoredEvent, EVENTS};
 
-/// Events per chunk sent from the decoding thread: large enough that the channel's cost per
+/// Entries per chunk sent from the scanning thread: large enough that the channel's cost per
 /// event is nil, small enough that the first chunk is applied soon.
 const CHUNK: usize = 2048;
 
-/// Chunks decoded ahead of the applying thread (bounds the fold's extra memory to about
+/// Chunks scanned ahead of the applying thread (bounds the fold's extra memory to about
 /// `CHUNK * AHEAD` events).
 const AHEAD: usize = 8;
 
-/// What the decoding thread sends: the next events with the seq of their key, or why it
-/// stopped (with the key's seq when an entry was read, so the gap check still comes first).
-type Decoded = Result<Vec<(u64, Event)>, (Option<u64>, OpenError)>;
+/// With at least this many chunks waiting for the applying thread, the scanning thread decodes
+/// the next chunk itself; with fewer, it sends the raw bytes for the applying thread to decode.
+const BUSY: usize = 2;
+
+/// A chunk of consecutive entries.
+enum Chunk {
+    /// Decoded by the scanning thread: each event with the seq of its key.
+    Decoded(Vec<(u64, Event)>),
+    /// Left for the applying thread to decode.
+    Raw(RawChunk),
+}
+
+/// Entries' stored bytes copied out of their pages, back to back.
+#[derive(Default)]
+struct RawChunk {
+    bytes: Vec<u8>,
+    /// Each entry's key seq and the end of its bytes in `bytes`.
+    entries: Vec<(u64, usize)>,
+}
+
+/// What the scanning thread sends: the next chunk, or why it stopped (with the key's seq when an
+/// entry was read, so the gap check still comes first).
+type Scanned = Result<Chunk, (Option<u64>, OpenError)>;
+
+/// Whether the scanning thread sends the next chunk raw, given how many chunks are waiting.
+type Split = fn(waiting: usize) -> bool;
+
+/// The fold's split: raw while the applying thread is about to run out of work.
+fn by_load(waiting: usize) -> bool {
+    waiting < BUSY
+}
 
 /// Folds the events after `state.last_seq` up to `until` into `state` (a fresh state: the whole
 /// log; a projection snapshot's: its tail).
@@ -34,8 +66,17 @@ type Decoded = Result<Vec<(u64, Event)>, (Option<u64>, OpenError)>;
 /// error. Events before the error have been applied to a state that is dropped.
 pub(crate) fn fold_into(
     txn: &redb::ReadTransaction,
+    state: State,
+    until: u64,
+) -> Result<State, OpenError> {
+    fold_split(txn, state, until, by_load)
+}
+
+fn fold_split(
+    txn: &redb::ReadTransaction,
     mut state: State,
     until: u64,
+    split: Split,
 ) -> Result<State, OpenError> {
     let events = match txn.open_table(EVENTS) {
         Ok(t) => t,
@@ -46,17 +87,33 @@ pub(crate) fn fold_into(
     if from > until {
         return Ok(state);
     }
+    let waiting = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::sync_channel::<Decoded>(AHEAD);
-        scope.spawn(move || decode_range(&events, from, until, &tx));
-        // Ends when the decoder has sent its last chunk and dropped `tx`; returning early
-        // drops `rx`, and the decoder stops at its next send.
+        let (tx, rx) = mpsc::sync_channel::<Scanned>(AHEAD);
+        let scanner = Scanner {
+            tx,
+            waiting: &waiting,
+            split,
+        };
+        scope.spawn(move || scanner.scan(&events, from, until));
+        // Ends when the scanner has sent its last chunk and dropped `tx`; returning early
+        // drops `rx`, and the scanner stops at its next send.
         for message in rx {
+            waiting.fetch_sub(1, Ordering::Relaxed);
             match message {
-                Ok(chunk) => {
+                Ok(Chunk::Decoded(chunk)) => {
                     for (seq, event) in &chunk {
                         check_next(&state, *seq)?;
                         state.apply(event);
+                    }
+                }
+                Ok(Chunk::Raw(chunk)) => {
+                    let mut start = 0;
+                    for &(seq, end) in &chunk.entries {
+                        check_next(&state, seq)?;
+                        let event = decode(seq, &chunk.bytes[start..end])?;
+                        state.apply(&event);
+                        start = end;
                     }
                 }
                 Err((seq, error)) => {
@@ -83,54 +140,118 @@ fn check_next(state: &State, seq: u64) -> Result<(), OpenError> {
     }
 }
 
-/// The decoding thread: events `from..=until` in chunks into `tx`, then the error that stopped
-/// it, if any. Returns when done or when the applying side has hung up.
-fn decode_range(
-    events: &redb::ReadOnlyTable<u64, &'static [u8]>,
-    from: u64,
-    until: u64,
-    tx: &mpsc::SyncSender<Decoded>,
-) {
-    let range = match events.range(from..=until) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = tx.send(Err((None, StoreError::from(e).into())));
-            return;
+/// One stored entry into its event.
+fn decode(seq: u64, bytes: &[u8]) -> Result<Event, OpenError> {
+    StoredEventRef::decode(seq, bytes).and_then(|e| e.to_event())
+}
+
+/// The scanning thread's side of the channel.
+struct Scanner<'a> {
+    tx: mpsc::SyncSender<Scanned>,
+    /// Chunks sent and not yet taken by the applying thread.
+    waiting: &'a AtomicUsize,
+    split: Split,
+}
+
+impl Scanner<'_> {
+    /// Sends one message; false when the applying side has hung up.
+    fn send(&self, message: Scanned) -> bool {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        self.tx.send(message).is_ok()
+    }
+
+    /// Entries `from..=until` in chunks, then the error that stopped it, if any. Returns when
+    /// done or when the applying side has hung up.
+    fn scan(self, events: &redb::ReadOnlyTable<u64, &'static [u8]>, from: u64, until: u64) {
+        let mut range = match events.range(from..=until) {
+            Ok(r) => r,
+            Err(e) => {
+                self.send(Err((None, StoreError::from(e).into())));
+                return;
+            }
+        };
+        loop {
+            let raw = (self.split)(self.waiting.load(Ordering::Relaxed));
+            let (chunk, stop) = if raw {
+                let (chunk, stop) = raw_chunk(&mut range);
+                (
+                    (!chunk.entries.is_empty()).then_some(Chunk::Raw(chunk)),
+                    stop,
+                )
+            } else {
+                let (chunk, stop) = decoded_chunk(&mut range);
+                ((!chunk.is_empty()).then_some(Chunk::Decoded(chunk)), stop)
+            };
+            if let Some(chunk) = chunk {
+                if !self.send(Ok(chunk)) {
+                    return;
+                }
+            }
+            match stop {
+                None => {}
+                Some(Stop::End) => return,
+                Some(Stop::Error(error)) => {
+                    self.send(Err(error));
+                    return;
+                }
+            }
         }
-    };
+    }
+}
+
+/// Why a chunk ended before it was full.
+enum Stop {
+    /// No more entries.
+    End,
+    /// An entry could not be read or decoded.
+    Error((Option<u64>, OpenError)),
+}
+
+type Range<'a> = redb::Range<'a, u64, &'static [u8]>;
+
+/// Up to [`CHUNK`] entries decoded.
+fn decoded_chunk(range: &mut Range<'_>) -> (Vec<(u64, Event)>, Option<Stop>) {
     let mut chunk = Vec::with_capacity(CHUNK);
-    for entry in range {
+    while chunk.len() < CHUNK {
+        let Some(entry) = range.next() else {
+            return (chunk, Some(Stop::End));
+        };
         let decoded = entry
             .map_err(|e| (None, OpenError::from(StoreError::from(e))))
             .and_then(|(k, v)| {
                 let seq = k.value();
-                StoredEventRef::decode(seq, v.value())
-                    .and_then(|e| e.to_event())
+                decode(seq, v.value())
                     .map(|event| (seq, event))
                     .map_err(|e| (Some(seq), e))
             });
         match decoded {
-            Ok(item) => {
-                chunk.push(item);
-                if chunk.len() == CHUNK {
-                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
-                    if tx.send(Ok(full)).is_err() {
-                        return;
-                    }
-                }
+            Ok(item) => chunk.push(item),
+            Err(stop) => return (chunk, Some(Stop::Error(stop))),
+        }
+    }
+    (chunk, None)
+}
+
+/// Up to [`CHUNK`] entries' bytes, undecoded.
+fn raw_chunk(range: &mut Range<'_>) -> (RawChunk, Option<Stop>) {
+    let mut chunk = RawChunk {
+        bytes: Vec::with_capacity(CHUNK * 320),
+        entries: Vec::with_capacity(CHUNK),
+    };
+    while chunk.entries.len() < CHUNK {
+        match range.next() {
+            None => return (chunk, Some(Stop::End)),
+            Some(Err(e)) => {
+                let error = OpenError::from(StoreError::from(e));
+                return (chunk, Some(Stop::Error((None, error))));
             }
-            Err(stop) => {
-                if !chunk.is_empty() && tx.send(Ok(chunk)).is_err() {
-                    return;
-                }
-                let _ = tx.send(Err(stop));
-                return;
+            Some(Ok((k, v))) => {
+                chunk.bytes.extend_from_slice(v.value());
+                chunk.entries.push((k.value(), chunk.bytes.len()));
             }
         }
     }
-    if !chunk.is_empty() {
-        let _ = tx.send(Ok(chunk));
-    }
+    (chunk, None)
 }
 
 impl<'a> From<&'a StoredEvent> for StoredEventRef<'a> {
@@ -257,8 +378,33 @@ mod tests {
         state
     }
 
+    /// Every split the fold can take: all chunks decoded by the scanning thread, all by the
+    /// applying thread, and the fold's own by load.
+    const SPLITS: [Split; 3] = [|_| false, |_| true, by_load];
+
+    /// The fold under each split; they must all answer the same.
     fn fold(db: &redb::Database, start: State, until: u64) -> Result<State, OpenError> {
-        fold_into(&db.begin_read().unwrap(), start, until)
+        let answers: Vec<Result<State, OpenError>> = SPLITS
+            .iter()
+            .map(|split| fold_split(&db.begin_read().unwrap(), start.clone(), until, *split))
+            .collect();
+        let shown: Vec<String> = answers
+            .iter()
+            .map(|a| match a {
+                Ok(state) => format!("state at {}", state.last_seq),
+                Err(e) => format!("{e:?}"),
+            })
+            .collect();
+        assert!(
+            shown.windows(2).all(|w| w[0] == w[1]),
+            "splits differ: {shown:?}"
+        );
+        let mut answers = answers.into_iter();
+        let first = answers.next().unwrap();
+        if let Ok(state) = &first {
+            assert!(answers.all(|a| a.as_ref().unwrap() == state));
+        }
+        first
     }
 
     #[test]
