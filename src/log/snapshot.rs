@@ -307,7 +307,7 @@ pub fn write(
         bookkeeping_sha256: hex(&Sha256::digest(&encoded.bookkeeping_json)),
     };
     let tmp = path.with_extension("snapshot.tmp");
-    {
+    let written = (|| -> std::io::Result<()> {
         let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
         writeln!(file, "BYRESNAP {SNAPSHOT_FORMAT}")?;
         serde_json::to_writer(&mut file, &header)?;
@@ -315,8 +315,13 @@ pub fn write(
         file.write_all(&encoded.state_json)?;
         file.write_all(&encoded.bookkeeping_json)?;
         file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        // A full disk, say: no half-written file is left beside the log.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    std::fs::rename(&tmp, path)?;
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir)?.sync_all()?;
     }
@@ -479,5 +484,28 @@ fn record(
         Err(e) => {
             tracing::warn!(error = %e, path = %path.display(), "cannot write the projection snapshot")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use byre_projections::{persist, State};
+
+    #[test]
+    fn a_snapshot_that_cannot_be_put_in_place_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("byre.snapshot");
+        let encoded = persist::encode(&State::default());
+        super::write(&path, 0, "sha256:00", &encoded).unwrap();
+        assert!(path.is_file());
+        // A directory where the snapshot goes: the rename over it fails.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(super::write(&path, 0, "sha256:00", &encoded).is_err());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["byre.snapshot"]);
     }
 }
