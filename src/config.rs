@@ -109,13 +109,18 @@ pub const DEFAULT_AGENT_MEMORY_FLOOR: &str = "512MiB";
 /// `serve --agent-idle-stop`'s default.
 pub const DEFAULT_AGENT_IDLE_STOP: &str = "15m";
 
-/// Parses a memory size for `--agent-memory-floor`: `0` (no floor), or a number with a unit
-/// of B, KiB, MiB or GiB (`512MiB`).
+/// Parses a memory size for `--agent-memory-floor`: `0` in any unit (`0`, `0B`, `0MiB`: no
+/// floor), or a number with a unit of B, KiB, MiB or GiB (`512MiB`).
 /// # Errors
 /// What is wrong with the text, for the user.
 pub fn parse_memory_floor(text: &str) -> Result<u64, String> {
-    if text.trim() == "0" {
-        return Ok(0);
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits > 0 && t[..digits].bytes().all(|b| b == b'0') {
+        // Zero: only the unit is left to check.
+        return crate::log::bus::parse_size(&format!("1{}", &t[digits..]))
+            .map(|_| 0)
+            .map_err(|_| format!("`{text}`: the unit is one of B, KiB, MiB, GiB"));
     }
     crate::log::bus::parse_size(text).map(|n| n as u64)
 }
@@ -289,6 +294,8 @@ mod tests {
     #[test]
     fn agent_limits_parse_zero_as_off_and_sizes_and_durations_with_units() {
         assert_eq!(parse_memory_floor("0"), Ok(0));
+        assert_eq!(parse_memory_floor("0B"), Ok(0));
+        assert_eq!(parse_memory_floor("00MiB"), Ok(0));
         assert_eq!(parse_memory_floor("512MiB"), Ok(512 << 20));
         assert_eq!(parse_memory_floor("1GiB"), Ok(1 << 30));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
@@ -299,7 +306,7 @@ mod tests {
         for bad in ["", "15", "m", "-1m", "15 parsecs", "99999999999999999999h"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
-        for bad in ["", "lots", "12XB"] {
+        for bad in ["", "lots", "12XB", "0XB"] {
             assert!(parse_memory_floor(bad).is_err(), "{bad:?}");
         }
     }
