@@ -434,19 +434,12 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(&repo)?;
     crate::vendor::make_repo(&repo)?;
 
-    let mut child = tokio::process::Command::new(&byre)
-        .args(["serve", "--listen", "127.0.0.1:0", "--login", "bench"])
-        .arg("--data")
-        .arg(&data)
+    let mut child = crate::memory::serve_command(&byre, &data)
         // No Codex reviewer per snapshot, and agent processes stay up for the whole run.
         .args(["--reviews", "false", "--agent-idle-stop", "0"])
-        .env("BYRE_LOG", "warn")
         .env("BYRE_CLAUDE_BIN", &claude)
         .env("ANTHROPIC_BASE_URL", &fake.url)
         .env("ANTHROPIC_API_KEY", "sk-ant-fake-key")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()?;
     let pid = child.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
     let mut out = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
@@ -492,11 +485,7 @@ async fn drive(
     samples: Arc<Mutex<Samples>>,
 ) -> anyhow::Result<()> {
     let line = first_line.ok_or_else(|| anyhow::anyhow!("byre serve printed nothing"))?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .ok_or_else(|| anyhow::anyhow!("no URL in {line:?}"))?;
-    let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
+    let addr = crate::memory::listen_addr(&line)?;
 
     let (st, project) = call(
         addr,

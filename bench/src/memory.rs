@@ -234,12 +234,12 @@ pub(crate) fn byre_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(byre)
 }
 
-/// Runs the bench.
-pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
-    note_load("stream-memory");
-    let byre = crate::memory::byre_binary(p.byre.clone())?;
-    let tmp = tempfile::tempdir_in(dir)?;
-    let mut child = tokio::process::Command::new(&byre)
+/// `byre serve` on a loopback port with login `bench`, its data in `data`, warnings only on
+/// stderr, stdout piped (its first line names the URL: [`listen_addr`]), killed when dropped.
+/// Callers add their own flags before spawning.
+pub(crate) fn serve_command(byre: &Path, data: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(byre);
+    command
         .args([
             "serve",
             "--listen",
@@ -248,12 +248,35 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
             "bench",
             "--data",
         ])
-        .arg(tmp.path())
-        .args(["--stream-buffer", &p.stream_buffer])
+        .arg(data)
         .env("BYRE_LOG", "warn")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    command
+}
+
+/// The address in `byre serve`'s first line (`listening on http://127.0.0.1:PORT/ …`).
+/// # Errors
+/// When the line names no `http://` address.
+pub(crate) fn listen_addr(line: &str) -> anyhow::Result<SocketAddr> {
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .ok_or_else(|| anyhow::anyhow!("no URL in {line:?}"))?;
+    Ok(url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()?)
+}
+
+/// Runs the bench.
+pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
+    note_load("stream-memory");
+    let byre = crate::memory::byre_binary(p.byre.clone())?;
+    let tmp = tempfile::tempdir_in(dir)?;
+    let mut child = serve_command(&byre, tmp.path())
+        .args(["--stream-buffer", &p.stream_buffer])
         .spawn()?;
     let pid = child.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
     let mut out = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
@@ -261,11 +284,7 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
         .next_line()
         .await?
         .ok_or_else(|| anyhow::anyhow!("byre serve printed nothing"))?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .ok_or_else(|| anyhow::anyhow!("no URL in {line:?}"))?;
-    let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
+    let addr = listen_addr(&line)?;
     let after = head_seq(addr).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let rss_idle = rss(pid);
@@ -441,7 +460,17 @@ pub async fn run(p: Params, dir: &Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::LineScan;
+    use super::{listen_addr, LineScan};
+
+    #[test]
+    fn the_address_is_read_from_serves_first_line() {
+        let line = "byre listening on http://127.0.0.1:41234 (data: /tmp/x)";
+        assert_eq!(
+            listen_addr(line).unwrap(),
+            "127.0.0.1:41234".parse().unwrap()
+        );
+        assert!(listen_addr("byre: cannot bind").is_err());
+    }
 
     #[test]
     fn ids_are_found_across_any_split() {

@@ -8,7 +8,6 @@
 //! after a burst of small events (8 producers `PUT /api/me/default-model`), two seconds
 //! later, and the peak (VmHWM); then stops the child with SIGTERM and waits for it.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,21 +34,8 @@ async fn one_start(byre: &Path, data: &Path, burst: u64) -> anyhow::Result<serde
         lines[lines.len().saturating_sub(5)..].join("\n")
     };
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(byre)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--login",
-            "bench",
-            "--data",
-        ])
-        .arg(data)
-        .env("BYRE_LOG", "warn")
-        .stdin(std::process::Stdio::null())
+    let mut child = crate::memory::serve_command(byre, data)
         .stderr(stderr)
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()?;
     let pid = child.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
     let mut out = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
@@ -57,11 +43,7 @@ async fn one_start(byre: &Path, data: &Path, burst: u64) -> anyhow::Result<serde
         anyhow::anyhow!("byre serve printed nothing; its stderr ends:\n{}", tail())
     })?;
     let ready_ms = started.elapsed().as_secs_f64() * 1e3;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .ok_or_else(|| anyhow::anyhow!("no URL in {line:?}"))?;
-    let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
+    let addr = crate::memory::listen_addr(&line)?;
     let cpu_startup_s = cpu_s(pid);
     // Let the snapshotter finish what start-up gave it (a snapshot after a long fold).
     tokio::time::sleep(Duration::from_secs(1)).await;
