@@ -117,7 +117,8 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
         "Events this server folded at start-up: those after its projection snapshot",
         startup.n_events_folded as i64,
     );
-    let (used, limit) = app.writer.bus().usage();
+    let (_, used) = app.writer.bus().usage();
+    let limit = app.writer.bus().limit();
     gauge(
         &mut registry,
         "stream_buffer_bytes",

@@ -82,3 +82,28 @@ async fn metrics_and_the_contract_need_identity_and_serve_the_contract_file() {
     .unwrap();
     assert_eq!(text, file);
 }
+
+#[tokio::test]
+async fn the_stream_buffer_gauges_are_its_bytes_held_and_the_serve_limit() {
+    // A 32 KiB buffer: the limit gauge is that, whatever the ring holds; the held gauge is
+    // the bytes of the events in the ring (each far more than one byte), not their count.
+    let server = TestServer::spawn_configured(
+        tempfile::TempDir::new().unwrap(),
+        crate::helpers::local_ada(),
+        |c| c.stream_buffer_bytes = 32 * 1024,
+    )
+    .await;
+    let api = server.api();
+    api.get_me().await;
+    let (_repo, _project) = api.basic_project().await;
+    let (_, _, text) = api.get_path("/metrics").await;
+    let m = samples(&text);
+    assert_eq!(m["byre_stream_buffer_limit_bytes"], 32.0 * 1024.0, "{text}");
+    let held = m["byre_stream_buffer_bytes"];
+    let head = m["byre_last_event_seq"];
+    assert!(head >= 2.0, "{text}");
+    assert!(
+        held > 50.0 * head && held <= 32.0 * 1024.0,
+        "the ring holds the {head} events' frames, in bytes, within its limit: {text}"
+    );
+}
