@@ -18,7 +18,8 @@
 //! table before it writes the file, and [`load`] uses a snapshot only when the checkpoint at its
 //! seq holds the same digest (so a snapshot never pairs with another log). The file is written
 //! to `byre.snapshot.tmp`, fsync'd and renamed over the old one: a crash leaves the previous
-//! snapshot or the new one, never half of one.
+//! snapshot or the new one, never half of one (a half-written `byre.snapshot.tmp` it may leave is
+//! removed by the next server's start-up, `startup.rs`).
 //!
 //! # The snapshotter
 //!

@@ -257,3 +257,32 @@ async fn expect_ignored(
     );
     data
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_written_snapshot_a_killed_server_left_is_removed_at_start_up() {
+    // A server killed while writing a snapshot leaves `byre.snapshot.tmp`; a start that uses
+    // the finished snapshot (and a stop with nothing new to write) never wrote over it.
+    let server = TestServer::spawn().await;
+    let repo = make_repo("basic");
+    server.api().create_project("kept", repo.path()).await;
+    let data = server.stop().await;
+    let s1 = snapshot_seq(data.path());
+    let tmp = data.path().join("byre.snapshot.tmp");
+    let whole = std::fs::read(snapshot_file(data.path())).unwrap();
+    std::fs::write(&tmp, &whole[..whole.len() / 2]).unwrap();
+
+    let again = TestServer::spawn_on(data, local_ada()).await;
+    assert!(
+        !tmp.exists(),
+        "the leftover is gone once the server holds the data dir"
+    );
+    let (from, folded, head) = startup_figures(&again).await;
+    assert_eq!(
+        (from, folded, head),
+        (s1, 0, s1),
+        "the finished snapshot was used"
+    );
+    assert_eq!(project_names(&again).await, vec!["kept".to_owned()]);
+    let data = again.stop().await;
+    assert!(!data.path().join("byre.snapshot.tmp").exists());
+}
