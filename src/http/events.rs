@@ -12,12 +12,17 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use futures_util::StreamExt;
+use std::sync::Arc;
+
+use futures_util::{stream, Stream, StreamExt};
 use serde::Deserialize;
+use tokio::sync::broadcast;
 
 use super::{ApiError, App};
 use crate::app::events as op;
 use crate::identity::Caller;
+use crate::log::Record;
+use crate::vendors::runtime::Ephemeral;
 
 /// Query of `streamEvents`.
 #[derive(Deserialize)]
@@ -60,47 +65,37 @@ pub async fn stream_events(
     let registration = app.clients.open(&caller.login, &host, &commit);
     let heartbeat = app.config.heartbeat;
     let login = caller.login;
-    let mut deltas = app.agents.ephemeral();
-    let mut shutdown = app.shutdown.clone();
+    let deltas = app.agents.ephemeral();
+    let shutdown = app.shutdown.clone();
     // A stream signed in by cookie ends when its session does (sign-out).
-    let mut session_ended = super::auth::session_end(&app, &req);
+    let session_ended = super::auth::session_end(&app, &req);
     tracing::debug!(login = %login, from_seq = after, "event stream opened");
     let body = async_stream::stream! {
         let _registration = registration; // dropped when the client goes away
-        let mut records = Box::pin(records);
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        let ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
         yield Ok::<Bytes, actix_web::Error>(Bytes::from_static(b": connected\nretry: 2000\n\n"));
-        loop {
-            tokio::select! {
-                next = records.next() => match next {
-                    Some(Ok(r)) => {
-                        if !filter.keeps(&r) {
-                            continue;
-                        }
+        let mut wakes = wakes(records, deltas, ticker, shutdown, session_ended);
+        while let Some(wake) = wakes.next().await {
+            match wake {
+                Wake::Record(Ok(r)) => {
+                    if filter.keeps(&r) {
                         // Serialized once by the writer, shared by every stream.
                         yield Ok(r.frame());
                     }
-                    Some(Err(e)) => {
-                        tracing::error!(error = %e, "event stream failed; closing it");
-                        break;
-                    }
-                    None => break,
-                },
-                delta = deltas.recv() => match delta {
-                    Ok(d) => {
-                        if !filter.keeps_delta(&d.task_id, d.owner.as_deref()) {
-                            continue;
-                        }
-                        // Live-only: no `id:`, so a reconnect neither skips nor replays it; a named
-                        // SSE event, so `data:` of the default `message` events is always an Event.
+                }
+                Wake::Record(Err(e)) => {
+                    tracing::error!(error = %e, "event stream failed; closing it");
+                    break;
+                }
+                Wake::Delta(d) => {
+                    // Live-only: no `id:`, so a reconnect neither skips nor replays it; a named
+                    // SSE event, so `data:` of the default `message` events is always an Event.
+                    if filter.keeps_delta(&d.task_id, d.owner.as_deref()) {
                         yield Ok(Bytes::from(format!("event: agent.delta\ndata: {}\n\n", d.json)));
                     }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
-                },
-                _ = ticker.tick() => yield Ok(Bytes::from_static(b": heartbeat\n\n")),
-                _ = shutdown.changed() => break,
-                _ = session_end(&mut session_ended) => break,
+                }
+                Wake::Heartbeat => yield Ok(Bytes::from_static(b": heartbeat\n\n")),
+                Wake::End => break,
             }
         }
     };
@@ -109,6 +104,65 @@ pub async fn stream_events(
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
         .streaming(body))
+}
+
+/// What wakes an event stream.
+enum Wake {
+    /// The next committed record (or why the stream cannot go on).
+    Record(Result<Arc<Record>, String>),
+    /// A live-only agent delta.
+    Delta(Arc<Ephemeral>),
+    /// Time for a `: heartbeat` comment.
+    Heartbeat,
+    /// The records ended, the server shuts down, or the stream's session ended.
+    End,
+}
+
+/// One stream of everything that wakes an event stream. The records come first-hand; the
+/// rarer sources (deltas, heartbeats, shutdown, sign-out) sit in a `SelectAll`, which polls
+/// only the source that was woken. So a record costs one poll of the records alone, where a
+/// `select!` over all five re-created, re-registered and dropped every other source's waiter
+/// (the agents' broadcast and the shutdown watch, each behind a lock shared by every stream)
+/// once per frame and client.
+fn wakes(
+    records: impl Stream<Item = Result<Arc<Record>, String>> + 'static,
+    deltas: broadcast::Receiver<Arc<Ephemeral>>,
+    ticker: tokio::time::Interval,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    mut session_ended: Option<tokio::sync::watch::Receiver<bool>>,
+) -> impl Stream<Item = Wake> + Unpin {
+    let records = Box::pin(records)
+        .map(Wake::Record)
+        .chain(stream::once(std::future::ready(Wake::End)));
+    let deltas = stream::unfold(deltas, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(d) => return Some((Wake::Delta(d), rx)),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                // No more deltas (the agents are gone); the stream goes on without them.
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let heartbeats = stream::unfold(ticker, |mut t| async move {
+        t.tick().await;
+        Some((Wake::Heartbeat, t))
+    });
+    let shutdown = stream::once(async move {
+        let _ = shutdown.changed().await;
+        Wake::End
+    });
+    let signed_out = stream::once(async move {
+        session_end(&mut session_ended).await;
+        Wake::End
+    });
+    let rare = stream::select_all([
+        deltas.boxed_local(),
+        heartbeats.boxed_local(),
+        shutdown.boxed_local(),
+        signed_out.boxed_local(),
+    ]);
+    stream::select(records, rare)
 }
 
 /// Resolves when the session of a cookie-signed stream ends; never for other streams.
