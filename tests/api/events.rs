@@ -265,12 +265,7 @@ async fn a_team_server_refuses_callers_without_a_known_token() {
 async fn a_slow_reader_with_a_small_stream_buffer_still_gets_every_seq_in_order() {
     // A 32 KiB buffer holds about four of these 8 KiB events: a reader further behind than
     // that goes on from the log.
-    let server = TestServer::spawn_configured(
-        tempfile::TempDir::new().unwrap(),
-        crate::helpers::local_ada(),
-        |c| c.stream_buffer_bytes = 32 * 1024,
-    )
-    .await;
+    let server = TestServer::spawn_with_stream_buffer(32 * 1024).await;
     let api = server.api();
     api.get_me().await;
     let mut sse = api.events(&[], None).await;

@@ -78,6 +78,15 @@ impl TestServer {
         .await
     }
 
+    /// A server with one local user `ada` whose stream buffer (`--stream-buffer`) holds
+    /// `bytes`.
+    pub async fn spawn_with_stream_buffer(bytes: usize) -> TestServer {
+        Self::spawn_configured(TempDir::new().expect("temp dir"), local_ada(), |c| {
+            c.stream_buffer_bytes = bytes
+        })
+        .await
+    }
+
     /// A server on an existing data dir.
     pub async fn spawn_on(data: TempDir, auth: AuthMode) -> TestServer {
         Self::spawn_configured(data, auth, |_| {}).await

@@ -87,12 +87,7 @@ async fn metrics_and_the_contract_need_identity_and_serve_the_contract_file() {
 async fn the_stream_buffer_gauges_are_its_bytes_held_and_the_serve_limit() {
     // A 32 KiB buffer: the limit gauge is that, whatever the ring holds; the held gauge is
     // the bytes of the events in the ring (each far more than one byte), not their count.
-    let server = TestServer::spawn_configured(
-        tempfile::TempDir::new().unwrap(),
-        crate::helpers::local_ada(),
-        |c| c.stream_buffer_bytes = 32 * 1024,
-    )
-    .await;
+    let server = TestServer::spawn_with_stream_buffer(32 * 1024).await;
     let api = server.api();
     api.get_me().await;
     let (_repo, _project) = api.basic_project().await;
