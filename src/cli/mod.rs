@@ -263,12 +263,15 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 config.agents.meminfo = PathBuf::from(meminfo);
             }
             let running = crate::startup::run(listener, config).await?;
+            // Listening for the signals before saying so: a SIGTERM sent as soon as the line is
+            // read (a supervisor, a test) stops byre gracefully, not by the default action.
+            let stop = stop_signal();
             println!(
                 "byre listening on {} (data: {})",
                 running.url(),
                 data_dir.display()
             );
-            wait_for_signal().await;
+            stop.await;
             running.stop().await;
             Ok(0)
         }
@@ -328,19 +331,27 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-async fn wait_for_signal() {
+/// Listens for SIGTERM and SIGINT from the moment it is called; the future it returns ends at
+/// the first of them.
+fn stop_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-            }
-            return;
+        if let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            return Box::pin(async move {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
+                }
+            });
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    Box::pin(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 fn parse_role(text: &str) -> Result<byre_projections::sessions::SessionRole, String> {

@@ -102,6 +102,18 @@ async fn log_rebuild_and_replay_read_a_log_while_the_server_runs() {
 }
 
 #[test]
+fn a_sigterm_sent_as_soon_as_serve_says_it_listens_stops_it_gracefully() {
+    // A supervisor may signal the moment it reads the line: byre listens for the signal
+    // before printing it, so the stop is graceful (exit 0), never SIGTERM's default kill.
+    // Several rounds, since without that order it depends on timing.
+    for round in 0..20 {
+        let data = tempfile::TempDir::new().unwrap();
+        let server = ServeProcess::start(data.path());
+        assert_eq!(server.terminate(), Some(0), "round {round}");
+    }
+}
+
+#[test]
 fn serve_refuses_to_listen_beyond_loopback_without_authentication() {
     let (code, _, err) = run_cli(&[
         "serve",
