@@ -113,7 +113,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })?;
 
     let log_path = config.log_path();
-    remove_stale_snapshot_tmp(&log_path);
+    crate::log::snapshot::remove_leftover(&log_path);
     let (store, mut folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let store = Store::open(&log_path)?;
         let started = std::time::Instant::now();
@@ -306,23 +306,4 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         browsers,
         _lock: lock,
     })
-}
-
-/// Removes the `byre.snapshot.tmp` a server killed while writing a projection snapshot left
-/// beside the log. Only the server holding `byre.lock` writes that file, so under the lock it
-/// is always a leftover; without this it stayed until the next snapshot write replaced it.
-fn remove_stale_snapshot_tmp(log_path: &std::path::Path) {
-    let tmp = crate::log::snapshot::snapshot_path(log_path).with_extension("snapshot.tmp");
-    // A directory by that name is not byre's doing: left alone (the next snapshot write fails
-    // and says so).
-    if std::fs::symlink_metadata(&tmp).is_ok_and(|meta| !meta.is_dir()) {
-        match std::fs::remove_file(&tmp) {
-            Ok(()) => {
-                tracing::warn!(path = %tmp.display(), "removed a half-written projection snapshot a killed server left")
-            }
-            Err(e) => {
-                tracing::warn!(path = %tmp.display(), error = %e, "cannot remove a half-written projection snapshot a killed server left")
-            }
-        }
-    }
 }

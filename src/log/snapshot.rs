@@ -289,6 +289,31 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The temporary file a snapshot is written to before it is renamed over `snapshot`.
+fn temporary_path(snapshot: &Path) -> PathBuf {
+    snapshot.with_extension("snapshot.tmp")
+}
+
+/// Removes the `byre.snapshot.tmp` a server killed while writing a projection snapshot left
+/// beside the log at `log_path`. Only the server holding `byre.lock` writes that file, so under
+/// the lock it is always a leftover; without this it stayed until the next snapshot write
+/// replaced it.
+pub fn remove_leftover(log_path: &Path) {
+    let tmp = temporary_path(&snapshot_path(log_path));
+    // A directory by that name is not byre's doing: left alone (the next snapshot write fails
+    // and says so).
+    if std::fs::symlink_metadata(&tmp).is_ok_and(|meta| !meta.is_dir()) {
+        match std::fs::remove_file(&tmp) {
+            Ok(()) => {
+                tracing::warn!(path = %tmp.display(), "removed a half-written projection snapshot a killed server left")
+            }
+            Err(e) => {
+                tracing::warn!(path = %tmp.display(), error = %e, "cannot remove a half-written projection snapshot a killed server left")
+            }
+        }
+    }
+}
+
 /// Writes a snapshot of `encoded` (the state at `seq`, digest `digest`) at `path`, atomically:
 /// a temporary file beside it, fsync'd, renamed over `path`, and the directory fsync'd.
 /// # Errors
@@ -307,7 +332,7 @@ pub fn write(
         bookkeeping_bytes: encoded.bookkeeping_json.len() as u64,
         bookkeeping_sha256: hex(&Sha256::digest(&encoded.bookkeeping_json)),
     };
-    let tmp = path.with_extension("snapshot.tmp");
+    let tmp = temporary_path(path);
     let written = (|| -> std::io::Result<()> {
         let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
         writeln!(file, "BYRESNAP {SNAPSHOT_FORMAT}")?;
