@@ -114,15 +114,7 @@ pub const DEFAULT_AGENT_IDLE_STOP: &str = "15m";
 /// # Errors
 /// What is wrong with the text, for the user.
 pub fn parse_memory_floor(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    if digits > 0 && t[..digits].bytes().all(|b| b == b'0') {
-        // Zero: only the unit is left to check.
-        return crate::log::bus::parse_size(&format!("1{}", &t[digits..]))
-            .map(|_| 0)
-            .map_err(|_| format!("`{text}`: the unit is one of B, KiB, MiB, GiB"));
-    }
-    crate::log::bus::parse_size(text).map(|n| n as u64)
+    crate::log::bus::parse_size_or_zero(text).map(|n| n as u64)
 }
 
 /// Parses a duration for `--agent-idle-stop`: `0` (never), or a whole number with a unit of

@@ -161,6 +161,16 @@ impl Bus {
 /// # Errors
 /// A message for the user when it is not such a size, or is 0.
 pub fn parse_size(text: &str) -> Result<usize, String> {
+    match parse_size_or_zero(text)? {
+        0 => Err(format!("`{text}`: the size must be above 0")),
+        v => Ok(v),
+    }
+}
+
+/// As [`parse_size`], with 0 (in any unit) allowed.
+/// # Errors
+/// A message for the user when it is not such a size.
+pub fn parse_size_or_zero(text: &str) -> Result<usize, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
@@ -174,11 +184,8 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         "G" | "GiB" => 1024 * 1024 * 1024,
         _ => return Err(format!("`{text}`: the unit is one of B, KiB, MiB, GiB")),
     };
-    match n.checked_mul(factor) {
-        Some(0) => Err(format!("`{text}`: the size must be above 0")),
-        Some(v) => Ok(v),
-        None => Err(format!("`{text}` is too large")),
-    }
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("`{text}` is too large"))
 }
 
 #[cfg(test)]
