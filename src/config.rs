@@ -74,6 +74,9 @@ pub struct Config {
     /// When agent processes may start and when idle ones stop (`serve --agent-memory-floor`,
     /// `--agent-idle-stop`; both off in `Config::new`).
     pub agents: AgentLimits,
+    /// Host names served besides the listen address and loopback (`serve --public-host`,
+    /// `NAME` or `NAME:PORT`): the tailscale name, a reverse proxy's name (`http::edge`).
+    pub public_hosts: Vec<String>,
 }
 
 /// How many agent processes one machine holds (README.md, "Many agents on one machine").
@@ -198,6 +201,7 @@ impl Config {
                 .map(|h| h.to_string())
                 .collect(),
             agents: AgentLimits::default(),
+            public_hosts: Vec::new(),
         }
     }
 

@@ -97,6 +97,9 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     if !addr.ip().to_canonical().is_loopback() && !config.auth.authenticates() {
         anyhow::bail!("refusing to listen on {addr} without authentication: use --auth tailscale or --auth token, or a loopback address");
     }
+    let edge = web::Data::new(
+        http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?,
+    );
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
@@ -250,9 +253,16 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             .codebolt()
             .set_port(loopback.local_addr()?.port());
         let agent_app = app.clone();
+        // The agents' listener serves loopback only, on its own port.
+        let agent_edge = web::Data::new(
+            http::edge::Edge::new(loopback.local_addr()?, &[]).map_err(anyhow::Error::msg)?,
+        );
         let server = HttpServer::new(move || {
             ActixApp::new()
                 .app_data(agent_app.clone())
+                .app_data(agent_edge.clone())
+                .wrap(middleware::from_fn(http::json_errors))
+                .wrap(middleware::from_fn(http::edge::edge_guard))
                 .configure(crate::codebolt::endpoint::routes)
                 .default_service(web::to(http::no_route))
         })
@@ -267,8 +277,10 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
+            .app_data(edge.clone())
             .wrap(middleware::from_fn(http::json_errors))
             .wrap(middleware::from_fn(http::auth::page_guard))
+            .wrap(middleware::from_fn(http::edge::edge_guard))
             .wrap(middleware::from_fn(http::trace_request))
             .wrap(middleware::from_fn(http::security::security_headers))
             .configure(crate::codebolt::endpoint::routes)

@@ -97,6 +97,11 @@ pub enum Cmd {
         /// its session's next message resumes the conversation in a fresh process.
         #[arg(long, env = "BYRE_AGENT_IDLE_STOP", default_value = config::DEFAULT_AGENT_IDLE_STOP, value_parser = config::parse_duration)]
         agent_idle_stop: std::time::Duration,
+        /// A host name byre is reached by besides its listen address and localhost (`NAME`,
+        /// any port, or `NAME:PORT`), e.g. the tailscale name; repeatable. Requests naming any
+        /// other host are refused (421), which stops DNS rebinding.
+        #[arg(long = "public-host", env = "BYRE_PUBLIC_HOST", value_delimiter = ',')]
+        public_hosts: Vec<String>,
     },
     /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
     /// connected to a byre server; reconnects with backoff.
@@ -222,6 +227,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             browser_allow,
             agent_memory_floor,
             agent_idle_stop,
+            public_hosts,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -259,6 +265,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             };
             config.agents.memory_floor_bytes = agent_memory_floor;
             config.agents.idle_stop = agent_idle_stop;
+            config.public_hosts = public_hosts;
             if let Some(meminfo) = std::env::var_os("BYRE_MEMINFO").filter(|m| !m.is_empty()) {
                 config.agents.meminfo = PathBuf::from(meminfo);
             }

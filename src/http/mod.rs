@@ -10,6 +10,7 @@ mod agent_tools;
 pub mod auth;
 mod blobs;
 mod clients;
+pub mod edge;
 mod error;
 mod events;
 mod finish;

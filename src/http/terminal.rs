@@ -23,7 +23,9 @@ use crate::terminal::InputRefused;
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 
 /// `getTaskTerminal`: 400 bad `cols`/`rows` or not a WebSocket upgrade; 403 an `Origin` of
-/// another site; 404 unknown task; 409 closed task (or its worktree not made yet).
+/// another site (refused by `http::edge` before routing: a WebSocket is not bound by CORS and
+/// this one carries a shell's input); 404 unknown task; 409 closed task (or its worktree not
+/// made yet).
 pub async fn get_task_terminal(
     caller: Caller,
     task_id: web::Path<String>,
@@ -36,7 +38,6 @@ pub async fn get_task_terminal(
         query.get("cols").map(String::as_str),
         query.get("rows").map(String::as_str),
     )?;
-    same_origin(&req)?;
     op::terminal_place(&app, &task_id).await?;
     let (response, session, stream) = actix_ws::handle(&req, body)
         .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
@@ -44,34 +45,6 @@ pub async fn get_task_terminal(
     tracing::info!(task_id = %task_id, viewer_id = %viewer.id, login = %caller.login, pid = viewer.shell_pid, "terminal opened");
     actix_web::rt::spawn(serve(viewer, session, stream, app.config.terminal_ping));
     Ok(response)
-}
-
-/// Refuses a socket a page of another origin opens: a WebSocket is not bound by CORS and
-/// carries a shell's input, so a browser's `Origin` must be byre's own (its `Host`). Clients
-/// that send no `Origin` (not browsers) pass.
-/// # Errors
-/// 403 when `Origin` names another host, or is not a URL.
-fn same_origin(req: &HttpRequest) -> Result<(), ApiError> {
-    let Some(origin) = req.headers().get(actix_web::http::header::ORIGIN) else {
-        return Ok(());
-    };
-    let host = req
-        .headers()
-        .get(actix_web::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or_default();
-    let authority = origin
-        .to_str()
-        .ok()
-        .and_then(|o| o.split_once("://"))
-        .map(|(_, rest)| rest.trim_end_matches('/'));
-    if authority.is_some_and(|a| !a.is_empty() && a.eq_ignore_ascii_case(host)) {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden(
-            "a terminal opens only from byre's own pages (the Origin is another site)".into(),
-        ))
-    }
 }
 
 /// One viewer's socket until it or the shell ends.

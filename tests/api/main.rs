@@ -26,6 +26,7 @@ mod codeutil_break;
 mod codex;
 mod contract;
 mod crash;
+mod edge;
 mod events;
 mod finish;
 mod fork;

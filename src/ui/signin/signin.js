@@ -1,11 +1,22 @@
 // The sign-in page: trades the access token for byre's session cookie (POST /auth/signin,
 // README.md "Authentication"), then goes where the visitor was headed.
 
-/** Where to go after signing in: `next` when it is a path on this server, else `/`. */
+/**
+ * Where to go after signing in: `next` when it resolves to a page of this server, else `/`.
+ * The browser's own URL parser decides (it drops tabs and newlines and reads `//host`, `/\host`
+ * and `/%09/host` as another site), and only its path, query and fragment are kept, so the
+ * answer is always byre's own origin.
+ */
 function destination() {
   const next = new URLSearchParams(location.search).get("next") || "/";
-  // Only a local path: "/x", never "//host" or "/\host", which browsers read as another site.
-  return /^\/(?![/\\])/.test(next) ? next : "/";
+  let url;
+  try {
+    url = new URL(next, location.origin);
+  } catch {
+    return "/";
+  }
+  if (url.origin !== location.origin || !next.startsWith("/")) return "/";
+  return url.pathname + url.search + url.hash;
 }
 
 const form = document.getElementById("signin");

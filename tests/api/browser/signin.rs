@@ -272,3 +272,37 @@ async fn behind_tailscale_serve_the_page_works_as_is() {
     assert_eq!(r["body"]["login"], "grace@example.com");
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_that_leads_to_another_site_lands_on_byre_itself() {
+    let server = TestServer::spawn_team().await;
+    let b = Browser::open(&server.url).await;
+    let own = url::Url::parse(&server.url).expect("server url");
+    // Each `next` is the raw query text an attacker's link carries; the browser reads the tab,
+    // the newline and the backslash as parts of a protocol-relative URL to another host.
+    for next in [
+        "/%09/evil.example",
+        "/%0A/evil.example",
+        "//evil.example",
+        "/%5Cevil.example",
+        "https://evil.example/",
+        "javascript:alert(1)",
+        "/\t/evil.example",
+    ] {
+        // Signed out, so /signin shows its form rather than sending the visitor on.
+        b.client.delete_all_cookies().await.expect("sign out");
+        b.goto(&format!("/signin?next={next}")).await;
+        b.testid("signin-form", "").await;
+        sign_in(&b, TOKENS[0].0).await;
+        b.wait_js("the page left /signin", "location.pathname !== '/signin'")
+            .await;
+        let at =
+            url::Url::parse(&b.client.current_url().await.expect("url").to_string()).expect("url");
+        assert_eq!(
+            (at.scheme(), at.host_str(), at.port()),
+            (own.scheme(), own.host_str(), own.port()),
+            "next={next} led to {at}"
+        );
+    }
+    b.close().await;
+}
