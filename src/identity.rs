@@ -6,7 +6,9 @@
 //! (anything but GET, HEAD, OPTIONS) on the cookie must carry `X-Byre-CSRF: 1`, a header a
 //! cross-site form or script cannot send without a CORS preflight byre never grants. In every
 //! mode, a state-changing request the browser marks `Sec-Fetch-Site: cross-site` or
-//! `same-site` is refused: only byre's own pages act on its API from a browser.
+//! `same-site` is refused: only byre's own pages act on its API from a browser. Before any of
+//! this, `http::edge` has refused a `Host` byre does not serve and an `Origin` of another site,
+//! so the Tailscale headers below count only on requests with a served `Host`.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -97,9 +97,8 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     if !addr.ip().to_canonical().is_loopback() && !config.auth.authenticates() {
         anyhow::bail!("refusing to listen on {addr} without authentication: use --auth tailscale or --auth token, or a loopback address");
     }
-    let edge = web::Data::new(
-        http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?,
-    );
+    // A bad --public-host stops start-up before anything is opened.
+    http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
@@ -179,6 +178,18 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     if config.tailscale_bin.is_none() {
         config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
     }
+    // Behind `tailscale serve` requests name the machine's tailnet name: serve it as given.
+    if matches!(config.auth, crate::config::AuthMode::Tailscale) {
+        if let Some(bin) = &config.tailscale_bin {
+            if let Some(name) = crate::reactors::previews::tailnet_name(bin).await {
+                tracing::info!(host = %name, "serving the tailnet name");
+                config.public_hosts.push(name);
+            }
+        }
+    }
+    let edge = web::Data::new(
+        http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?,
+    );
     let (terminals, terminals_task) =
         crate::terminal::Terminals::start(writer.clone(), shutdown_rx.clone()).await;
     let data_dir = config.data_dir.clone();

@@ -46,6 +46,24 @@ async fn tailscale(bin: &Path, args: &[String]) {
     }
 }
 
+/// This machine's name on its tailnet (`tailscale status --json`: `Self.DNSName`, without its
+/// final dot), which `tailscale serve` sends as the `Host` of every request it forwards; `None`
+/// when tailscale is not running or says nothing.
+pub async fn tailnet_name(bin: &Path) -> Option<String> {
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.args(["status", "--json"])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(5), cmd.output())
+        .await
+        .ok()?
+        .ok()
+        .filter(|o| o.status.success())?;
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let name = status["Self"]["DNSName"].as_str()?.trim_end_matches('.');
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
 fn publish_args(port: u32) -> Vec<String> {
     vec![
         "serve".into(),

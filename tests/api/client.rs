@@ -286,9 +286,12 @@ fn escaping_archive() -> Vec<u8> {
 }
 
 /// A request to `path` of the server at `base` (local mode: no credentials needed).
+/// A request as `byre client` makes it: transfers carry `application/gzip` (a type no
+/// cross-site form can send, `http::edge`).
 fn raw(base: &str, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
     reqwest::Client::new()
         .request(method, format!("{base}{path}"))
+        .header("Content-Type", "application/gzip")
         .timeout(WAIT)
 }
 

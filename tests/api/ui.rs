@@ -56,6 +56,7 @@ async fn the_app_is_served_at_root_and_on_client_routes_and_api_paths_stay_json_
     }
     let post = client
         .post(format!("{}/", server.url))
+        .header("X-Byre-CSRF", "1")
         .send()
         .await
         .unwrap();
