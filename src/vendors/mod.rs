@@ -23,6 +23,7 @@ mod exits;
 pub mod mcp;
 pub(crate) mod reaper;
 pub mod runtime;
+pub mod sandbox;
 mod session;
 
 pub(crate) use reaper::{kill_group, SESSION_ENV};
