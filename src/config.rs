@@ -74,6 +74,10 @@ pub struct Config {
     /// When agent processes may start and when idle ones stop (`serve --agent-memory-floor`,
     /// `--agent-idle-stop`; both off in `Config::new`).
     pub agents: AgentLimits,
+    /// Whether every agent process runs in its bubblewrap sandbox (`serve --sandbox on|off`;
+    /// on by default, in `Config::new` too). Off, every agent can act as every user
+    /// (`docs/sandbox.md`); `crate::vendors::sandbox::Sandbox::start` decides at start-up.
+    pub sandbox: bool,
 }
 
 /// How many agent processes one machine holds (README.md, "Many agents on one machine").
@@ -198,6 +202,7 @@ impl Config {
                 .map(|h| h.to_string())
                 .collect(),
             agents: AgentLimits::default(),
+            sandbox: true,
         }
     }
 

@@ -38,8 +38,11 @@
 //!   `spawn_blocking`, whose threads end when idle.
 //! - `bwrap` passes its own environment on: set the process's environment on the command as
 //!   usual (cleared, then what it needs).
-//! - A confined process killed by a signal is seen as `bwrap` exiting with `128 + signal`:
-//!   [`Sandbox::exit_status`] turns that back into the signal.
+//! - A confined program killed by a signal is seen as `bwrap` exiting with code
+//!   `128 + signal` (the shell's convention, which `exits.rs` reads as that signal); a signal
+//!   sent to `bwrap` itself ends the sandbox (it is not passed on), while one sent to the
+//!   process group reaches every process in it (no `--new-session`: the caller chooses the
+//!   session, e.g. `setsid` before exec).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -344,22 +347,6 @@ impl Sandbox {
         cmd.args(args).current_dir(&access.cwd);
         cmd
     }
-
-    /// A process's exit as the confined program ended: `bwrap` exits `128 + n` when the
-    /// program was killed by signal `n`. Unchanged with the sandbox off, or for a signal that
-    /// ended `bwrap` itself.
-    pub fn exit_status(
-        &self,
-        code: Option<i32>,
-        signal: Option<i32>,
-    ) -> (Option<i32>, Option<i32>) {
-        match code {
-            Some(c) if self.is_on() && (129..=128 + 64).contains(&c) && signal.is_none() => {
-                (None, Some(c - 128))
-            }
-            _ => (code, signal),
-        }
-    }
 }
 
 fn push(argv: &mut Vec<OsString>, option: &str, from: &Path, to: &Path) {
@@ -482,17 +469,6 @@ mod tests {
         assert!(
             args.iter().position(|a| a == "--tmpfs") < args.iter().position(|a| a == "--bind"),
             "binds under /tmp go on top of the private /tmp"
-        );
-    }
-
-    #[test]
-    fn a_bwrap_exit_of_128_plus_n_is_signal_n_when_on() {
-        assert_eq!(on().exit_status(Some(137), None), (None, Some(9)));
-        assert_eq!(on().exit_status(Some(1), None), (Some(1), None));
-        assert_eq!(on().exit_status(None, Some(15)), (None, Some(15)));
-        assert_eq!(
-            Sandbox::off().exit_status(Some(137), None),
-            (Some(137), None)
         );
     }
 
@@ -644,25 +620,6 @@ mod tests {
         assert!(
             n_pids <= 8,
             "its own pid namespace: {n_pids} processes seen\n{out}"
-        );
-    }
-
-    #[test]
-    fn a_confined_program_killed_by_a_signal_is_seen_as_that_signal() {
-        let sandbox = Sandbox::probe(std::env::var_os("PATH").as_deref()).expect("bwrap");
-        let (program, args) = sandbox.argv(
-            &Access::new("/"),
-            Path::new("/bin/sh"),
-            &["-c".into(), "kill -TERM $$".into()],
-        );
-        let status = std::process::Command::new(program)
-            .args(args)
-            .status()
-            .expect("runs");
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            sandbox.exit_status(status.code(), status.signal()),
-            (None, Some(15))
         );
     }
 }
