@@ -326,6 +326,10 @@ impl Sandbox {
         for (host, inside) in &access.files {
             push(&mut argv, "--ro-bind", host, inside);
         }
+        // The root itself (a tmpfs holding the mount points) takes no writes: outside what
+        // is bound writable and the private /tmp, a write fails.
+        argv.push("--remount-ro".into());
+        argv.push("/".into());
         argv.push("--chdir".into());
         argv.push(access.cwd.clone().into_os_string());
         argv.push("--".into());
