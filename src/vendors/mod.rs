@@ -89,18 +89,19 @@ pub struct SpawnSpec {
 }
 
 /// The configured agent variables (`Config::agent_env`) a process of `vendor` gets: never
-/// byre's own settings (`BYRE_*`, read by byre itself) nor another vendor's keys — Claude Code
-/// no `OPENAI_*`/`CODEX_*`, Codex no `ANTHROPIC_*`/`CLAUDE_*`, a CodeBolt agent neither (its
-/// model calls go through byre, which keeps the key; and v2 clients copy every variable into
-/// their URL).
+/// another vendor's keys — Claude Code no `OPENAI_*`/`CODEX_*`, Codex no
+/// `ANTHROPIC_*`/`CLAUDE_*`, a CodeBolt agent neither (its model calls go through byre, which
+/// keeps the key; and v2 clients copy every variable into their URL). byre's own environment
+/// (login tokens included) never reaches an agent: each driver clears it and passes on only
+/// the variables it names.
 pub(crate) fn for_vendor(
     env: &[(String, String)],
     vendor: Vendor,
 ) -> impl Iterator<Item = &(String, String)> {
     let refused: &[&str] = match vendor {
-        Vendor::Claude => &["BYRE_", "OPENAI_", "CODEX_"],
-        Vendor::Codex => &["BYRE_", "ANTHROPIC_", "CLAUDE_"],
-        Vendor::Codebolt => &["BYRE_", "OPENAI_", "CODEX_", "ANTHROPIC_", "CLAUDE_"],
+        Vendor::Claude => &["OPENAI_", "CODEX_"],
+        Vendor::Codex => &["ANTHROPIC_", "CLAUDE_"],
+        Vendor::Codebolt => &["OPENAI_", "CODEX_", "ANTHROPIC_", "CLAUDE_"],
     };
     env.iter()
         .filter(move |(k, _)| !refused.iter().any(|p| k.starts_with(p)))
@@ -197,13 +198,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_vendor_gets_its_own_keys_only_and_none_of_byres_settings() {
+    fn each_vendor_gets_none_of_another_vendors_keys() {
         let env: Vec<(String, String)> = [
             "ANTHROPIC_API_KEY",
             "CLAUDE_CODE_OAUTH_TOKEN",
             "OPENAI_API_KEY",
             "CODEX_X",
-            "BYRE_TOKEN",
             "NODE_PATH",
         ]
         .iter()

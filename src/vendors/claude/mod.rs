@@ -445,4 +445,39 @@ mod tests {
             "the forked transcript is where the CLI looks from the fork's directory"
         );
     }
+
+    #[test]
+    fn a_transcript_in_the_shared_dir_of_older_builds_is_adopted_and_others_sessions_are_not_seen()
+    {
+        let data = tempfile::TempDir::new().unwrap();
+        let driver = ClaudeDriver::new(data.path(), Some("/bin/claude".into()), vec![]);
+        let cwd = data.path().join("wt");
+        let shared = driver.shared_transcript(&cwd, "v1");
+        std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
+        std::fs::write(&shared, "{}\n").unwrap();
+        let spec = |session: &str| SpawnSpec {
+            session_id: session.into(),
+            vendor_session_id: "v1".into(),
+            model: String::new(),
+            cwd: cwd.clone(),
+            port_base: 20_000,
+            resume: false,
+            socket_token: String::new(),
+            socket_port: 0,
+            mcp: None,
+            fork: None,
+            access: super::super::sandbox::Access::new(&cwd),
+        };
+        assert!(
+            driver.has_conversation(&spec("s1")),
+            "adopted from the shared dir"
+        );
+        assert!(driver.transcript_path("s1", &cwd, "v1").exists());
+        std::fs::remove_file(&shared).unwrap();
+        assert!(
+            !driver.has_conversation(&spec("s2")),
+            "another session's own transcript is not this one's"
+        );
+        assert_ne!(driver.config_dir("s1"), driver.config_dir("s2"));
+    }
 }

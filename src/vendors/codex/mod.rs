@@ -404,4 +404,30 @@ mod tests {
             Path::new("/data/agents/sessions/s1/codex-home")
         );
     }
+
+    #[test]
+    fn a_thread_is_copied_from_another_codex_home_once_at_the_same_place() {
+        let data = tempfile::tempdir().expect("temp dir");
+        let driver = CodexDriver::new(data.path(), Some("/bin/codex".into()), vec![]);
+        let from = driver.codex_home("a");
+        let day = from.join("sessions/2026/12/04");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::write(day.join("rollout-2026-12-04T00-00-00-th-1.jsonl"), "x").unwrap();
+        std::fs::write(day.join("rollout-2026-12-04T00-00-00-th-2.jsonl"), "y").unwrap();
+        let to = driver.codex_home("b");
+        driver.bring_thread(&from, &to, "th-1");
+        let copied = rollouts(&to, "th-1");
+        assert_eq!(
+            copied,
+            [to.join("sessions/2026/12/04/rollout-2026-12-04T00-00-00-th-1.jsonl")]
+        );
+        assert!(rollouts(&to, "th-2").is_empty(), "only the forked thread");
+        std::fs::write(&copied[0], "kept").unwrap();
+        driver.bring_thread(&from, &to, "th-1");
+        assert_eq!(
+            std::fs::read_to_string(&copied[0]).unwrap(),
+            "kept",
+            "not copied twice"
+        );
+    }
 }
