@@ -77,6 +77,10 @@ pub struct Config {
     /// Host names served besides the listen address and loopback (`serve --public-host`,
     /// `NAME` or `NAME:PORT`): the tailscale name, a reverse proxy's name (`http::edge`).
     pub public_hosts: Vec<String>,
+    /// Whether every agent process runs in its bubblewrap sandbox (`serve --sandbox on|off`;
+    /// on by default, in `Config::new` too). Off, every agent can act as every user
+    /// (`docs/sandbox.md`); `crate::vendors::sandbox::Sandbox::start` decides at start-up.
+    pub sandbox: bool,
 }
 
 /// How many agent processes one machine holds (README.md, "Many agents on one machine").
@@ -202,6 +206,7 @@ impl Config {
                 .collect(),
             agents: AgentLimits::default(),
             public_hosts: Vec::new(),
+            sandbox: true,
         }
     }
 

@@ -99,6 +99,18 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     }
     // A bad --public-host stops start-up before anything is opened.
     http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?;
+    // Before anything is made: a team server does not start without its sandbox (DESIGN.md
+    // invariant 8) unless asked.
+    let (sandbox, sandbox_warning) = crate::vendors::sandbox::Sandbox::start(
+        config.sandbox,
+        &config.auth,
+        std::env::var_os("PATH").as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    if let Some(warning) = sandbox_warning {
+        tracing::warn!("{warning}");
+    }
+    let sandbox = Arc::new(sandbox);
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
@@ -153,7 +165,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     };
     let mcp = Arc::new(
         crate::vendors::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
-            .context("cannot read or make the MCP secret")?,
+            .context("cannot remove the old MCP secret")?,
     );
     let (agents, agents_task) = crate::vendors::runtime::Runtime::start(
         writer.clone(),
@@ -161,6 +173,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         leftovers,
         mcp.clone(),
         worktrees.clone(),
+        sandbox,
         shutdown_rx.clone(),
     );
     for cli in agents.agent_clis() {

@@ -151,5 +151,6 @@ pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error>
             crate::config::AuthMode::Tailscale => "tailscale",
             crate::config::AuthMode::Token { .. } => "token",
         },
+        "sandbox": app.agents.sandbox().is_on(),
     }))
 }

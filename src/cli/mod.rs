@@ -31,6 +31,15 @@ pub enum Auth {
     Token,
 }
 
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
@@ -102,6 +111,11 @@ pub enum Cmd {
         /// other host are refused (421), which stops DNS rebinding.
         #[arg(long = "public-host", env = "BYRE_PUBLIC_HOST", value_delimiter = ',')]
         public_hosts: Vec<String>,
+        /// Run every agent process in a bubblewrap sandbox (docs/sandbox.md). `off`: every
+        /// agent can act as every user. Where bwrap cannot run, token and tailscale modes do
+        /// not start unless `off` is given; local mode starts with a warning.
+        #[arg(long, env = "BYRE_SANDBOX", value_enum, default_value = "on")]
+        sandbox: OnOff,
     },
     /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
     /// connected to a byre server; reconnects with backoff.
@@ -228,6 +242,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             agent_memory_floor,
             agent_idle_stop,
             public_hosts,
+            sandbox,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -266,6 +281,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             config.agents.memory_floor_bytes = agent_memory_floor;
             config.agents.idle_stop = agent_idle_stop;
             config.public_hosts = public_hosts;
+            config.sandbox = sandbox == OnOff::On;
             if let Some(meminfo) = std::env::var_os("BYRE_MEMINFO").filter(|m| !m.is_empty()) {
                 config.agents.meminfo = PathBuf::from(meminfo);
             }

@@ -17,6 +17,7 @@
 //! interrupt → `stopProcessClicked`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use byre_projections::sessions::{
     AgentText, ToolCall, ToolResult, TurnEnded, TurnOutcome, Usage, Vendor, VendorItem,
@@ -24,6 +25,7 @@ use byre_projections::sessions::{
 };
 use serde_json::{json, Value};
 
+use super::sandbox::Sandbox;
 use super::{Driver, Image, Protocol, Reaction, SpawnSpec};
 use crate::codebolt::frames::text;
 
@@ -44,7 +46,10 @@ pub fn agents_dir(data_dir: &Path) -> PathBuf {
 /// Starts CodeBolt agents.
 pub struct CodeboltDriver {
     agents_dir: PathBuf,
-    home: PathBuf,
+    /// byre's data dir: each agent's `HOME` is `home/` in its session's
+    /// [`super::session_dir`].
+    data_dir: PathBuf,
+    sandbox: Arc<Sandbox>,
     node: PathBuf,
     /// byre's own `NODE_PATH`, passed on (where a shared `@codebolt/codeboltjs` lives).
     node_path: Option<std::ffi::OsString>,
@@ -61,11 +66,18 @@ impl CodeboltDriver {
             .unwrap_or_else(|| "node".into());
         CodeboltDriver {
             agents_dir,
-            home: home_dir(data_dir),
+            data_dir: data_dir.to_owned(),
+            sandbox: Arc::new(Sandbox::off()),
             node,
             node_path: std::env::var_os("NODE_PATH").filter(|p| !p.is_empty()),
             extra_env,
         }
+    }
+
+    /// The same driver, its agents run in `sandbox`.
+    pub fn sandboxed(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// The entry script of `codebolt:<agent>`.
@@ -91,16 +103,42 @@ impl Driver for CodeboltDriver {
     }
 
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
-        let _ = std::fs::create_dir_all(&self.home);
-        let mut cmd = tokio::process::Command::new(&self.node);
-        cmd.arg(self.entry(&spec.model))
-            .current_dir(&spec.cwd)
+        let dir = super::session_dir(&self.data_dir, &spec.session_id);
+        let home = dir.join("home");
+        let _ = std::fs::create_dir_all(&home);
+        let entry = self.entry(&spec.model);
+        let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        // The session's own HOME; the agent's code (its directory, or every agent's when it is
+        // one of theirs) and NODE_PATH's modules read-only.
+        let mut access = spec.access.clone().write(&dir);
+        let code = if entry.starts_with(&self.agents_dir) {
+            Some(self.agents_dir.clone())
+        } else {
+            entry.parent().map(Path::to_owned)
+        };
+        access = access.read(code.unwrap_or_else(|| entry.clone()));
+        let configured = self
+            .extra_env
+            .iter()
+            .filter(|(k, _)| k == "NODE_PATH")
+            .map(|(_, v)| std::ffi::OsString::from(v));
+        for p in self.node_path.iter().cloned().chain(configured) {
+            for d in std::env::split_paths(&p).filter(|d| d.is_absolute() && d.exists()) {
+                access = access.read(d);
+            }
+        }
+        let node = if self.sandbox.is_on() {
+            access.program(&self.node, Some(&path))
+        } else {
+            self.node.clone()
+        };
+        let mut cmd = self
+            .sandbox
+            .command(&access, &node, &[entry.into_os_string()]);
+        cmd.current_dir(&spec.cwd)
             .env_clear()
-            .env(
-                "PATH",
-                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-            )
-            .env("HOME", &self.home)
+            .env("PATH", &path)
+            .env("HOME", &home)
             .env("SOCKET_PORT", spec.socket_port.to_string())
             .env("agentId", &spec.socket_token)
             .env("threadToken", &spec.socket_token)
@@ -109,13 +147,7 @@ impl Driver for CodeboltDriver {
         if let Some(p) = &self.node_path {
             cmd.env("NODE_PATH", p);
         }
-        // The LLM key stays with byre (inference goes through it), and v2 clients copy every
-        // variable into their URL.
-        for (k, v) in self
-            .extra_env
-            .iter()
-            .filter(|(k, _)| !k.starts_with("OPENAI_"))
-        {
+        for (k, v) in super::for_vendor(&self.extra_env, Vendor::Codebolt) {
             cmd.env(k, v);
         }
         cmd
@@ -413,6 +445,7 @@ mod tests {
             socket_port: 7777,
             mcp: None,
             fork: None,
+            access: crate::vendors::sandbox::Access::new("/w"),
         };
         let cmd = d.command(&spec);
         let env: std::collections::HashMap<_, _> = cmd

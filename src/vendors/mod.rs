@@ -12,7 +12,7 @@
 //! processes: each in its own process group, reaped, none outliving the server (DESIGN.md
 //! invariant 7).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use byre_projections::sessions::{Vendor, VendorItem};
 
@@ -23,6 +23,7 @@ mod exits;
 pub mod mcp;
 pub(crate) mod reaper;
 pub mod runtime;
+pub mod sandbox;
 mod session;
 
 pub(crate) use reaper::{kill_group, SESSION_ENV};
@@ -82,11 +83,53 @@ pub struct SpawnSpec {
     /// A fork's first start (`forkSnapshot`): the conversation to fork and where to cut it;
     /// `None` for other sessions and once the fork has a conversation of its own.
     pub fork: Option<ForkSpec>,
+    /// What the process may reach in its sandbox, by its role (the driver adds the session's
+    /// own directories and the CLI's install): [`sandbox`].
+    pub access: sandbox::Access,
+}
+
+/// The configured agent variables (`Config::agent_env`) a process of `vendor` gets: never
+/// another vendor's keys — Claude Code no `OPENAI_*`/`CODEX_*`, Codex no
+/// `ANTHROPIC_*`/`CLAUDE_*`, a CodeBolt agent neither (its model calls go through byre, which
+/// keeps the key; and v2 clients copy every variable into their URL). byre's own environment
+/// (login tokens included) never reaches an agent: each driver clears it and passes on only
+/// the variables it names.
+pub(crate) fn for_vendor(
+    env: &[(String, String)],
+    vendor: Vendor,
+) -> impl Iterator<Item = &(String, String)> {
+    let refused: &[&str] = match vendor {
+        Vendor::Claude => &["OPENAI_", "CODEX_"],
+        Vendor::Codex => &["ANTHROPIC_", "CLAUDE_"],
+        Vendor::Codebolt => &["OPENAI_", "CODEX_", "ANTHROPIC_", "CLAUDE_"],
+    };
+    env.iter()
+        .filter(move |(k, _)| !refused.iter().any(|p| k.starts_with(p)))
+}
+
+/// One session's own vendor state: `{data}/agents/sessions/{session_id}` (HOME, Claude Code's
+/// config dir, Codex's `CODEX_HOME`), so no agent reaches another session's transcripts.
+/// A session id byre did not make (a character outside `[A-Za-z0-9_-]`) is written with `_`.
+pub fn session_dir(data_dir: &Path, session_id: &str) -> PathBuf {
+    let name: String = session_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    data_dir.join("agents/sessions").join(name)
 }
 
 /// What a fork's first start resumes (`AgentSession.forked_from` / `forked_at`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForkSpec {
+    /// byre's id of the forked session (whose own directory holds the conversation; empty
+    /// when the fold no longer names it).
+    pub session_id: String,
     /// The forked vendor session (Claude Code's session id, Codex's thread id).
     pub vendor_session_id: String,
     /// The vendor's id of the last thing kept: a Claude Code assistant message uuid, a Codex
@@ -148,4 +191,46 @@ pub trait Driver: Send + Sync {
     fn has_conversation(&self, spec: &SpawnSpec) -> bool;
     /// The protocol state of one new process started for `spec`.
     fn protocol(&self, spec: &SpawnSpec) -> Box<dyn Protocol>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_vendor_gets_none_of_another_vendors_keys() {
+        let env: Vec<(String, String)> = [
+            "ANTHROPIC_API_KEY",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "OPENAI_API_KEY",
+            "CODEX_X",
+            "NODE_PATH",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), "v".to_string()))
+        .collect();
+        let names = |v| -> Vec<&str> { for_vendor(&env, v).map(|(k, _)| k.as_str()).collect() };
+        assert_eq!(
+            names(Vendor::Claude),
+            ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "NODE_PATH"]
+        );
+        assert_eq!(
+            names(Vendor::Codex),
+            ["OPENAI_API_KEY", "CODEX_X", "NODE_PATH"]
+        );
+        assert_eq!(names(Vendor::Codebolt), ["NODE_PATH"]);
+    }
+
+    #[test]
+    fn a_session_dir_is_one_name_under_agents_sessions() {
+        let d = Path::new("/data");
+        assert_eq!(
+            session_dir(d, "a-1_b"),
+            Path::new("/data/agents/sessions/a-1_b")
+        );
+        assert_eq!(
+            session_dir(d, "../x"),
+            Path::new("/data/agents/sessions/___x")
+        );
+    }
 }

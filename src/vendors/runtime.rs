@@ -169,6 +169,8 @@ pub struct Runtime {
     admission: admission::Admission,
     /// How long a process may sit without a turn before it is stopped; zero: never.
     idle_stop: std::time::Duration,
+    /// The sandbox every process runs in (`serve --sandbox`).
+    sandbox: Arc<super::sandbox::Sandbox>,
 }
 
 impl Runtime {
@@ -180,6 +182,7 @@ impl Runtime {
         leftovers: Vec<Zombie>,
         mcp: Arc<crate::vendors::mcp::McpHost>,
         worktrees: crate::reactors::worktrees::Worktrees,
+        sandbox: Arc<super::sandbox::Sandbox>,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Arc<Runtime>, tokio::task::JoinHandle<()>) {
         let data_dir = &config.data_dir;
@@ -188,17 +191,21 @@ impl Runtime {
             me: me.clone(),
             writer: writer.clone(),
             run_dir: data_dir.join("run"),
-            claude: Arc::new(ClaudeDriver::new(
-                data_dir,
-                config.claude_bin.clone(),
-                config.agent_env.clone(),
-            )),
-            codex: Arc::new(CodexDriver::new(
-                data_dir,
-                config.codex_bin.clone(),
-                config.agent_env.clone(),
-            )),
-            codebolt: Arc::new(CodeboltDriver::new(data_dir, config.agent_env.clone())),
+            claude: Arc::new(
+                ClaudeDriver::new(
+                    data_dir,
+                    config.claude_bin.clone(),
+                    config.agent_env.clone(),
+                )
+                .sandboxed(sandbox.clone()),
+            ),
+            codex: Arc::new(
+                CodexDriver::new(data_dir, config.codex_bin.clone(), config.agent_env.clone())
+                    .sandboxed(sandbox.clone()),
+            ),
+            codebolt: Arc::new(
+                CodeboltDriver::new(data_dir, config.agent_env.clone()).sandboxed(sandbox.clone()),
+            ),
             codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
             live: DashMap::new(),
             vendor_rate_limits: DashMap::new(),
@@ -211,6 +218,7 @@ impl Runtime {
             stopping: std::sync::atomic::AtomicBool::new(false),
             admission: admission::Admission::new(&config.agents),
             idle_stop: config.agents.idle_stop,
+            sandbox,
         });
         // Token files of sessions that are not live (a crash skipped their removal) go before
         // anything runs.
@@ -280,6 +288,11 @@ impl Runtime {
                 }
             })
             .collect()
+    }
+
+    /// The sandbox agents' processes run in (the one spawn path: `super::sandbox`).
+    pub fn sandbox(&self) -> &Arc<super::sandbox::Sandbox> {
+        &self.sandbox
     }
 
     /// The CodeBolt agents' links, by secret token.

@@ -171,8 +171,18 @@ async fn run_process(
     let _enter = span.enter();
     let mut cmd = driver.command(&spec);
     cmd.env(SESSION_ENV, &spec.session_id);
-    cmd.process_group(0)
-        .stdin(std::process::Stdio::piped())
+    // Its own session, hence its own process group (pgid = pid) and no controlling terminal:
+    // an agent cannot reach the terminal byre may run in (TIOCSTI).
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
@@ -197,10 +207,20 @@ async fn run_process(
             return;
         }
     }
-    let spawned = if spec.cwd.is_dir() {
-        cmd.spawn().map_err(Some)
-    } else {
+    // Confined, a missing CLI would be bwrap's failure to exec it: say so before, as the
+    // spawn itself would unconfined.
+    let missing = rt.sandbox().is_on()
+        && super::sandbox::resolve(
+            std::path::Path::new(&driver.program().0),
+            std::env::var_os("PATH").as_deref(),
+        )
+        .is_none();
+    let spawned = if !spec.cwd.is_dir() {
         Err(None)
+    } else if missing {
+        Err(Some(std::io::Error::from(std::io::ErrorKind::NotFound)))
+    } else {
+        cmd.spawn().map_err(Some)
     };
     let mut child = match spawned {
         Ok(c) => c,

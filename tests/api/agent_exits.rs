@@ -72,6 +72,40 @@ async fn agent_pid(api: &Api, session_id: &str) -> i32 {
     p["pid"].as_i64().unwrap() as i32
 }
 
+/// The pid of the session's CLI itself: byre's process is the sandbox's `bwrap`, which runs
+/// the CLI under a `bwrap` of its own (pid 1 of the sandbox); a signal to `bwrap` ends the
+/// sandbox rather than reaching the CLI. Unconfined, the CLI is byre's process.
+async fn cli_pid(api: &Api, session_id: &str) -> i32 {
+    let top = agent_pid(api, session_id).await;
+    let is_bwrap = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .split(|b| *b == 0)
+            .next()
+            .is_some_and(|argv0| argv0.ends_with(b"bwrap"))
+    };
+    if !is_bwrap(top) {
+        return top;
+    }
+    let parent = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<i32>()
+                    .ok()
+            })
+    };
+    marked(session_id)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .find(|&pid| !is_bwrap(pid) && parent(pid).is_some_and(|pp| is_bwrap(pp)))
+        .unwrap_or_else(|| panic!("no CLI under {top}: {:?}", marked(session_id)))
+}
+
 fn signal(pid: i32, sig: i32) {
     // SAFETY: sending a signal has no memory-safety effect.
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "signal {sig} to {pid}");
@@ -91,7 +125,7 @@ async fn a_sigterm_to_claude_code_during_a_bash_tool_leaves_no_process_of_the_se
     let mut b = Bench::start("s_signals").await;
     let (task, sid) = task_in_a_sleeping_tool(&mut b).await;
     let sleep_pid = sleeping_tool(&sid).await;
-    signal(agent_pid(&b.api, &sid).await, libc::SIGTERM);
+    signal(cli_pid(&b.api, &sid).await, libc::SIGTERM);
     let events = b.turn().await;
     let ended = find(&events, "turn.ended");
     assert_eq!(ended["payload"]["outcome"], "failed");
@@ -137,6 +171,42 @@ async fn a_graceful_stop_during_a_bash_tool_leaves_no_process_of_the_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_9_of_byre_during_a_bash_tool_takes_the_sandboxed_session_down_with_it() {
+    let fake = byre_fake_models::FakeAnthropic::fixture("s_signals")
+        .await
+        .unwrap();
+    let bin = claude_bin().await;
+    let data = TempDir::new().unwrap();
+    let env = [
+        ("BYRE_CLAUDE_BIN", bin.to_str().unwrap()),
+        ("ANTHROPIC_BASE_URL", fake.url.as_str()),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
+        ("CLAUDE_CODE_MAX_RETRIES", "2"),
+    ];
+    let server = crate::process::ServeProcess::start_with_env(data.path(), &env);
+    let api = Api::for_url(&server.url);
+    let (_repo, pid) = api.basic_project().await;
+    let task = api
+        .create_task_with(&pid, json!({"title": "kill", "prompt": "sleep in a tool"}))
+        .await;
+    let sid = api.first_session_id(task["id"].as_str().unwrap()).await;
+    sleeping_tool(&sid).await;
+    server.kill_9();
+    // bwrap's --die-with-parent: the sandbox, the CLI and its tool end with byre.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !marked(&sid).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left running after byre's kill -9: {:?}",
+            marked(&sid)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Unconfined (`BYRE_SANDBOX=off`), what a killed byre leaves is found and killed by the next
+/// start (`reaper::clear_leftovers`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_kill_9_of_byre_during_a_bash_tool_the_next_start_leaves_no_old_process() {
     let fake = byre_fake_models::FakeAnthropic::fixture("s_signals")
         .await
@@ -144,6 +214,7 @@ async fn after_a_kill_9_of_byre_during_a_bash_tool_the_next_start_leaves_no_old_
     let bin = claude_bin().await;
     let data = TempDir::new().unwrap();
     let env = [
+        ("BYRE_SANDBOX", "off"),
         ("BYRE_CLAUDE_BIN", bin.to_str().unwrap()),
         ("ANTHROPIC_BASE_URL", fake.url.as_str()),
         ("ANTHROPIC_API_KEY", "sk-ant-fake-key"),
@@ -201,7 +272,7 @@ async fn a_message_queued_when_claude_code_gets_sigint_reaches_the_model_once_an
     let input_id = find(&queued, "user.queued")["payload"]["input_id"].clone();
     let old_pid = agent_pid(&b.api, &sid).await;
     // SIGINT from outside byre: the CLI ends its turn as interrupted and exits (code 0).
-    signal(old_pid, libc::SIGINT);
+    signal(cli_pid(&b.api, &sid).await, libc::SIGINT);
     let first = b.turn().await;
     assert_eq!(
         find(&first, "turn.ended")["payload"]["outcome"],

@@ -253,8 +253,13 @@ fn awaited(client: &str, captured: &[Value]) -> Option<String> {
 async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awaits() {
     let mut b = Bench::start().await;
     let answering = answer_questions(b.api.clone());
-    let frames = fixture("frames.jsonl");
-    let task = b.task(&fixture("replay"), frames.to_str().unwrap()).await;
+    // The agent reads the frames beside its own code: in its sandbox it reaches its own
+    // directory, not the rest of the fixtures.
+    let agent = TempDir::new().unwrap();
+    std::fs::copy(fixture("replay/index.js"), agent.path().join("index.js")).unwrap();
+    let frames = agent.path().join("frames.jsonl");
+    std::fs::copy(fixture("frames.jsonl"), &frames).unwrap();
+    let task = b.task(agent.path(), frames.to_str().unwrap()).await;
     let events = until_kind(&mut b.sse, "turn.ended", TURN_WAIT).await;
     let ended = all(&events, "turn.ended")[0];
     assert_eq!(

@@ -335,9 +335,12 @@ async fn a_message_sent_during_a_turn_is_queued_and_runs_as_the_next_turn() {
     b.server.stop().await;
 }
 
-/// Whether a child of `parent` runs `sleep 30` (Codex runs commands in sessions of their own).
-fn sleeping_child(parent: u32) -> bool {
-    sleeping_child_pid(parent).is_some()
+/// Whether a descendant of `root` (the sandbox's bwrap, or Codex itself unconfined) runs
+/// `sleep 30` (Codex runs commands in sessions of their own).
+fn sleeping_child(root: u32) -> bool {
+    descendants(root)
+        .into_iter()
+        .any(|p| sleeping_child_pid(p).is_some())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,6 +432,22 @@ fn sleeping_child_pid(parent: u32) -> Option<u32> {
         })
 }
 
+/// The pids of the descendants of `root`, at any depth.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let more = children(found[i]);
+        found.extend(
+            more.into_iter()
+                .filter(|p| !found.contains(p))
+                .collect::<Vec<_>>(),
+        );
+        i += 1;
+    }
+    found
+}
+
 /// The pids of the children of `parent`.
 fn children(parent: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
@@ -470,11 +489,12 @@ async fn a_codex_killed_from_outside_fails_its_turn_and_leaves_no_command_runnin
     b.until("tool.call").await;
     let status = b.api.call("getStatus", &[], &[], None).await;
     let app_server = status.body["agent_processes"][0]["pid"].as_u64().unwrap() as u32;
-    // The command's bash runs in a session of its own, a child of the app-server; its
-    // `sleep 30` under it outlives a killed Codex unless byre stops it.
+    // The command's bash runs in a session of its own, a child of the app-server (itself
+    // under the sandbox's bwrap, whose pid byre shows); its `sleep 30` under it outlives a
+    // killed Codex unless byre stops it.
     let mut sleeper = None;
     for _ in 0..100 {
-        sleeper = children(app_server)
+        sleeper = descendants(app_server)
             .into_iter()
             .find_map(sleeping_child_pid);
         if sleeper.is_some() {

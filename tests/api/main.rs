@@ -38,6 +38,7 @@ mod old_logs;
 mod projects;
 mod recovery;
 mod reviews;
+mod sandbox;
 mod snapshots;
 mod startup_snapshot;
 mod subagents;

@@ -5,12 +5,15 @@
 //! - [`ClaudeDriver`]: argv and environment; [`ClaudeProtocol`]: input lines, and each output
 //!   line's [`Reaction`].
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine;
 use byre_projections::sessions::{Vendor, VendorItem};
 use serde_json::json;
 
+use super::sandbox::Sandbox;
 use super::{Driver, Image, Protocol, Reaction, SpawnSpec};
 
 pub mod wire;
@@ -38,17 +41,20 @@ const MCP_CONNECT_TIMEOUT_MS: &str = "60000";
 pub struct ClaudeDriver {
     /// The `claude` program: `BYRE_CLAUDE_BIN`, else `claude` on PATH.
     pub program: PathBuf,
-    /// `HOME` of the CLI (byre-owned, under the data dir).
-    pub home: PathBuf,
-    /// `CLAUDE_CONFIG_DIR`: its sessions live here, so `--resume` finds them.
-    pub config_dir: PathBuf,
+    /// byre's data dir: each session's `HOME` and `CLAUDE_CONFIG_DIR` live in its own
+    /// [`super::session_dir`] (`home/`, `claude/`), so `--resume` finds its sessions and no
+    /// agent reads another's.
+    pub data_dir: PathBuf,
     /// Variables set on top of those passed through.
     pub extra_env: Vec<(String, String)>,
+    /// The sandbox the CLI runs in.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl ClaudeDriver {
-    /// A driver keeping the CLI's state under `{data_dir}/agents/claude`; the program is
-    /// `program`, else `BYRE_CLAUDE_BIN`, else `claude` on PATH.
+    /// A driver keeping each session's CLI state under `{data_dir}/agents/sessions/`; the
+    /// program is `program`, else `BYRE_CLAUDE_BIN`, else `claude` on PATH. Unconfined until
+    /// [`ClaudeDriver::sandboxed`].
     pub fn new(
         data_dir: &Path,
         program: Option<PathBuf>,
@@ -61,50 +67,88 @@ impl ClaudeDriver {
                     .map(PathBuf::from)
             })
             .unwrap_or_else(|| PathBuf::from("claude"));
-        let root = data_dir.join("agents/claude");
         ClaudeDriver {
             program,
-            home: root.join("home"),
-            config_dir: root.join("config"),
+            data_dir: data_dir.to_owned(),
             extra_env,
+            sandbox: Arc::new(Sandbox::off()),
         }
+    }
+
+    /// The same driver, its CLI run in `sandbox`.
+    pub fn sandboxed(mut self, sandbox: Arc<Sandbox>) -> ClaudeDriver {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The session's `HOME`.
+    pub fn home(&self, session_id: &str) -> PathBuf {
+        super::session_dir(&self.data_dir, session_id).join("home")
+    }
+
+    /// The session's `CLAUDE_CONFIG_DIR`.
+    pub fn config_dir(&self, session_id: &str) -> PathBuf {
+        super::session_dir(&self.data_dir, session_id).join("claude")
     }
 
     /// Where the CLI keeps a session's transcript: `projects/<cwd, every non-alphanumeric
-    /// character replaced by ->/<id>.jsonl` (PROTOCOL.md §7).
-    pub fn transcript_path(&self, cwd: &Path, vendor_session_id: &str) -> PathBuf {
-        let encoded: String = cwd
-            .to_string_lossy()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        self.config_dir
-            .join("projects")
-            .join(encoded)
-            .join(format!("{vendor_session_id}.jsonl"))
+    /// character replaced by ->/<id>.jsonl` (PROTOCOL.md §7) under the session's config dir.
+    pub fn transcript_path(
+        &self,
+        session_id: &str,
+        cwd: &Path,
+        vendor_session_id: &str,
+    ) -> PathBuf {
+        transcript_in(&self.config_dir(session_id), cwd, vendor_session_id)
     }
-}
 
-impl ClaudeDriver {
-    /// Copies the forked session's transcript to where the CLI looks for it from the fork's
-    /// directory `cwd`: sessions are kept per directory (PROTOCOL.md §7; `--resume` from
-    /// another directory finds nothing), and a fork runs in its own worktree. The copy is
-    /// the CLI's own state under byre's data dir; a failure is logged and the CLI's start
+    /// Where builds before per-session directories kept every session's transcripts:
+    /// `{data}/agents/claude/config`.
+    fn shared_transcript(&self, cwd: &Path, vendor_session_id: &str) -> PathBuf {
+        transcript_in(
+            &self.data_dir.join("agents/claude/config"),
+            cwd,
+            vendor_session_id,
+        )
+    }
+
+    /// Copies the forked session's transcript to where the CLI looks for it in this session's
+    /// config dir from the fork's directory `cwd`: sessions are kept per directory
+    /// (PROTOCOL.md §7; `--resume` from another directory finds nothing) and per byre
+    /// session, and a fork runs in its own worktree. A failure is logged and the CLI's start
     /// then fails, recorded as the turn's error.
-    fn bring_transcript(&self, fork: &super::ForkSpec, cwd: &Path) {
-        let from = self.transcript_path(&fork.cwd, &fork.vendor_session_id);
-        let to = self.transcript_path(cwd, &fork.vendor_session_id);
-        if from == to {
-            return;
-        }
-        let copied = to
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::copy(&from, &to).map(|_| ()));
-        if let Err(e) = copied {
+    fn bring_transcript(&self, fork: &super::ForkSpec, session_id: &str, cwd: &Path) {
+        let own = self.transcript_path(&fork.session_id, &fork.cwd, &fork.vendor_session_id);
+        let from = if own.exists() {
+            own
+        } else {
+            self.shared_transcript(&fork.cwd, &fork.vendor_session_id)
+        };
+        let to = self.transcript_path(session_id, cwd, &fork.vendor_session_id);
+        if let Err(e) = copy_file(&from, &to) {
             tracing::warn!(error = %e, from = %from.display(), "cannot copy the forked session's transcript");
         }
     }
+}
+
+fn transcript_in(config_dir: &Path, cwd: &Path, vendor_session_id: &str) -> PathBuf {
+    let encoded: String = cwd
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    config_dir
+        .join("projects")
+        .join(encoded)
+        .join(format!("{vendor_session_id}.jsonl"))
+}
+
+/// Copies `from` to `to`, making `to`'s directory.
+fn copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::copy(from, to).map(|_| ())
 }
 
 fn control(request_id: &str, request: serde_json::Value) -> String {
@@ -124,10 +168,11 @@ impl Driver for ClaudeDriver {
     }
 
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
-        let _ = std::fs::create_dir_all(&self.home);
-        let _ = std::fs::create_dir_all(&self.config_dir);
-        let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args([
+        let home = self.home(&spec.session_id);
+        let config_dir = self.config_dir(&spec.session_id);
+        let _ = std::fs::create_dir_all(&home);
+        let _ = std::fs::create_dir_all(&config_dir);
+        let mut args: Vec<OsString> = [
             "-p",
             "--input-format",
             "stream-json",
@@ -135,25 +180,29 @@ impl Driver for ClaudeDriver {
             "stream-json",
             "--verbose",
             "--include-partial-messages",
-        ]);
-        cmd.args(["--permission-mode", "bypassPermissions"]);
+            "--permission-mode",
+            "bypassPermissions",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        let mut push = |a: &[&str]| args.extend(a.iter().map(OsString::from));
         if !spec.model.is_empty() {
-            cmd.args(["--model", &spec.model]);
+            push(&["--model", &spec.model]);
         }
         match (&spec.fork, spec.resume) {
             (_, true) => {
-                cmd.args(["--resume", &spec.vendor_session_id]);
+                push(&["--resume", &spec.vendor_session_id]);
             }
             (Some(fork), false) => {
                 // PROTOCOL.md §7 and the e2/e3 transcripts: the forked session resumed, cut
                 // after the assistant message `at`, under byre's own id for the fork.
-                self.bring_transcript(fork, &spec.cwd);
-                cmd.args(["--resume", &fork.vendor_session_id, "--fork-session"]);
-                cmd.args(["--resume-session-at", &fork.at]);
-                cmd.args(["--session-id", &spec.vendor_session_id]);
+                self.bring_transcript(fork, &spec.session_id, &spec.cwd);
+                push(&["--resume", &fork.vendor_session_id, "--fork-session"]);
+                push(&["--resume-session-at", &fork.at]);
+                push(&["--session-id", &spec.vendor_session_id]);
             }
             (None, false) => {
-                cmd.args(["--session-id", &spec.vendor_session_id]);
+                push(&["--session-id", &spec.vendor_session_id]);
             }
         }
         if let Some(mcp) = &spec.mcp {
@@ -163,12 +212,23 @@ impl Driver for ClaudeDriver {
                 "command": mcp.program,
                 "args": mcp.args,
             }}});
-            cmd.args(["--mcp-config", &config.to_string(), "--strict-mcp-config"]);
-            cmd.args([
+            push(&["--mcp-config", &config.to_string(), "--strict-mcp-config"]);
+            push(&[
                 "--allowedTools",
                 &format!("mcp__{}", crate::vendors::mcp::SERVER_NAME),
             ]);
         }
+        // The session's own directories, read-write; the CLI's install, read-only.
+        let mut access = spec
+            .access
+            .clone()
+            .write(super::session_dir(&self.data_dir, &spec.session_id));
+        let program = if self.sandbox.is_on() {
+            access.program(&self.program, std::env::var_os("PATH").as_deref())
+        } else {
+            self.program.clone()
+        };
+        let mut cmd = self.sandbox.command(&access, &program, &args);
         cmd.current_dir(&spec.cwd).env_clear();
         for (k, v) in std::env::vars_os() {
             let name = k.to_string_lossy();
@@ -176,8 +236,8 @@ impl Driver for ClaudeDriver {
                 cmd.env(&k, &v);
             }
         }
-        cmd.env("HOME", &self.home)
-            .env("CLAUDE_CONFIG_DIR", &self.config_dir)
+        cmd.env("HOME", &home)
+            .env("CLAUDE_CONFIG_DIR", &config_dir)
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("DISABLE_AUTOUPDATER", "1")
             .env("DISABLE_TELEMETRY", "1")
@@ -187,7 +247,8 @@ impl Driver for ClaudeDriver {
             // loaded machine `byre mcp` can take longer to start, so wait up to 60 s.
             .env("MCP_CONNECT_TIMEOUT_MS", MCP_CONNECT_TIMEOUT_MS)
             .env("PORT", spec.port_base.to_string());
-        for (k, v) in &self.extra_env {
+        // Another vendor's keys and byre's own settings stay out (super::for_vendor).
+        for (k, v) in super::for_vendor(&self.extra_env, Vendor::Claude) {
             cmd.env(k, v);
         }
         // SAFETY: geteuid has no preconditions and cannot fail.
@@ -198,9 +259,15 @@ impl Driver for ClaudeDriver {
         cmd
     }
 
+    /// Whether the session's config dir holds its transcript; one kept in the shared config
+    /// dir of older builds is first copied into the session's own.
     fn has_conversation(&self, spec: &SpawnSpec) -> bool {
-        self.transcript_path(&spec.cwd, &spec.vendor_session_id)
-            .exists()
+        let own = self.transcript_path(&spec.session_id, &spec.cwd, &spec.vendor_session_id);
+        if own.exists() {
+            return true;
+        }
+        let shared = self.shared_transcript(&spec.cwd, &spec.vendor_session_id);
+        shared.exists() && copy_file(&shared, &own).is_ok()
     }
 
     fn protocol(&self, _spec: &SpawnSpec) -> Box<dyn Protocol> {
@@ -339,7 +406,7 @@ mod tests {
         let data = tempfile::TempDir::new().unwrap();
         let driver = ClaudeDriver::new(data.path(), Some("/bin/claude".into()), vec![]);
         let source_cwd = data.path().join("wt-a");
-        let source = driver.transcript_path(&source_cwd, "src-id");
+        let source = driver.transcript_path("s0", &source_cwd, "src-id");
         std::fs::create_dir_all(source.parent().unwrap()).unwrap();
         std::fs::write(&source, "{}\n").unwrap();
         let spec = SpawnSpec {
@@ -352,7 +419,9 @@ mod tests {
             socket_token: String::new(),
             socket_port: 0,
             mcp: None,
+            access: super::super::sandbox::Access::new(data.path().join("wt-b")),
             fork: Some(super::super::ForkSpec {
+                session_id: "s0".into(),
                 vendor_session_id: "src-id".into(),
                 at: "a-1".into(),
                 cwd: source_cwd,
@@ -372,8 +441,43 @@ mod tests {
             "{joined}"
         );
         assert!(
-            driver.transcript_path(&spec.cwd, "src-id").exists(),
+            driver.transcript_path("s", &spec.cwd, "src-id").exists(),
             "the forked transcript is where the CLI looks from the fork's directory"
         );
+    }
+
+    #[test]
+    fn a_transcript_in_the_shared_dir_of_older_builds_is_adopted_and_others_sessions_are_not_seen()
+    {
+        let data = tempfile::TempDir::new().unwrap();
+        let driver = ClaudeDriver::new(data.path(), Some("/bin/claude".into()), vec![]);
+        let cwd = data.path().join("wt");
+        let shared = driver.shared_transcript(&cwd, "v1");
+        std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
+        std::fs::write(&shared, "{}\n").unwrap();
+        let spec = |session: &str| SpawnSpec {
+            session_id: session.into(),
+            vendor_session_id: "v1".into(),
+            model: String::new(),
+            cwd: cwd.clone(),
+            port_base: 20_000,
+            resume: false,
+            socket_token: String::new(),
+            socket_port: 0,
+            mcp: None,
+            fork: None,
+            access: super::super::sandbox::Access::new(&cwd),
+        };
+        assert!(
+            driver.has_conversation(&spec("s1")),
+            "adopted from the shared dir"
+        );
+        assert!(driver.transcript_path("s1", &cwd, "v1").exists());
+        std::fs::remove_file(&shared).unwrap();
+        assert!(
+            !driver.has_conversation(&spec("s2")),
+            "another session's own transcript is not this one's"
+        );
+        assert_ne!(driver.config_dir("s1"), driver.config_dir("s2"));
     }
 }

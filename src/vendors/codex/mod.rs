@@ -6,9 +6,13 @@
 //!
 //! # Files
 //!
-//! Under `{data}/agents/codex/`: `home/` (the CLI's `HOME`) and `codex-home/` (its
-//! `CODEX_HOME`: `config.toml`, written by byre before every start, and Codex's own
-//! `sessions/` rollouts and sqlite state, which `thread/resume` needs).
+//! Each session's own, under its `super::session_dir` (`{data}/agents/sessions/{id}/`):
+//! `home/` (the CLI's `HOME`) and `codex-home/` (its `CODEX_HOME`: `config.toml`, written by
+//! byre before every start, and Codex's own `sessions/` rollouts and sqlite state, which
+//! `thread/resume` needs), so no agent reads another session's threads. A fork's first start
+//! copies the forked thread's rollout into the fork's `CODEX_HOME` (`thread/fork` reads it
+//! there); a thread kept by older builds in the shared `{data}/agents/codex/codex-home` is
+//! copied the same way before it is resumed.
 //!
 //! # Settings (byre's environment, or `Config::agent_env`, which wins)
 //!
@@ -34,10 +38,13 @@
 //! kills their groups after every exit, and a start after byre's own death does the same
 //! for every session of the log (`reaper::clear_leftovers`).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use byre_projections::sessions::Vendor;
 
+use super::sandbox::Sandbox;
 use super::{Driver, Protocol, SpawnSpec};
 
 mod protocol;
@@ -65,16 +72,17 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub struct CodexDriver {
     /// The `codex` program: `Config::codex_bin`, else `BYRE_CODEX_BIN`, else `codex` on PATH.
     pub program: PathBuf,
-    /// `HOME` of the CLI (byre-owned).
-    pub home: PathBuf,
-    /// `CODEX_HOME`: `config.toml` and the threads, so `thread/resume` finds them.
-    pub codex_home: PathBuf,
+    /// byre's data dir (each session's directories are in its [`super::session_dir`]).
+    pub data_dir: PathBuf,
     /// Variables set on top of those passed through (and read before byre's own).
     pub extra_env: Vec<(String, String)>,
+    /// The sandbox the CLI runs in.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl CodexDriver {
-    /// A driver keeping the CLI's state under `{data_dir}/agents/codex`.
+    /// A driver keeping each session's CLI state under `{data_dir}/agents/sessions/`;
+    /// unconfined until [`CodexDriver::sandboxed`].
     pub fn new(
         data_dir: &Path,
         program: Option<PathBuf>,
@@ -87,12 +95,49 @@ impl CodexDriver {
                     .map(PathBuf::from)
             })
             .unwrap_or_else(|| PathBuf::from("codex"));
-        let root = data_dir.join("agents/codex");
         CodexDriver {
             program,
-            home: root.join("home"),
-            codex_home: root.join("codex-home"),
+            data_dir: data_dir.to_owned(),
             extra_env,
+            sandbox: Arc::new(Sandbox::off()),
+        }
+    }
+
+    /// The same driver, its CLI run in `sandbox`.
+    pub fn sandboxed(mut self, sandbox: Arc<Sandbox>) -> CodexDriver {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The session's `HOME`.
+    pub fn home(&self, session_id: &str) -> PathBuf {
+        super::session_dir(&self.data_dir, session_id).join("home")
+    }
+
+    /// The session's `CODEX_HOME`.
+    pub fn codex_home(&self, session_id: &str) -> PathBuf {
+        super::session_dir(&self.data_dir, session_id).join("codex-home")
+    }
+
+    /// Copies thread `thread_id`'s rollout files from `from` (a `CODEX_HOME`) into `to`, at
+    /// the same place under `sessions/`, unless `to` has it already. A failure is logged; the
+    /// thread's resume or fork then fails, recorded as the turn's error.
+    fn bring_thread(&self, from: &Path, to: &Path, thread_id: &str) {
+        if thread_id.is_empty() || !rollouts(to, thread_id).is_empty() {
+            return;
+        }
+        for file in rollouts(from, thread_id) {
+            let Ok(rel) = file.strip_prefix(from) else {
+                continue;
+            };
+            let dest = to.join(rel);
+            let copied = dest
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::copy(&file, &dest).map(|_| ()));
+            if let Err(e) = copied {
+                tracing::warn!(error = %e, from = %file.display(), "cannot copy a Codex thread");
+            }
         }
     }
 
@@ -160,11 +205,12 @@ supports_websockets = false
         text
     }
 
-    /// Makes the directories and (re)writes `config.toml` when it differs.
-    fn prepare(&self) {
-        let _ = std::fs::create_dir_all(&self.home);
-        let _ = std::fs::create_dir_all(&self.codex_home);
-        let path = self.codex_home.join("config.toml");
+    /// Makes the session's directories and (re)writes its `config.toml` when it differs.
+    fn prepare(&self, session_id: &str) {
+        let codex_home = self.codex_home(session_id);
+        let _ = std::fs::create_dir_all(self.home(session_id));
+        let _ = std::fs::create_dir_all(&codex_home);
+        let path = codex_home.join("config.toml");
         let text = self.config_toml();
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
             if let Err(e) = std::fs::write(&path, text) {
@@ -187,22 +233,49 @@ impl Driver for CodexDriver {
     }
 
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
-        self.prepare();
-        let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.arg("app-server");
-        if let Some(mcp) = &spec.mcp {
-            cmd.args(mcp_overrides(mcp));
+        self.prepare(&spec.session_id);
+        let codex_home = self.codex_home(&spec.session_id);
+        let shared = self.data_dir.join("agents/codex/codex-home");
+        match &spec.fork {
+            Some(fork) => {
+                let own = self.codex_home(&fork.session_id);
+                let from = if rollouts(&own, &fork.vendor_session_id).is_empty() {
+                    shared
+                } else {
+                    own
+                };
+                self.bring_thread(&from, &codex_home, &fork.vendor_session_id);
+            }
+            None if spec.resume => {
+                self.bring_thread(&shared, &codex_home, &spec.vendor_session_id);
+            }
+            None => {}
         }
+        let mut args: Vec<OsString> = vec!["app-server".into()];
+        if let Some(mcp) = &spec.mcp {
+            args.extend(mcp_overrides(mcp).into_iter().map(OsString::from));
+        }
+        let mut access = spec
+            .access
+            .clone()
+            .write(super::session_dir(&self.data_dir, &spec.session_id));
+        let program = if self.sandbox.is_on() {
+            access.program(&self.program, std::env::var_os("PATH").as_deref())
+        } else {
+            self.program.clone()
+        };
+        let mut cmd = self.sandbox.command(&access, &program, &args);
         cmd.current_dir(&spec.cwd).env_clear();
         for name in PASSED_THROUGH {
             if let Some(v) = std::env::var_os(name) {
                 cmd.env(name, v);
             }
         }
-        cmd.env("HOME", &self.home)
-            .env("CODEX_HOME", &self.codex_home)
+        cmd.env("HOME", self.home(&spec.session_id))
+            .env("CODEX_HOME", &codex_home)
             .env("PORT", spec.port_base.to_string());
-        for (k, v) in &self.extra_env {
+        // Another vendor's keys and byre's own settings stay out (super::for_vendor).
+        for (k, v) in super::for_vendor(&self.extra_env, Vendor::Codex) {
             cmd.env(k, v);
         }
         cmd
@@ -221,6 +294,30 @@ impl Driver for CodexDriver {
             None => protocol,
         })
     }
+}
+
+/// The rollout files of thread `thread_id` under `codex_home/sessions/` (its
+/// `YYYY/MM/DD/rollout-<timestamp>-<id>.jsonl`, PROTOCOL.md §5).
+fn rollouts(codex_home: &Path, thread_id: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![(codex_home.join("sessions"), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && depth < 4 {
+                dirs.push((path, depth + 1));
+            } else if kind.is_file() && entry.file_name().to_string_lossy().contains(thread_id) {
+                found.push(path);
+            }
+        }
+    }
+    found
 }
 
 /// `-c` overrides giving Codex byre's MCP server (PROTOCOL.md §9): `mcp_servers.byre.*`,
@@ -264,6 +361,7 @@ mod tests {
                 "--token-file".into(),
                 "/d/mcp-tokens/s.token".into(),
             ],
+            token_file: "/d/mcp-tokens/s.token".into(),
         };
         let argv = mcp_overrides(&launch);
         assert_eq!(argv.len(), 8);
@@ -302,8 +400,34 @@ mod tests {
         assert_eq!(config["analytics"]["enabled"].as_bool(), Some(false));
         assert_eq!(config["features"]["plugins"].as_bool(), Some(false));
         assert_eq!(
-            driver.codex_home,
-            Path::new("/data/agents/codex/codex-home")
+            driver.codex_home("s1"),
+            Path::new("/data/agents/sessions/s1/codex-home")
+        );
+    }
+
+    #[test]
+    fn a_thread_is_copied_from_another_codex_home_once_at_the_same_place() {
+        let data = tempfile::tempdir().expect("temp dir");
+        let driver = CodexDriver::new(data.path(), Some("/bin/codex".into()), vec![]);
+        let from = driver.codex_home("a");
+        let day = from.join("sessions/2026/12/04");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::write(day.join("rollout-2026-12-04T00-00-00-th-1.jsonl"), "x").unwrap();
+        std::fs::write(day.join("rollout-2026-12-04T00-00-00-th-2.jsonl"), "y").unwrap();
+        let to = driver.codex_home("b");
+        driver.bring_thread(&from, &to, "th-1");
+        let copied = rollouts(&to, "th-1");
+        assert_eq!(
+            copied,
+            [to.join("sessions/2026/12/04/rollout-2026-12-04T00-00-00-th-1.jsonl")]
+        );
+        assert!(rollouts(&to, "th-2").is_empty(), "only the forked thread");
+        std::fs::write(&copied[0], "kept").unwrap();
+        driver.bring_thread(&from, &to, "th-1");
+        assert_eq!(
+            std::fs::read_to_string(&copied[0]).unwrap(),
+            "kept",
+            "not copied twice"
         );
     }
 }

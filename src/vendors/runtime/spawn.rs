@@ -1,11 +1,12 @@
 //! How a session's process is planned from the fold: its driver, its spawn spec (working
 //! directory, model, resume or fork, byre's MCP server for its role) and its task.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use byre_projections::sessions::{SessionRole, Vendor};
 
 use super::{lead_dir, Runtime, SpawnPlan};
+use crate::vendors::sandbox::{Access, MCP_TOKEN_PATH};
 use crate::vendors::SpawnSpec;
 
 impl Runtime {
@@ -44,7 +45,15 @@ impl Runtime {
             // it was forked from; Claude Code keeps sessions per directory).
             let fork = sess.forked_from.as_ref().and_then(|f| {
                 let (from_task, _) = task.forked_from.as_ref()?;
+                // Its byre session, whose own directory holds the conversation.
+                let from_session = s
+                    .sessions
+                    .values()
+                    .find(|x| &x.task_id == from_task && x.vendor_session_id == f.vendor_session_id)
+                    .map(|x| x.id.clone())
+                    .unwrap_or_default();
                 Some(crate::vendors::ForkSpec {
+                    session_id: from_session,
                     vendor_session_id: f.vendor_session_id.clone(),
                     at: f.at.clone(),
                     cwd: PathBuf::from(&s.tasks.get(from_task)?.worktree_path),
@@ -74,17 +83,35 @@ impl Runtime {
         let Some(driver) = self.driver(vendor) else {
             return Some(Err(vendor));
         };
+        // What the process may reach (DESIGN.md invariant 8): a lead its own directory; a
+        // reviewer its copy, read-only; a task's agent its worktree and the project's git
+        // directory. The driver adds the session's own HOME and config and the CLI.
+        let cwd = PathBuf::from(&worktree);
+        let mut access = match role {
+            SessionRole::Lead => Access::new(&cwd).write(&cwd),
+            SessionRole::Reviewer => Access::new(&cwd).read(&cwd),
+            SessionRole::Implementer => Access::new(&cwd).worktree(&cwd),
+        };
+        let sandboxed = self.sandbox.is_on();
+        let token_seen = sandboxed.then(|| Path::new(MCP_TOKEN_PATH));
+        let mcp = self.mcp.launch(session_id, role, token_seen);
+        if let (Some(launch), true) = (&mcp, sandboxed) {
+            access = access
+                .file(&launch.token_file, MCP_TOKEN_PATH)
+                .read(&launch.program);
+        }
         let mut spec = SpawnSpec {
             session_id: session_id.into(),
             vendor_session_id,
             model: model.map(str::to_owned).unwrap_or(own_model),
-            cwd: PathBuf::from(worktree),
+            cwd,
             port_base,
             resume: false,
             socket_token: String::new(),
             socket_port: 0,
-            mcp: self.mcp.launch(session_id, role),
+            mcp,
             fork: None,
+            access,
         };
         spec.resume = driver.has_conversation(&spec);
         if !spec.resume {

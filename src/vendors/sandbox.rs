@@ -1,0 +1,629 @@
+//! The one spawn path of every process byre starts for an agent (DESIGN.md invariant 8,
+//! STYLE.md §16): a bubblewrap (`bwrap`) sandbox around it, argv only, never a shell.
+//!
+//! [`Sandbox`] is built once at start-up ([`Sandbox::start`], from `serve --sandbox on|off`
+//! and the auth mode) and says whether processes are confined at all. [`Access`] is what one
+//! process may reach; [`Sandbox::argv`] turns a program and its arguments into the program
+//! and arguments to start (`bwrap …options… -- program args…`, or the program itself when the
+//! sandbox is off), for a `tokio::process::Command`, a `std::process::Command` or a
+//! `pty_process::Command` alike.
+//!
+//! # What a confined process sees
+//!
+//! - read-only: the system (`/usr`, `/etc`, `/bin`, `/lib`, `/lib64`, `/sbin`, `/opt`; a
+//!   top-level symlink such as `/bin -> usr/bin` stays a symlink), and each path of
+//!   [`Access::read_only`] at its own path (the CLI's install, node, byre's binary for
+//!   `byre mcp`, a reviewer's copy);
+//! - single files, read-only, at a fixed path of their own ([`Access::file`]: the session's
+//!   MCP token at [`MCP_TOKEN_PATH`]);
+//! - read-write: each path of [`Access::read_write`] at its own path (a task's worktree and
+//!   its project's git directory, [`Access::worktree`]; the session's own HOME and vendor
+//!   config directory) and a private, empty `/tmp`;
+//! - its own pid namespace with its own `/proc` (byre and other agents are not there), a
+//!   minimal `/dev`, its own IPC namespace, no capabilities (even as root, a read-only
+//!   mount cannot be written), and `--die-with-parent`;
+//! - nothing else: no other part of byre's data dir (the log, `tokens.toml`, `mcp.secret`,
+//!   `mcp-tokens/`, `run/`, other worktrees, other users' lead dirs), no user checkout beyond
+//!   its git directory, no home directory of byre's user.
+//!
+//! Not confined: the network (model APIs, byre's own MCP endpoint on loopback), CPU and
+//! memory. See `docs/sandbox.md`.
+//!
+//! # For callers
+//!
+//! - Paths are bound at the path the process uses, so they must be absolute (worktrees are:
+//!   they are stored in events).
+//! - `--die-with-parent` ends the sandbox when the *thread* that spawned `bwrap` ends
+//!   (`PR_SET_PDEATHSIG`): spawn from a long-lived thread (a tokio worker), not from
+//!   `spawn_blocking`, whose threads end when idle.
+//! - `bwrap` passes its own environment on: set the process's environment on the command as
+//!   usual (cleared, then what it needs).
+//! - A confined program killed by a signal is seen as `bwrap` exiting with code
+//!   `128 + signal` (the shell's convention, which `exits.rs` reads as that signal); a signal
+//!   sent to `bwrap` itself ends the sandbox (it is not passed on), while one sent to the
+//!   process group reaches every process in it (no `--new-session`: the caller chooses the
+//!   session, e.g. `setsid` before exec).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+/// Where a session's MCP token file appears inside its sandbox (read-only).
+pub const MCP_TOKEN_PATH: &str = "/run/byre/mcp-token";
+
+/// The system directories bound read-only (each when present).
+const SYSTEM: [&str; 7] = ["/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/opt"];
+
+/// Whether and how agent processes are confined. Built once at start-up, shared.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    /// `bwrap`'s path; `None`: the sandbox is off, processes run as they are.
+    bwrap: Option<PathBuf>,
+    /// The options every sandbox gets: the system, `/proc`, `/dev`, `/tmp`, namespaces.
+    base: Vec<OsString>,
+}
+
+/// What one confined process may reach, beyond the system. Paths are absolute.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    /// Bound read-write at their own path.
+    pub read_write: Vec<PathBuf>,
+    /// Bound read-only at their own path (after `read_write`, so a read-only path inside a
+    /// writable one stays read-only).
+    pub read_only: Vec<PathBuf>,
+    /// Single files bound read-only: (the file on the host, where the process sees it).
+    pub files: Vec<(PathBuf, PathBuf)>,
+    /// The working directory.
+    pub cwd: PathBuf,
+}
+
+impl Access {
+    /// Nothing but the system, working in `cwd` (which must also be bound to exist).
+    pub fn new(cwd: impl Into<PathBuf>) -> Access {
+        Access {
+            cwd: cwd.into(),
+            ..Access::default()
+        }
+    }
+
+    /// Adds `path`, read-write.
+    pub fn write(mut self, path: impl Into<PathBuf>) -> Access {
+        self.read_write.push(path.into());
+        self
+    }
+
+    /// Adds `path`, read-only.
+    pub fn read(mut self, path: impl Into<PathBuf>) -> Access {
+        self.read_only.push(path.into());
+        self
+    }
+
+    /// Adds the file `host`, read-only, seen at `inside`.
+    pub fn file(mut self, host: impl Into<PathBuf>, inside: impl Into<PathBuf>) -> Access {
+        self.files.push((host.into(), inside.into()));
+        self
+    }
+
+    /// Adds a task's worktree and its project's git directory, read-write: a linked
+    /// worktree's `.git` file names its own git dir inside the project's (`gitdir: …`), whose
+    /// `commondir` file names the common one, where objects and refs live. The common dir's
+    /// `config` and `hooks` are bound read-only over it, so an agent cannot make the user's
+    /// own git run a program of its choosing. A worktree that is a repository of its own
+    /// (`.git` a directory) needs nothing more.
+    pub fn worktree(mut self, worktree: &Path) -> Access {
+        self.read_write.push(worktree.to_owned());
+        if let Some(common) = git_common_dir(worktree) {
+            for guarded in ["config", "hooks"] {
+                let p = common.join(guarded);
+                if p.exists() {
+                    self.read_only.push(p);
+                }
+            }
+            self.read_write.push(common);
+        }
+        self
+    }
+
+    /// Adds what running `program` needs, read-only, and returns the path to start it by:
+    /// the program resolved (`PATH`, symlinks), whose install it binds (the nearest ancestor
+    /// named `node_modules`, so an npm package's siblings and native parts come too, else
+    /// its directory); and `node`, found on `path_var`, with its prefix when it is outside
+    /// the system directories (a script CLI starts `#!/usr/bin/env node`). A program that
+    /// cannot be found is returned as given (the start then fails as it would unconfined).
+    pub fn program(&mut self, program: &Path, path_var: Option<&OsStr>) -> PathBuf {
+        let Some(found) = resolve(program, path_var) else {
+            return program.to_owned();
+        };
+        self.add_install(&found);
+        if let Some(node) = resolve(Path::new("node"), path_var) {
+            // `…/bin/node` → its prefix `…` (lib/node_modules beside it).
+            let prefix = node
+                .parent()
+                .and_then(Path::parent)
+                .map(Path::to_owned)
+                .unwrap_or_else(|| node.clone());
+            if !under_system(&prefix) {
+                self.read_only.push(prefix);
+            }
+        }
+        found
+    }
+
+    fn add_install(&mut self, found: &Path) {
+        let root = found
+            .ancestors()
+            .skip(1)
+            .filter(|a| a.file_name() == Some(OsStr::new("node_modules")))
+            .last()
+            .or_else(|| found.parent())
+            .map(Path::to_owned);
+        if let Some(root) = root {
+            if !under_system(&root) && !self.read_only.contains(&root) {
+                self.read_only.push(root);
+            }
+        }
+    }
+}
+
+/// Whether `path` lies in a system directory every sandbox binds anyway.
+fn under_system(path: &Path) -> bool {
+    SYSTEM.iter().any(|s| path.starts_with(s))
+}
+
+/// `program` resolved: a path with a `/` as it is, a bare name in a directory of `path_var`;
+/// then symlinks. `None` when no file is there.
+pub fn resolve(program: &Path, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    let candidate = if program.components().count() > 1 || program.is_absolute() {
+        Some(program.to_owned())
+    } else {
+        std::env::split_paths(path_var?)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    }?;
+    let real = std::fs::canonicalize(&candidate).ok()?;
+    real.is_file().then_some(real)
+}
+
+/// The project's common git directory of a linked worktree: `<worktree>/.git` is a file
+/// `gitdir: <dir>`, and `<dir>/commondir` names the common dir (relative to `<dir>`). `None`
+/// when `.git` is not such a file.
+pub fn git_common_dir(worktree: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(worktree.join(".git")).ok()?;
+    let gitdir = Path::new(text.strip_prefix("gitdir:")?.trim());
+    let gitdir = if gitdir.is_absolute() {
+        gitdir.to_owned()
+    } else {
+        worktree.join(gitdir)
+    };
+    let common = match std::fs::read_to_string(gitdir.join("commondir")) {
+        Ok(c) => {
+            let c = Path::new(c.trim());
+            if c.is_absolute() {
+                c.to_owned()
+            } else {
+                gitdir.join(c)
+            }
+        }
+        Err(_) => gitdir,
+    };
+    std::fs::canonicalize(common).ok()
+}
+
+/// Why the sandbox cannot run here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// No `bwrap` on `PATH`.
+    #[error("bubblewrap (`bwrap`) is not on PATH")]
+    NotInstalled,
+    /// `bwrap` is there, but a trial sandbox failed (user namespaces refused, …).
+    #[error("a trial run of {bwrap} failed: {why}")]
+    ProbeFailed {
+        /// The program.
+        bwrap: String,
+        /// Its error output or exit.
+        why: String,
+    },
+}
+
+impl Sandbox {
+    /// The sandbox off: every process runs as it is, with byre's own reach.
+    pub fn off() -> Sandbox {
+        Sandbox {
+            bwrap: None,
+            base: Vec::new(),
+        }
+    }
+
+    /// The sandbox on, with `bwrap` found on `path_var`, after one trial run of a confined
+    /// `true`.
+    /// # Errors
+    /// [`Unavailable`]: no `bwrap`, or the trial failed.
+    pub fn probe(path_var: Option<&OsStr>) -> Result<Sandbox, Unavailable> {
+        let bwrap = resolve(Path::new("bwrap"), path_var).ok_or(Unavailable::NotInstalled)?;
+        let sandbox = Sandbox {
+            base: base_options(),
+            bwrap: Some(bwrap.clone()),
+        };
+        let (program, args) = sandbox.argv(&Access::new("/"), Path::new("/usr/bin/true"), &[]);
+        let failed = |why: String| Unavailable::ProbeFailed {
+            bwrap: bwrap.display().to_string(),
+            why,
+        };
+        let out = std::process::Command::new(program)
+            .args(args)
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| failed(e.to_string()))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let line = stderr.lines().next().unwrap_or("").trim();
+            return Err(failed(if line.is_empty() {
+                out.status.to_string()
+            } else {
+                line.to_owned()
+            }));
+        }
+        Ok(sandbox)
+    }
+
+    /// The sandbox `serve --sandbox` asks for, for a server in `auth` mode: off when asked
+    /// (with a warning to log); on when `bwrap` runs here; where it cannot, local mode runs
+    /// unconfined with a warning, token and tailscale modes do not start.
+    /// # Errors
+    /// One line for the operator: why the sandbox cannot run, naming `--sandbox off`.
+    pub fn start(
+        on: bool,
+        auth: &crate::config::AuthMode,
+        path_var: Option<&OsStr>,
+    ) -> Result<(Sandbox, Option<String>), String> {
+        if !on {
+            return Ok((
+                Sandbox::off(),
+                Some(
+                    "the agent sandbox is off (--sandbox off): every agent can act as every user"
+                        .into(),
+                ),
+            ));
+        }
+        match Sandbox::probe(path_var) {
+            Ok(s) => Ok((s, None)),
+            Err(why) if auth.authenticates() => Err(format!(
+                "refusing to start a team server without the agent sandbox: {why}; install bubblewrap, or pass --sandbox off (every agent can then act as every user)"
+            )),
+            Err(why) => Ok((
+                Sandbox::off(),
+                Some(format!("agents run without a sandbox: {why}; install bubblewrap (or pass --sandbox off to silence this)")),
+            )),
+        }
+    }
+
+    /// Whether processes are confined.
+    pub fn is_on(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
+    /// The program and arguments that start `program args…` with `access`: `bwrap`'s, or, the
+    /// sandbox off, `program` and `args` themselves. The caller sets the environment, stdio
+    /// and process group; the working directory is `access.cwd` either way (bwrap's
+    /// `--chdir`; set it on the command too for the sandbox off).
+    pub fn argv(
+        &self,
+        access: &Access,
+        program: &Path,
+        args: &[OsString],
+    ) -> (OsString, Vec<OsString>) {
+        let Some(bwrap) = &self.bwrap else {
+            return (program.as_os_str().to_owned(), args.to_vec());
+        };
+        let mut argv = self.base.clone();
+        for p in &access.read_write {
+            push(&mut argv, "--bind", p, p);
+        }
+        for p in &access.read_only {
+            push(&mut argv, "--ro-bind", p, p);
+        }
+        for (host, inside) in &access.files {
+            push(&mut argv, "--ro-bind", host, inside);
+        }
+        // The root itself (a tmpfs holding the mount points) takes no writes: outside what
+        // is bound writable and the private /tmp, a write fails.
+        argv.push("--remount-ro".into());
+        argv.push("/".into());
+        argv.push("--chdir".into());
+        argv.push(access.cwd.clone().into_os_string());
+        argv.push("--".into());
+        argv.push(program.as_os_str().to_owned());
+        argv.extend(args.iter().cloned());
+        (bwrap.clone().into_os_string(), argv)
+    }
+
+    /// A `tokio::process::Command` for `program args…` with `access`, working in
+    /// `access.cwd`; environment, stdio and process group are the caller's.
+    pub fn command(
+        &self,
+        access: &Access,
+        program: &Path,
+        args: &[OsString],
+    ) -> tokio::process::Command {
+        let (program, args) = self.argv(access, program, args);
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args).current_dir(&access.cwd);
+        cmd
+    }
+}
+
+fn push(argv: &mut Vec<OsString>, option: &str, from: &Path, to: &Path) {
+    argv.push(option.into());
+    argv.push(from.as_os_str().to_owned());
+    argv.push(to.as_os_str().to_owned());
+}
+
+/// What every sandbox gets: the system read-only (symlinks kept as symlinks), a private
+/// `/tmp`, `/proc` of its own pid namespace, a minimal `/dev`, no capabilities, and the end of
+/// the sandbox with its parent.
+fn base_options() -> Vec<OsString> {
+    let mut argv: Vec<OsString> = Vec::new();
+    for dir in SYSTEM {
+        let p = Path::new(dir);
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(p) {
+                    argv.push("--symlink".into());
+                    argv.push(target.into_os_string());
+                    argv.push(dir.into());
+                }
+            }
+            Ok(m) if m.is_dir() => push(&mut argv, "--ro-bind", p, p),
+            _ => {}
+        }
+    }
+    // `/etc/resolv.conf` may point outside `/etc` (systemd-resolved's stub under `/run`).
+    if let Ok(real) = std::fs::canonicalize("/etc/resolv.conf") {
+        if !under_system(&real) {
+            push(&mut argv, "--ro-bind", &real, &real);
+        }
+    }
+    for opt in [
+        "--tmpfs",
+        "/tmp",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+    ] {
+        argv.push(opt.into());
+    }
+    argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The options following each occurrence of `option` (its two paths).
+    fn binds(args: &[String], option: &str) -> Vec<(String, String)> {
+        args.windows(3)
+            .filter(|w| w[0] == option)
+            .map(|w| (w[1].clone(), w[2].clone()))
+            .collect()
+    }
+
+    fn on() -> Sandbox {
+        Sandbox {
+            bwrap: Some("/usr/bin/bwrap".into()),
+            base: base_options(),
+        }
+    }
+
+    #[test]
+    fn off_runs_the_program_as_it_is() {
+        let (program, args) = Sandbox::off().argv(
+            &Access::new("/w").write("/w"),
+            Path::new("/bin/claude"),
+            &["-p".into()],
+        );
+        assert_eq!(program, "/bin/claude");
+        assert_eq!(strings(&args), ["-p"]);
+        assert!(!Sandbox::off().is_on());
+    }
+
+    #[test]
+    fn the_argv_binds_what_access_names_and_ends_with_the_program_after_a_double_dash() {
+        let access = Access::new("/data/worktrees/p/t")
+            .write("/data/worktrees/p/t")
+            .write("/data/agents/sessions/s/home")
+            .read("/data/reviews/r")
+            .file("/data/mcp-tokens/s.token", MCP_TOKEN_PATH);
+        let (program, args) = on().argv(&access, Path::new("/opt/cli/claude"), &["-p".into()]);
+        assert_eq!(program, "/usr/bin/bwrap");
+        let args = strings(&args);
+        let rw = binds(&args, "--bind");
+        assert!(rw.contains(&("/data/worktrees/p/t".into(), "/data/worktrees/p/t".into())));
+        assert!(rw.contains(&(
+            "/data/agents/sessions/s/home".into(),
+            "/data/agents/sessions/s/home".into()
+        )));
+        let ro = binds(&args, "--ro-bind");
+        assert!(ro.contains(&("/data/reviews/r".into(), "/data/reviews/r".into())));
+        assert!(ro.contains(&("/data/mcp-tokens/s.token".into(), MCP_TOKEN_PATH.into())));
+        assert!(ro.contains(&("/usr".into(), "/usr".into())));
+        assert!(
+            !rw.iter().any(|(from, _)| from == "/data"),
+            "nothing of the data dir beyond what was named"
+        );
+        for option in ["--unshare-pid", "--die-with-parent", "--proc", "--dev"] {
+            assert!(args.iter().any(|a| a == option), "{option} in {args:?}");
+        }
+        let dash = args.iter().position(|a| a == "--").expect("--");
+        assert_eq!(&args[dash + 1..], ["/opt/cli/claude", "-p"]);
+        let chdir = args.iter().position(|a| a == "--chdir").expect("--chdir");
+        assert_eq!(args[chdir + 1], "/data/worktrees/p/t");
+        assert!(
+            args.iter().position(|a| a == "--tmpfs") < args.iter().position(|a| a == "--bind"),
+            "binds under /tmp go on top of the private /tmp"
+        );
+    }
+
+    #[test]
+    fn a_worktree_brings_its_common_git_dir_with_config_and_hooks_read_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let common = root.join("repo/.git");
+        let admin = common.join("worktrees/t1");
+        std::fs::create_dir_all(&admin).expect("admin dir");
+        std::fs::create_dir_all(common.join("hooks")).expect("hooks");
+        std::fs::write(common.join("config"), "").expect("config");
+        std::fs::write(admin.join("commondir"), "../..\n").expect("commondir");
+        let wt = root.join("worktrees/t1");
+        std::fs::create_dir_all(&wt).expect("worktree");
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).expect(".git");
+        let access = Access::new(&wt).worktree(&wt);
+        assert_eq!(access.read_write, [wt.clone(), common.clone()]);
+        assert_eq!(
+            access.read_only,
+            [common.join("config"), common.join("hooks")]
+        );
+        let plain = root.join("plain");
+        std::fs::create_dir_all(plain.join(".git")).expect("plain repo");
+        assert_eq!(Access::new(&plain).worktree(&plain).read_write, [plain]);
+    }
+
+    #[test]
+    fn a_program_in_an_npm_install_brings_the_whole_node_modules() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let pkg = root.join("cli/node_modules/@v/cli");
+        std::fs::create_dir_all(&pkg).expect("package");
+        std::fs::write(pkg.join("cli.js"), "").expect("cli.js");
+        let bin = root.join("cli/node_modules/.bin");
+        std::fs::create_dir_all(&bin).expect(".bin");
+        std::os::unix::fs::symlink("../@v/cli/cli.js", bin.join("cli")).expect("symlink");
+        let mut access = Access::new("/");
+        let path_var = OsString::from(bin.as_os_str());
+        let found = access.program(Path::new("cli"), Some(&path_var));
+        assert_eq!(found, pkg.join("cli.js"), "started by its real path");
+        assert_eq!(access.read_only, [root.join("cli/node_modules")]);
+        let mut missing = Access::new("/");
+        assert_eq!(
+            missing.program(Path::new("nope"), Some(&path_var)),
+            Path::new("nope")
+        );
+        assert!(missing.read_only.is_empty());
+    }
+
+    #[test]
+    fn no_bwrap_on_path_is_not_installed_and_a_team_server_refuses_naming_sandbox_off() {
+        let empty = tempfile::tempdir().expect("temp dir");
+        let path_var = OsString::from(empty.path().as_os_str());
+        assert_eq!(
+            Sandbox::probe(Some(&path_var)).err(),
+            Some(Unavailable::NotInstalled)
+        );
+        let team = crate::config::AuthMode::Tailscale;
+        let err = Sandbox::start(true, &team, Some(&path_var)).expect_err("refused");
+        assert!(
+            err.contains("--sandbox off") && err.contains("bwrap"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "one line: {err}");
+        let local = crate::config::AuthMode::Local {
+            login: "ada".into(),
+        };
+        let (sandbox, warning) = Sandbox::start(true, &local, Some(&path_var)).expect("local runs");
+        assert!(!sandbox.is_on());
+        assert!(warning.is_some_and(|w| w.contains("without a sandbox")));
+        let (off, warning) = Sandbox::start(false, &team, Some(&path_var)).expect("off runs");
+        assert!(!off.is_on());
+        assert!(warning.is_some_and(|w| w.contains("every agent can act as every user")));
+    }
+
+    /// Runs a confined shell command (where bwrap works, as on CI and the dev machines);
+    /// returns its exit code and output.
+    fn confined(sandbox: &Sandbox, access: &Access, script: &str) -> (i32, String) {
+        let (program, args) =
+            sandbox.argv(access, Path::new("/bin/sh"), &["-c".into(), script.into()]);
+        let out = std::process::Command::new(program)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("bwrap runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    #[test]
+    fn a_confined_process_writes_only_where_it_may_and_sees_nothing_else() {
+        let path_var = std::env::var_os("PATH");
+        let sandbox = Sandbox::probe(path_var.as_deref()).expect("bwrap works here");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let (rw, ro, secret) = (root.join("rw"), root.join("ro"), root.join("secret"));
+        for d in [&rw, &ro, &secret] {
+            std::fs::create_dir_all(d).expect("dir");
+        }
+        std::fs::write(ro.join("f"), "read me").expect("ro file");
+        std::fs::write(secret.join("tokens.toml"), "t").expect("secret");
+        std::fs::write(root.join("token"), "TOKEN-1").expect("token");
+        let access = Access::new(&rw)
+            .write(&rw)
+            .read(&ro)
+            .file(root.join("token"), MCP_TOKEN_PATH);
+        let script = format!(
+            "echo ok > {rw}/new && cat {ro}/f && cat {tok} && \
+             (echo x > {ro}/g 2>/dev/null && echo RO-WRITTEN; true) && \
+             (cat {secret}/tokens.toml 2>/dev/null && echo SECRET-READ; true) && \
+             (echo x > {root}/outside 2>/dev/null; true) && \
+             echo PIDS=$(ls /proc | grep -c '^[0-9]')",
+            rw = rw.display(),
+            ro = ro.display(),
+            tok = MCP_TOKEN_PATH,
+            secret = secret.display(),
+            root = root.display(),
+        );
+        let (code, out) = confined(&sandbox, &access, &script);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("read me") && out.contains("TOKEN-1"), "{out}");
+        for escaped in ["RO-WRITTEN", "SECRET-READ"] {
+            assert!(!out.contains(escaped), "{escaped}: {out}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(rw.join("new")).expect("written"),
+            "ok\n"
+        );
+        // A write outside what it may write lands in its private /tmp, if anywhere, never on
+        // the host.
+        assert!(!ro.join("g").exists() && !root.join("outside").exists());
+        let n_pids: u32 = out
+            .split("PIDS=")
+            .nth(1)
+            .and_then(|n| n.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("a count in {out}"));
+        let n_host_pids = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+            .count();
+        assert!(n_host_pids > 8, "the host runs more than the sandbox could");
+        assert!(
+            n_pids <= 8,
+            "its own pid namespace: {n_pids} processes seen\n{out}"
+        );
+    }
+}
