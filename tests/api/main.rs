@@ -37,6 +37,7 @@ mod old_logs;
 mod projects;
 mod recovery;
 mod reviews;
+mod secrets;
 mod snapshots;
 mod startup_snapshot;
 mod subagents;
