@@ -323,3 +323,42 @@ async fn after_a_task_ran_nothing_in_the_data_dir_is_open_to_group_or_others() {
         "log, lock, snapshot, records, worktrees, the agent's files, blobs: private"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_is_401_without_an_identity_on_a_team_server_as_the_contract_says() {
+    let contract = crate::schema::Contract::get();
+    let spec: serde_json::Value = serde_norway::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schema/byre.openapi.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let schemes = &spec["components"]["securitySchemes"];
+    assert_eq!(schemes["bearerToken"]["scheme"], "bearer");
+    assert_eq!(schemes["sessionCookie"]["name"], "byre_session");
+    assert_eq!(schemes["tailscaleUser"]["name"], "Tailscale-User-Login");
+    let server = team_with_roots(Vec::new()).await;
+    let client = reqwest::Client::new();
+    for op in contract.operation_ids() {
+        let (method, template) = contract.route(&op).unwrap();
+        let path: Vec<&str> = template
+            .split('/')
+            .map(|seg| if seg.starts_with('{') { "x" } else { seg })
+            .collect();
+        let r = client
+            .request(
+                method.parse().unwrap(),
+                format!("{}{}", server.url, path.join("/")),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 401, "{op} without an identity");
+        let body: serde_json::Value = r.json().await.unwrap();
+        contract
+            .check_response(&op, 401, &body)
+            .unwrap_or_else(|e| panic!("{op}: the contract lists its 401: {e}"));
+    }
+}
