@@ -75,8 +75,9 @@ pub struct Config {
     /// `--agent-idle-stop`; both off in `Config::new`).
     pub agents: AgentLimits,
     /// Where projects' repositories may be (`serve --repos-root`, canonical), checked by
-    /// `createProject` in token and tailscale modes (docs/security.md); `None`: anywhere (local
-    /// mode, and `Config::new` for embedders and tests); `Some` and empty: no new project.
+    /// `createProject` (docs/security.md); `None`: anywhere (local mode without roots, and
+    /// `Config::new` for embedders and tests); `Some` and empty: no new project (token and
+    /// tailscale modes without roots, [`repos_roots`]).
     pub repos_roots: Option<Vec<PathBuf>>,
 }
 

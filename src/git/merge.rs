@@ -484,6 +484,8 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
 struct Written {
     path: std::path::PathBuf,
     executable: bool,
+    /// The mode of the file it replaces, kept when the executable bit stays the same.
+    previous_mode: Option<u32>,
     new_dirs: Vec<std::path::PathBuf>,
 }
 
@@ -495,22 +497,32 @@ impl Written {
             .filter(|d| !d.as_os_str().is_empty() && !workdir.join(d).exists())
             .map(|d| workdir.join(d))
             .collect();
+        use std::os::unix::fs::PermissionsExt;
+        let executable = mode == git2::FileMode::BlobExecutable;
+        let previous_mode = std::fs::symlink_metadata(workdir.join(path))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.permissions().mode() & 0o7777)
+            .filter(|m| (m & 0o111 != 0) == executable);
         Written {
             path: workdir.join(path),
-            executable: mode == git2::FileMode::BlobExecutable,
+            executable,
+            previous_mode,
             new_dirs,
         }
     }
 }
 
-/// Gives what a fast-forward wrote in the user's checkout the modes the user's own umask
-/// would have (byre's is 077: `crate::private_files`); symlinks are left as they are.
+/// Gives what a fast-forward wrote in the user's checkout the modes it had (a replaced file
+/// whose executable bit stays) or the user's own umask would give it (byre's is 077:
+/// `crate::private_files`); symlinks are left as they are.
 fn restore_user_modes(written: &[Written]) {
     use std::os::unix::fs::PermissionsExt;
-    let set = |path: &Path, exec_or_dir: bool| {
+    let set = |path: &Path, exec_or_dir: bool, previous: Option<u32>| {
         let Some(mode) = crate::private_files::user_mode(exec_or_dir) else {
             return;
         };
+        let mode = previous.unwrap_or(mode);
         match std::fs::symlink_metadata(path) {
             Ok(meta) if !meta.file_type().is_symlink() => {
                 if let Err(e) =
@@ -524,9 +536,9 @@ fn restore_user_modes(written: &[Written]) {
     };
     for w in written {
         for dir in &w.new_dirs {
-            set(dir, true);
+            set(dir, true, None);
         }
-        set(&w.path, w.executable);
+        set(&w.path, w.executable, w.previous_mode);
     }
 }
 

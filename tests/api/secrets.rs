@@ -362,3 +362,84 @@ async fn every_operation_is_401_without_an_identity_on_a_team_server_as_the_cont
             .unwrap_or_else(|e| panic!("{op}: the contract lists its 401: {e}"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_fast_forwards_the_users_checkout_with_the_users_modes_not_byres() {
+    let fake = byre_fake_models::FakeAnthropic::fixture("n_finish")
+        .await
+        .expect("fake API");
+    let bin = crate::claude::claude_bin().await;
+    let url = fake.url.clone();
+    let server = TestServer::spawn_configured(
+        TempDir::new().unwrap(),
+        crate::helpers::local_ada(),
+        move |c| {
+            c.claude_bin = Some(bin);
+            c.agent_env = vec![
+                ("ANTHROPIC_BASE_URL".into(), url),
+                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+                ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+            ];
+        },
+    )
+    .await;
+    let api = server.api();
+    let me = api
+        .call(
+            "updateMe",
+            &[],
+            &[],
+            Some(json!({"git_name": "Ada", "git_email": "ada@example.com"})),
+        )
+        .await;
+    assert_eq!(me.status, 200, "{:?}", me.body);
+    // The user's checkout holds feature.txt already, in a mode of their choosing (git records
+    // only the executable bit, so the checkout stays clean).
+    let repo = make_repo("basic");
+    let feature = repo.path().join("feature.txt");
+    std::fs::write(&feature, "the old feature\n").unwrap();
+    crate::helpers::git(repo.path(), &["add", "feature.txt"]);
+    crate::helpers::git(repo.path(), &["commit", "-q", "-m", "old feature"]);
+    std::fs::set_permissions(&feature, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let project = api.create_project("basic", repo.path()).await;
+    let mut sse = api.events(&[], None).await;
+    let task = api
+        .create_task_with(
+            project["id"].as_str().unwrap(),
+            json!({"title": "second", "prompt": "Please create second.txt"}),
+        )
+        .await;
+    let task_id = task["id"].as_str().unwrap();
+    until_kind(&mut sse, "snapshot.taken", crate::claude::TURN_WAIT).await;
+    // The agent made second.txt; feature.txt changes in the worktree too (the merge's
+    // end-of-turn commit takes it).
+    let worktree = Path::new(task["worktree_path"].as_str().unwrap());
+    std::fs::write(worktree.join("feature.txt"), "the new feature\n").unwrap();
+    let r = api
+        .call(
+            "mergeTask",
+            &[task_id],
+            &[],
+            Some(json!({"merge_title": "New feature"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    until_kind(&mut sse, "task.merged", crate::claude::TURN_WAIT).await;
+    assert_eq!(
+        std::fs::read_to_string(&feature).unwrap(),
+        "the new feature\n",
+        "the checkout was fast-forwarded"
+    );
+    let mode_of = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode_of(&feature),
+        0o640,
+        "the rewritten file keeps the user's mode"
+    );
+    let user_umask = byre::private_files::user_umask().expect("a server tightened the umask");
+    assert_eq!(
+        mode_of(&repo.path().join("second.txt")),
+        0o666 & !user_umask,
+        "a new file gets the user's umask, not byre's 077"
+    );
+}
