@@ -81,6 +81,11 @@ pub struct Config {
     /// on by default, in `Config::new` too). Off, every agent can act as every user
     /// (`docs/sandbox.md`); `crate::vendors::sandbox::Sandbox::start` decides at start-up.
     pub sandbox: bool,
+    /// Where projects' repositories may be (`serve --repos-root`, canonical), checked by
+    /// `createProject` (docs/security.md); `None`: anywhere (local mode without roots, and
+    /// `Config::new` for embedders and tests); `Some` and empty: no new project (token and
+    /// tailscale modes without roots, [`repos_roots`]).
+    pub repos_roots: Option<Vec<PathBuf>>,
 }
 
 /// How many agent processes one machine holds (README.md, "Many agents on one machine").
@@ -207,6 +212,7 @@ impl Config {
             agents: AgentLimits::default(),
             public_hosts: Vec::new(),
             sandbox: true,
+            repos_roots: None,
         }
     }
 
@@ -238,6 +244,61 @@ pub fn default_data_dir() -> PathBuf {
     PathBuf::from("byre-data")
 }
 
+/// The default token file: `$XDG_CONFIG_HOME/byre/tokens.toml`, else
+/// `~/.config/byre/tokens.toml`, else `./byre-tokens.toml`. Outside the data dir, which agents'
+/// worktrees live under (docs/security.md).
+pub fn default_tokens_path() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("byre/tokens.toml");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(h).join(".config/byre/tokens.toml");
+    }
+    PathBuf::from("byre-tokens.toml")
+}
+
+/// The token file `serve --auth token` reads: `given`, else [`default_tokens_path`].
+/// # Errors
+/// None given and a `tokens.toml` in the data dir (where earlier builds kept it): byre refuses to
+/// start rather than read it from where every agent's worktree lives, and says where to move it.
+pub fn tokens_path(given: Option<PathBuf>, data_dir: &Path) -> Result<PathBuf, String> {
+    if let Some(path) = given {
+        return Ok(path);
+    }
+    let default = default_tokens_path();
+    let old = data_dir.join("tokens.toml");
+    if old.exists() {
+        return Err(format!(
+            "{} is inside the data dir, out of place for secrets: move it to {} (chmod 600), or name it with --tokens",
+            old.display(),
+            default.display()
+        ));
+    }
+    Ok(default)
+}
+
+/// The roots `createProject` accepts repositories under ([`Config::repos_roots`]): those
+/// given (`serve --repos-root`, canonicalised); none given, anywhere in local mode and nowhere
+/// in token and tailscale modes (docs/security.md, "Projects").
+/// # Errors
+/// A root that is not an existing directory.
+pub fn repos_roots(given: &[PathBuf], auth: &AuthMode) -> Result<Option<Vec<PathBuf>>, String> {
+    if given.is_empty() && !auth.authenticates() {
+        return Ok(None);
+    }
+    given
+        .iter()
+        .map(|root| match std::fs::canonicalize(root) {
+            Ok(p) if p.is_dir() => Ok(p),
+            _ => Err(format!(
+                "--repos-root {}: no such directory",
+                root.display()
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// Checks a login: 1 to 256 bytes, no spaces or control characters, and not `byre` (the actor
 /// name of byre's own events).
 /// # Errors
@@ -257,13 +318,27 @@ pub fn check_login(login: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads a token file: TOML with a `[tokens]` table of `"<token>" = "<login>"`.
+/// Reads a token file: TOML with a `[tokens]` table of `"<token>" = "<login>"`, readable and
+/// writable by its owner only.
 /// # Errors
-/// A message naming the file when it cannot be read or parsed, or holds no token.
+/// A message naming the file when it cannot be read or parsed, holds no token, or is readable
+/// or writable by group or others (the fix, `chmod 600`, named).
 pub fn read_tokens(path: &Path) -> Result<HashMap<String, String>, String> {
     #[derive(serde::Deserialize)]
     struct File {
         tokens: HashMap<String, String>,
+    }
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(path) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "the token file {} is readable or writable by group or others (mode {mode:03o}): run `chmod 600 {}`",
+                path.display(),
+                path.display()
+            ));
+        }
     }
     let text = std::fs::read_to_string(path)
         .map_err(|e| {

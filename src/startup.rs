@@ -1,10 +1,11 @@
 //! Builds the running server from a bound listener and a [`Config`] (mini-redis `run`, z2p
 //! `Application::build`), so tests can bind port 0.
 //!
-//! Start-up: lock the data dir (one server per data dir), open the log, fold it (an event that
-//! cannot be decoded stops start-up with its seq), start the writer, the reactors and the HTTP
-//! server. Shutdown: stop taking requests, end event streams and reactors, let the writer drain
-//! its queue and write a checkpoint.
+//! Start-up: make the data dir 0700 and the umask 077 (`private_files`), lock the data dir (one
+//! server per data dir), open the log, fold it (an event that cannot be decoded stops start-up
+//! with its seq), start the writer, the reactors and the HTTP server. Shutdown: stop taking
+//! requests, end event streams and reactors, let the writer drain its queue and write a
+//! checkpoint.
 
 use std::fs::File;
 use std::net::TcpListener;
@@ -111,8 +112,10 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         tracing::warn!("{warning}");
     }
     let sandbox = Arc::new(sandbox);
-    std::fs::create_dir_all(&config.data_dir)
+    crate::private_files::secure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
+    // From here on every file byre (and every child it starts) makes is its user's alone.
+    crate::private_files::tighten_umask();
     // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
     config.data_dir = std::fs::canonicalize(&config.data_dir)
         .with_context(|| format!("cannot resolve {}", config.data_dir.display()))?;

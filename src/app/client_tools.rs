@@ -3,9 +3,10 @@
 //! connected over `connectClient` ([`super::clients`]). Declared once here, so Claude Code and
 //! Codex (over MCP) and CodeBolt agents get the same tools.
 //!
-//! The machine: a connected machine of the human whose message the agent is working on (the
-//! running turn's sender), else of the task's creator, the most recently connected first.
-//! With none connected, or when the machine fails, goes or says the request failed, the call
+//! The machine: a connected machine of the task's owner (its creator; a subtask's or a
+//! workflow stage's is the creator of its parent or run), the most recently connected first;
+//! never one of whoever sent the message or answer the agent is working on, so a message to
+//! another user's task cannot reach the sender's laptop (docs/security.md). With none connected, or when the machine fails, goes or says the request failed, the call
 //! is a tool error saying so. Worktree paths (`upload`'s `path`, `download`'s `dest`) are
 //! checked like the worktree views (`git::views::TreePath`, `WorkPath`): relative, no `..` or
 //! `.git`, and inside the worktree with symlinks resolved.
@@ -155,9 +156,9 @@ pub async fn call(
     }))
 }
 
-/// What a tool needs of its session: the logins whose machines it may use, in order, and the
-/// task's worktree.
-fn place(app: &Ctx, session_id: &str) -> Result<(Vec<String>, PathBuf), String> {
+/// What a tool needs of its session: the login whose machines it may use (the task's owner)
+/// and the task's worktree.
+fn place(app: &Ctx, session_id: &str) -> Result<(String, PathBuf), String> {
     app.writer.read(|s| {
         let session = s
             .sessions
@@ -170,26 +171,16 @@ fn place(app: &Ctx, session_id: &str) -> Result<(Vec<String>, PathBuf), String> 
         if task.status != TaskStatus::Active || !task.worktree_ready {
             return Err("this task has no worktree now".to_owned());
         }
-        let mut logins = Vec::new();
-        if let Some(input) = &session.turn_input {
-            if s.users.contains_key(&input.actor) {
-                logins.push(input.actor.clone());
-            }
-        }
-        if !logins.contains(&task.created_by) {
-            logins.push(task.created_by.clone());
-        }
-        Ok((logins, PathBuf::from(&task.worktree_path)))
+        Ok((task.created_by.clone(), PathBuf::from(&task.worktree_path)))
     })
 }
 
 async fn run(app: &Ctx, session_id: &str, tool: &str, args: &Value) -> Result<ToolResult, String> {
     let args = if args.is_null() { &json!({}) } else { args };
-    let (logins, worktree) = place(app, session_id)?;
-    let machine: Machine = app.machines.of(&logins).ok_or_else(|| {
+    let (owner, worktree) = place(app, session_id)?;
+    let machine: Machine = app.machines.of(&owner).ok_or_else(|| {
         format!(
-            "no machine of {} is connected: the user must run `byre client --server <this byre's URL>` on it first",
-            logins.join(" or ")
+            "no machine of {owner} is connected (the task's owner: only their machines serve it); they must run `byre client --server <this byre's URL>` on one first"
         )
     })?;
     let machines = &app.machines;

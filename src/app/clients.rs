@@ -12,7 +12,8 @@
 //!
 //! A transfer lives exactly as long as its request waits: `getClientTransfer` serves an
 //! upload's archive while its request waits, `putClientTransfer` accepts a download's
-//! archive once while its request waits; otherwise both are not found.
+//! archive once while its request waits; otherwise both are not found. Both serve only the
+//! login whose machine the request went to: to any other login the transfer does not exist.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,6 +77,8 @@ enum TransferKind {
 
 struct Transfer {
     request_id: String,
+    /// The login of the machine the request went to; to any other the transfer is not found.
+    login: String,
     kind: TransferKind,
 }
 
@@ -231,22 +234,23 @@ pub struct Machine {
     id: u64,
     /// Its name.
     pub host: String,
+    /// The login that connected it: the only one its transfers are served to.
+    login: String,
 }
 
 impl Machines {
-    /// The newest connection of the first of `logins` that has one.
-    pub fn of(&self, logins: &[String]) -> Option<Machine> {
-        logins.iter().find_map(|login| {
-            self.inner
-                .conns
-                .iter()
-                .filter(|c| &c.login == login)
-                .max_by_key(|c| *c.key())
-                .map(|c| Machine {
-                    id: *c.key(),
-                    host: c.host.clone(),
-                })
-        })
+    /// The newest connection of `login`.
+    pub fn of(&self, login: &str) -> Option<Machine> {
+        self.inner
+            .conns
+            .iter()
+            .filter(|c| c.login == login)
+            .max_by_key(|c| *c.key())
+            .map(|c| Machine {
+                id: *c.key(),
+                host: c.host.clone(),
+                login: c.login.clone(),
+            })
     }
 
     /// Sends `request` (a `ClientRequest` without its id) to `machine` and waits for its
@@ -344,6 +348,7 @@ impl Machines {
             transfer.clone(),
             Transfer {
                 request_id: id.clone(),
+                login: machine.login.clone(),
                 kind: TransferKind::Upload(archive),
             },
         );
@@ -373,6 +378,7 @@ impl Machines {
             transfer.clone(),
             Transfer {
                 request_id: id.clone(),
+                login: machine.login.clone(),
                 kind: TransferKind::Download {
                     dest,
                     received: Received::Waiting,
@@ -444,16 +450,18 @@ fn no_transfer(id: &str) -> Error {
     Error::NotFound(format!("no waiting transfer `{id}`"))
 }
 
-/// `getClientTransfer`: the upload archive of transfer `id`, opened for reading.
+/// `getClientTransfer`: the upload archive of transfer `id`, opened for reading, for `login`.
 /// # Errors
-/// [`Error::NotFound`] unless `id` is an upload whose request waits.
-pub async fn get_transfer(app: &Ctx, id: &str) -> Result<tokio::fs::File, Error> {
+/// [`Error::NotFound`] unless `id` is an upload whose request waits, sent to a machine of
+/// `login` (to another login it does not exist).
+pub async fn get_transfer(app: &Ctx, login: &str, id: &str) -> Result<tokio::fs::File, Error> {
     let path = {
         let t = app
             .machines
             .inner
             .transfers
             .get(id)
+            .filter(|t| t.login == login)
             .ok_or_else(|| no_transfer(id))?;
         match &t.kind {
             TransferKind::Upload(path) if app.machines.live(&t) => path.to_path_buf(),
@@ -476,17 +484,18 @@ pub struct Receiving {
     finished: bool,
 }
 
-/// `putClientTransfer`: starts receiving transfer `id`'s archive, once.
+/// `putClientTransfer`: starts receiving transfer `id`'s archive from `login`, once.
 /// # Errors
-/// [`Error::NotFound`] unless `id` is a download whose request waits and whose archive has
-/// not come yet.
-pub async fn put_transfer(app: &Ctx, id: &str) -> Result<Receiving, Error> {
+/// [`Error::NotFound`] unless `id` is a download whose request waits, sent to a machine of
+/// `login`, and whose archive has not come yet.
+pub async fn put_transfer(app: &Ctx, login: &str, id: &str) -> Result<Receiving, Error> {
     {
         let mut t = app
             .machines
             .inner
             .transfers
             .get_mut(id)
+            .filter(|t| t.login == login)
             .ok_or_else(|| no_transfer(id))?;
         let live = app.machines.live(&t);
         match &mut t.kind {

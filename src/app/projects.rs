@@ -1,6 +1,6 @@
 //! Projects: `listProjects`, `createProject`, `getProject`.
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 
 use byre_projections::Command;
 
@@ -19,10 +19,12 @@ pub fn list_projects(app: &Ctx) -> Vec<api::Project> {
 }
 
 /// `createProject`: a project on the git repository at `repo_path`, its default branch and
-/// origin's URL (without credentials) detected.
+/// origin's URL (without credentials) detected. With [`crate::config::Config::repos_roots`]
+/// set, the repository (symlinks and `..` resolved) and its git dir must be under one of them;
+/// nothing outside is opened.
 /// # Errors
 /// Invalid when `repo_path` is not the absolute top of an existing git repository with a
-/// commit, or another project has it, or the name is bad.
+/// commit, or is outside the roots, or another project has it, or the name is bad.
 pub async fn create_project(
     app: &Ctx,
     actor: &str,
@@ -33,11 +35,20 @@ pub async fn create_project(
     if !path.is_absolute() || repo_path.contains('\0') {
         return Err(Error::Invalid("repo_path must be an absolute path".into()));
     }
+    let roots = app.config.repos_roots.clone();
     let facts = blocking(move || {
-        git::inspect_repo(&path).map_err(|e| match e {
+        if let Some(roots) = &roots {
+            check_inside(roots, &resolved(&path), &path)?;
+        }
+        let facts = git::inspect_repo(&path).map_err(|e| match e {
             GitError::Other(m) => Error::internal(m),
             user_facing => Error::Invalid(user_facing.to_string()),
-        })
+        })?;
+        if let Some(roots) = &roots {
+            check_inside(roots, Path::new(&facts.repo_path), &path)?;
+            check_inside(roots, &facts.git_dir, &path)?;
+        }
+        Ok(facts)
     })
     .await?;
     let ack = app
@@ -58,6 +69,45 @@ pub async fn create_project(
     app.writer
         .read(|s| s.projects.get(&id).map(api::Project::from))
         .ok_or_else(|| Error::internal("project missing after commit"))
+}
+
+/// `path` with its symlinks resolved when it exists; else made normal by hand (`.` dropped,
+/// `..` taking off the name before it), so a missing path is judged where it would be.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Refuses `real` (the resolved form of the `asked` path) unless it is under one of `roots`.
+/// # Errors
+/// [`Error::Invalid`] naming the roots, or saying there are none.
+fn check_inside(roots: &[PathBuf], real: &Path, asked: &Path) -> Result<(), Error> {
+    if roots.iter().any(|root| real.starts_with(root)) {
+        return Ok(());
+    }
+    if roots.is_empty() {
+        return Err(Error::Invalid(
+            "this server takes no new projects: it runs without --repos-root, which names the directories repositories may be in (docs/security.md)".into(),
+        ));
+    }
+    let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    Err(Error::Invalid(format!(
+        "{} is outside the directories this server takes repositories from: {}",
+        asked.display(),
+        names.join(", ")
+    )))
 }
 
 /// `getProject`.

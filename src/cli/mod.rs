@@ -56,9 +56,14 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value = "local")]
         auth: Auth,
         /// With --auth token: a TOML file with a `[tokens]` table of "<token>" = "<login>".
-        /// Default: DATA/tokens.toml.
+        /// Default: $XDG_CONFIG_HOME/byre/tokens.toml, else ~/.config/byre/tokens.toml; it must
+        /// be readable by its owner only (chmod 600).
         #[arg(long)]
         tokens: Option<PathBuf>,
+        /// Where projects' repositories may be (repeatable); with --auth token or tailscale and
+        /// no root, no new project is accepted (docs/security.md).
+        #[arg(long = "repos-root", value_name = "DIR")]
+        repos_roots: Vec<PathBuf>,
         /// With --auth local: the login of the one user. Default: $USER, else `local`.
         #[arg(long)]
         login: Option<String>,
@@ -229,6 +234,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             data,
             auth,
             tokens,
+            repos_roots,
             login,
             default_model,
             stream_buffer,
@@ -255,7 +261,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 }
                 Auth::Tailscale => AuthMode::Tailscale,
                 Auth::Token => {
-                    let path = tokens.unwrap_or_else(|| data_dir.join("tokens.toml"));
+                    let path =
+                        config::tokens_path(tokens, &data_dir).map_err(anyhow::Error::msg)?;
                     AuthMode::Token {
                         tokens: config::read_tokens(&path).map_err(anyhow::Error::msg)?,
                     }
@@ -266,7 +273,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             }
             let listener =
                 TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
+            let roots = config::repos_roots(&repos_roots, &auth).map_err(anyhow::Error::msg)?;
             let mut config = Config::new(data_dir.clone(), auth);
+            config.repos_roots = roots;
             config.default_model = default_model;
             config.stream_buffer_bytes = stream_buffer;
             config.chromium_bin = Some(chromium);

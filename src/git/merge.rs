@@ -8,6 +8,7 @@
 //!   file). When the default branch is checked out in a checkout that is not clean, the merge
 //!   is refused before anything moves ([`MergeError::Refused`]): byre neither moves a branch
 //!   under a dirty checkout nor lets the local default branch fall behind what it pushed.
+//!   What the fast-forward writes gets the modes of the user's umask, not byre's 077.
 //! - A merge is refused while a rebase, merge, cherry-pick (any operation libgit2 reports in
 //!   `Repository::state`) is in progress in the task's worktree or the project's checkout.
 //! - A conflict (content, binary, rename/delete, …) moves no ref: the squash commit is
@@ -443,10 +444,22 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         // Clean (checked above) and HEAD still on the old tip, the baseline of a safe
         // checkout: the new tree replaces the old one, index included.
         let own_tree = c.find_tree(tree_id)?;
-        c.checkout_tree(
-            own_tree.as_object(),
-            Some(CheckoutBuilder::new().safe().overwrite_ignored(false)),
-        )?;
+        let mut written = Vec::new();
+        {
+            let mut opts = CheckoutBuilder::new();
+            opts.safe().overwrite_ignored(false);
+            if let (Some(workdir), Some(_)) = (c.workdir(), crate::private_files::user_umask()) {
+                opts.notify_on(git2::CheckoutNotificationType::UPDATED)
+                    .notify(|_, path, _, target, _| {
+                        if let (Some(path), Some(target)) = (path, target) {
+                            written.push(Written::before(workdir, path, target.mode()));
+                        }
+                        true
+                    });
+            }
+            c.checkout_tree(own_tree.as_object(), Some(&mut opts))?;
+        }
+        restore_user_modes(&written);
     }
     // Compare-and-swap: the branch must still be where the squash started.
     repo.reference_matching(
@@ -464,6 +477,69 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         ))
     })?;
     Ok(Some(commit.to_string()))
+}
+
+/// A file the fast-forward of a user's checkout writes, noted before it is written: the
+/// directories it makes are those of its parents that do not exist yet.
+struct Written {
+    path: std::path::PathBuf,
+    executable: bool,
+    /// The mode of the file it replaces, kept when the executable bit stays the same.
+    previous_mode: Option<u32>,
+    new_dirs: Vec<std::path::PathBuf>,
+}
+
+impl Written {
+    fn before(workdir: &Path, path: &Path, mode: git2::FileMode) -> Written {
+        let new_dirs = path
+            .ancestors()
+            .skip(1)
+            .filter(|d| !d.as_os_str().is_empty() && !workdir.join(d).exists())
+            .map(|d| workdir.join(d))
+            .collect();
+        use std::os::unix::fs::PermissionsExt;
+        let executable = mode == git2::FileMode::BlobExecutable;
+        let previous_mode = std::fs::symlink_metadata(workdir.join(path))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.permissions().mode() & 0o7777)
+            .filter(|m| (m & 0o111 != 0) == executable);
+        Written {
+            path: workdir.join(path),
+            executable,
+            previous_mode,
+            new_dirs,
+        }
+    }
+}
+
+/// Gives what a fast-forward wrote in the user's checkout the modes it had (a replaced file
+/// whose executable bit stays) or the user's own umask would give it (byre's is 077:
+/// `crate::private_files`); symlinks are left as they are.
+fn restore_user_modes(written: &[Written]) {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |path: &Path, exec_or_dir: bool, previous: Option<u32>| {
+        let Some(mode) = crate::private_files::user_mode(exec_or_dir) else {
+            return;
+        };
+        let mode = previous.unwrap_or(mode);
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.file_type().is_symlink() => {
+                if let Err(e) =
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot give a fast-forwarded file the user's mode");
+                }
+            }
+            _ => {}
+        }
+    };
+    for w in written {
+        for dir in &w.new_dirs {
+            set(dir, true, None);
+        }
+        set(&w.path, w.executable, w.previous_mode);
+    }
 }
 
 /// How long `git push` may take before byre stops it.

@@ -57,6 +57,9 @@ pub struct RepoFacts {
     pub remote: String,
     /// 40-hex sha of the default branch's tip commit.
     pub head_commit: String,
+    /// Canonical absolute path of the repository's common git dir (where a linked worktree's
+    /// objects and refs live, possibly far from `repo_path`).
+    pub git_dir: PathBuf,
 }
 
 /// Inspects `path`, which must be absolute, an existing directory, and the top of a git
@@ -90,11 +93,13 @@ pub fn inspect_repo(path: &Path) -> Result<RepoFacts, GitError> {
             ))
         })?
         .to_string();
+    let git_dir = fs::canonicalize(repo.commondir()).unwrap_or_else(|_| repo.commondir().into());
     Ok(RepoFacts {
         repo_path,
         default_branch,
         remote: remote_url(&repo),
         head_commit,
+        git_dir,
     })
 }
 

@@ -65,7 +65,7 @@ pub fn step(
 }
 
 /// Writes the tree of `commit` into `dir` (made fresh) as plain files, then makes every file
-/// and directory read-only. Blocking.
+/// and directory read-only for byre's user alone (0400/0500, like all of the data dir). Blocking.
 /// # Errors
 /// A missing commit, or a filesystem or libgit2 error.
 pub fn export(repo_path: &Path, commit: &str, dir: &Path) -> Result<(), GitError> {
@@ -94,7 +94,7 @@ fn set_read_only(dir: &Path, ro: bool) {
         return;
     };
     if !ro {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
     for e in entries.flatten() {
         let path = e.path();
@@ -104,11 +104,11 @@ fn set_read_only(dir: &Path, ro: bool) {
         if meta.is_dir() {
             set_read_only(&path, ro);
         } else if meta.is_file() {
-            let mode = if ro { 0o444 } else { 0o644 };
+            let mode = if ro { 0o400 } else { 0o600 };
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
         }
     }
     if ro {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555));
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o500));
     }
 }

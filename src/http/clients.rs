@@ -128,13 +128,14 @@ async fn serve(
 }
 
 /// `getClientTransfer` — GET /api/clients/transfers/{transferId} → 200 `application/gzip`
-/// (the upload's archive, streamed); 404 unless an upload request waits for it.
+/// (the upload's archive, streamed); 404 unless an upload request to one of the caller's
+/// machines waits for it.
 pub async fn get_client_transfer(
-    _caller: Caller,
+    caller: Caller,
     id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let file = clients::get_transfer(&app, &id).await?;
+    let file = clients::get_transfer(&app, &caller.login, &id).await?;
     let body = futures_util::stream::unfold(Some(file), |file| async move {
         let mut file = file?;
         let mut buf = vec![0u8; 64 * 1024];
@@ -155,15 +156,16 @@ pub async fn get_client_transfer(
 /// `putClientTransfer` — PUT /api/clients/transfers/{transferId} → 204 once the archive is
 /// unpacked at its destination; 400 for an archive that is refused (an entry leaving its
 /// destination, a link out, a hard link or device) or malformed; 404 unless a download
-/// request waits for it and it has not come yet; 413 beyond the transfer limit.
+/// request to one of the caller's machines waits for it and it has not come yet; 413 beyond
+/// the transfer limit.
 pub async fn put_client_transfer(
-    _caller: Caller,
+    caller: Caller,
     id: web::Path<String>,
     req: HttpRequest,
     mut payload: web::Payload,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut receiving = clients::put_transfer(&app, &id).await?;
+    let mut receiving = clients::put_transfer(&app, &caller.login, &id).await?;
     // Refused before a byte is read when it says it is too large.
     let announced = req
         .headers()

@@ -639,3 +639,228 @@ async fn a_download_archive_announced_beyond_the_limit_is_refused_413_before_it_
         "the agent learns why: {result}"
     );
 }
+
+/// A team server (ada and bob, [`crate::helpers::TOKENS`]) whose Claude Code talks to the fake
+/// model `x_client`; ada's project and her event stream.
+async fn team_bench() -> (TestServer, FakeAnthropic, Api, String, TempDir, Sse) {
+    let fake = FakeAnthropic::fixture("x_client").await.expect("fake API");
+    let bin: PathBuf = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install the CLI");
+    let url = fake.url.clone();
+    let tokens = crate::helpers::TOKENS
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
+    let server = TestServer::spawn_configured(
+        TempDir::new().unwrap(),
+        byre::config::AuthMode::Token { tokens },
+        move |c| {
+            c.claude_bin = Some(bin);
+            c.agent_env = vec![
+                ("ANTHROPIC_BASE_URL".into(), url),
+                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+                ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+            ];
+        },
+    )
+    .await;
+    let ada = server.api_as("ada");
+    let (repo, project_id) = ada.basic_project().await;
+    let sse = ada.events(&[], None).await;
+    (server, fake, ada, project_id, repo, sse)
+}
+
+/// The bearer token of `login` in team servers.
+fn token_of(login: &str) -> &'static str {
+    crate::helpers::TOKENS
+        .iter()
+        .find(|(_, l)| *l == login)
+        .map(|(t, _)| *t)
+        .expect("a known login")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
+    let _one = ONE_AGENT_TEST.lock().await;
+    let (server, _fake, ada, project_id, _repo, mut sse) = team_bench().await;
+    let bob = server.api_as("bob");
+    let bob_home = TempDir::new().unwrap();
+    let mut bob_machine = ClientProcess::start_with(
+        &server.url,
+        "bob-laptop",
+        bob_home.path(),
+        &["--token", token_of("bob")],
+    );
+    bob_machine.line("connected to").await;
+
+    let (task_id, _) = start_task(&ada, &project_id, "Just say hi").await;
+    first_turn(&mut sse, &task_id).await;
+    let session_id = ada.first_session_id(&task_id).await;
+    let said = bob
+        .call(
+            "sendMessage",
+            &[&session_id],
+            &[],
+            Some(json!({"text": "Please use my machine"})),
+        )
+        .await;
+    assert_eq!(said.status, 202, "{:?}", said.body);
+    let results = tool_results(&first_turn(&mut sse, &task_id).await);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].contains("no machine of ada is connected") && results[0].contains("is_error"),
+        "bob's message ran no tool on bob's machine: {}",
+        results[0]
+    );
+    let status = bob.call("getStatus", &[], &[], None).await;
+    assert!(
+        status.body["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["host"] == "bob-laptop" && c["login"] == "bob"),
+        "bob's machine was connected all along: {}",
+        status.body["clients"]
+    );
+    assert!(
+        !bob_home.path().join("from-machine.txt").exists(),
+        "the command never ran on bob's machine"
+    );
+
+    // Once ada's own machine is there, the same message from bob runs on hers only.
+    let ada_home = TempDir::new().unwrap();
+    let mut ada_machine = ClientProcess::start_with(
+        &server.url,
+        "ada-laptop",
+        ada_home.path(),
+        &["--token", token_of("ada")],
+    );
+    ada_machine.line("connected to").await;
+    let said = bob
+        .call(
+            "sendMessage",
+            &[&session_id],
+            &[],
+            Some(json!({"text": "Please use my machine"})),
+        )
+        .await;
+    assert_eq!(said.status, 202, "{:?}", said.body);
+    let results = tool_results(&first_turn(&mut sse, &task_id).await);
+    assert_eq!(results.len(), 3, "bash, upload, download: {results:?}");
+    assert!(results[0].contains("on `ada-laptop`"), "{}", results[0]);
+    assert!(ada_home.path().join("from-machine.txt").exists());
+    assert!(ada_home.path().join("uploads/README.md").exists());
+    assert!(
+        !bob_home.path().join("from-machine.txt").exists()
+            && !bob_home.path().join("uploads").exists(),
+        "bob's machine saw none of it"
+    );
+    drop(bob_machine);
+}
+
+/// The next `ClientRequest` a raw machine receives.
+async fn next_request(
+    machine: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> Value {
+    loop {
+        match tokio::time::timeout(WAIT, machine.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => break serde_json::from_str(&t).unwrap(),
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no ClientRequest: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transfer_is_not_found_for_a_login_other_than_its_machines() {
+    let _one = ONE_AGENT_TEST.lock().await;
+    let (server, _fake, _ada, project_id, _repo, mut sse) = team_bench().await;
+    let ws = server.url.replacen("http://", "ws://", 1) + "/api/clients/connect";
+    let mut request = ws.into_client_request().unwrap();
+    let headers = request.headers_mut();
+    headers.insert("Byre-Host", "ada-laptop".parse().unwrap());
+    headers.insert(
+        "Authorization",
+        format!("Bearer {}", token_of("ada")).parse().unwrap(),
+    );
+    let mut machine = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connectClient as ada")
+        .0;
+    let ada = server.api_as("ada");
+    let (task_id, _) = start_task(&ada, &project_id, "Please use my machine").await;
+
+    let bash = next_request(&mut machine).await;
+    assert_eq!(bash["op"], "bash", "{bash}");
+    let reply = json!({"id": bash["id"], "exit_code": 0, "output": "BASH-RAN in /home/ada\n"});
+    machine
+        .send(Message::text(reply.to_string()))
+        .await
+        .unwrap();
+
+    let as_login = |login: &str, method: reqwest::Method, transfer: &str| {
+        raw(
+            &server.url,
+            method,
+            &format!("/api/clients/transfers/{transfer}"),
+        )
+        .bearer_auth(token_of(login))
+    };
+    let upload = next_request(&mut machine).await;
+    assert_eq!(upload["op"], "upload", "{upload}");
+    let transfer = upload["transfer"].as_str().unwrap();
+    let stolen = as_login("bob", reqwest::Method::GET, transfer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        stolen.status().as_u16(),
+        404,
+        "bob cannot fetch ada's upload"
+    );
+    let body: Value = stolen.json().await.unwrap();
+    assert!(body["message"].is_string(), "{body}");
+    let own = as_login("ada", reqwest::Method::GET, transfer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status().as_u16(), 200, "ada's machine fetches it");
+    assert!(!own.bytes().await.unwrap().is_empty());
+    machine
+        .send(Message::text(json!({"id": upload["id"]}).to_string()))
+        .await
+        .unwrap();
+
+    let download = next_request(&mut machine).await;
+    assert_eq!(download["op"], "download", "{download}");
+    let transfer = download["transfer"].as_str().unwrap();
+    let planted = as_login("bob", reqwest::Method::PUT, transfer)
+        .header("content-type", "application/gzip")
+        .body(escaping_archive())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        planted.status().as_u16(),
+        404,
+        "bob cannot answer ada's download"
+    );
+    // Ada's own put reaches the archive check (and is refused there for its `../` entry).
+    let own = as_login("ada", reqwest::Method::PUT, transfer)
+        .header("content-type", "application/gzip")
+        .body(escaping_archive())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status().as_u16(), 400);
+    machine
+        .send(Message::text(json!({"id": download["id"]}).to_string()))
+        .await
+        .unwrap();
+    let results = tool_results(&first_turn(&mut sse, &task_id).await);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(results[2].contains("refused"), "{}", results[2]);
+}

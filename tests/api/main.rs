@@ -39,6 +39,7 @@ mod projects;
 mod recovery;
 mod reviews;
 mod sandbox;
+mod secrets;
 mod snapshots;
 mod startup_snapshot;
 mod subagents;

@@ -287,6 +287,14 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
         std::fs::read_to_string(repo.join("feature.txt")).unwrap(),
         "feature from the fake model\n"
     );
+    // byre runs with umask 077; what it writes in the user's checkout gets the user's modes.
+    let user_umask = byre::private_files::user_umask().expect("a server tightened the umask");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(repo.join("feature.txt"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o666 & !user_umask, "{mode:o}");
     assert_eq!(git(repo, &["status", "--porcelain"]), "");
     // Worktree and branch gone, the last state kept, the object store intact.
     assert!(!worktree.exists());
