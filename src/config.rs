@@ -102,6 +102,29 @@ pub struct AgentLimits {
     /// An agent process with no turn running (and no subagent) for this long is stopped; its
     /// session's next message resumes the conversation in a fresh process. Zero: never.
     pub idle_stop: Duration,
+    /// The bounds on what an agent process sends (`serve --max-event-bytes`,
+    /// `--max-line-bytes`).
+    pub output: OutputLimits,
+}
+
+/// The bounds on agent output (docs/limits.md; `vendors::bounds`).
+#[derive(Debug, Clone, Copy)]
+pub struct OutputLimits {
+    /// Most bytes of one event's payload: agent text, tool inputs and outputs beyond it are
+    /// cut with a marker and kept whole as a blob; the raw vendor line is dropped.
+    pub max_event_bytes: usize,
+    /// Most bytes of one output line of an agent process: a longer line ends the process and
+    /// its turn with an error, never held whole.
+    pub max_line_bytes: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            max_event_bytes: crate::vendors::bounds::DEFAULT_MAX_EVENT_BYTES,
+            max_line_bytes: crate::vendors::bounds::DEFAULT_MAX_LINE_BYTES,
+        }
+    }
 }
 
 impl Default for AgentLimits {
@@ -111,6 +134,7 @@ impl Default for AgentLimits {
             meminfo: PathBuf::from("/proc/meminfo"),
             admission_poll: Duration::from_secs(1),
             idle_stop: Duration::ZERO,
+            output: OutputLimits::default(),
         }
     }
 }

@@ -295,6 +295,7 @@ mod tests {
             self.ok(Command::RecordVendorOutput {
                 session_id: sid.into(),
                 items: vec![VendorItem::ToolCall(ToolCall {
+                    cut: None,
                     tool_use_id: format!("u{}", self.state.last_seq),
                     name: name.into(),
                     input,

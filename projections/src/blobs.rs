@@ -55,3 +55,34 @@ pub(crate) fn apply(state: &mut State, created_at_us: i64, actor: &str, body: &E
         });
     }
 }
+
+/// The content type of vendor output kept whole as a blob (`StoreOutputBlob`).
+pub const OUTPUT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
+
+/// Decides `StoreOutputBlob`: a `blob.uploaded` of UTF-8 text by `byre`, owned by the
+/// session's owner when it has one (a lead session's output reaches only its user).
+/// # Errors
+/// Not found for an unknown session.
+pub(crate) fn store_output(
+    state: &State,
+    ctx: &DecideCtx,
+    session_id: &str,
+    size_bytes: u64,
+    sha256: &str,
+) -> Result<Vec<NewEvent>, crate::Rejection> {
+    let session = crate::sessions::session(state, session_id)?;
+    let event = NewEvent::new(
+        "byre",
+        EventBody::BlobUploaded(BlobUploaded {
+            id: ctx.id(0),
+            content_type: OUTPUT_CONTENT_TYPE.to_owned(),
+            size_bytes,
+            sha256: sha256.to_owned(),
+        }),
+    );
+    Ok(vec![if session.owner.is_empty() {
+        event
+    } else {
+        event.owned_by(session.owner.clone())
+    }])
+}

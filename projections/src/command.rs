@@ -183,6 +183,18 @@ pub enum Command {
         /// Lowercase hex SHA-256 of the bytes.
         sha256: String,
     },
+    /// The whole of a vendor output field cut to the event limit (`serve --max-event-bytes`):
+    /// stored like an upload (bytes beside the command, under their SHA-256), as UTF-8 text,
+    /// owned by the session's owner when it has one (a lead's), so its `blob.uploaded`
+    /// reaches only the user its cut event reaches.
+    StoreOutputBlob {
+        /// The session whose output it is.
+        session_id: String,
+        /// Size in bytes.
+        size_bytes: u64,
+        /// Lowercase hex SHA-256 of the bytes.
+        sha256: String,
+    },
     /// `putWorkflow`.
     PutWorkflow {
         /// The caller.

@@ -415,7 +415,8 @@ pub struct TaskStateChanged {
 pub struct BlobUploaded {
     /// The blob's id.
     pub id: String,
-    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp` for an upload;
+    /// `text/plain; charset=utf-8` for vendor output byre cut to its event limit.
     pub content_type: String,
     /// Size in bytes.
     pub size_bytes: u64,

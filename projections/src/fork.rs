@@ -153,6 +153,7 @@ mod tests {
             w.start("go");
             let sid = w.session().id.clone();
             let ended = crate::sessions::TurnEnded {
+                cut: None,
                 turn: 0,
                 outcome: TurnOutcome::Completed,
                 summary: false,

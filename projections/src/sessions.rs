@@ -259,7 +259,7 @@ pub(crate) use fold::apply;
 pub use payloads::*;
 pub(crate) use restart::{record_deferred, record_exit, resume_after_restart};
 
-fn session<'a>(state: &'a State, id: &str) -> Result<&'a Session, Rejection> {
+pub(crate) fn session<'a>(state: &'a State, id: &str) -> Result<&'a Session, Rejection> {
     state
         .sessions
         .get(id)

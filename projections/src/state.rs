@@ -223,6 +223,11 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             size_bytes,
             sha256,
         } => Ok(blobs::upload(ctx, actor, content_type, *size_bytes, sha256)),
+        Command::StoreOutputBlob {
+            session_id,
+            size_bytes,
+            sha256,
+        } => blobs::store_output(state, ctx, session_id, *size_bytes, sha256),
         Command::PutWorkflow {
             actor,
             name,

@@ -126,6 +126,7 @@ impl World {
         status: Option<u16>,
     ) -> Vec<Event> {
         let ended = TurnEnded {
+            cut: None,
             turn: 0,
             outcome,
             summary: false,

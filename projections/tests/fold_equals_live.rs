@@ -185,6 +185,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 TurnOutcome::Failed,
             ][rng.below(3)];
             let ended = TurnEnded {
+                cut: None,
                 turn: 0,
                 outcome,
                 summary: false,

@@ -121,6 +121,15 @@ pub enum Cmd {
         /// not start unless `off` is given; local mode starts with a warning.
         #[arg(long, env = "BYRE_SANDBOX", value_enum, default_value = "on")]
         sandbox: OnOff,
+        /// Most bytes of one event's payload (e.g. 1MiB): agent text, tool inputs and outputs
+        /// beyond it are cut with a marker and kept whole as a blob the transcript opens
+        /// ("show all"); the raw vendor line is then not kept (docs/limits.md).
+        #[arg(long, env = "BYRE_MAX_EVENT_BYTES", default_value = "1MiB", value_parser = parse_event_limit)]
+        max_event_bytes: usize,
+        /// Most bytes of one output line of an agent process (e.g. 64MiB): a longer line ends
+        /// the process and its turn with an error (never held whole).
+        #[arg(long, env = "BYRE_MAX_LINE_BYTES", default_value = "64MiB", value_parser = crate::log::bus::parse_size)]
+        max_line_bytes: usize,
     },
     /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
     /// connected to a byre server; reconnects with backoff.
@@ -219,10 +228,21 @@ Environment:
   BYRE_STREAM_BUFFER   as --stream-buffer
   BYRE_AGENT_MEMORY_FLOOR, BYRE_AGENT_IDLE_STOP
                        as --agent-memory-floor, --agent-idle-stop
+  BYRE_MAX_EVENT_BYTES, BYRE_MAX_LINE_BYTES
+                       as --max-event-bytes, --max-line-bytes
   BYRE_MEMINFO         the file the available memory is read from; default: /proc/meminfo
   BYRE_LOG             the log filter (tracing syntax), default `info`; e.g. BYRE_LOG=byre=debug
 Agents get a cleared environment: PATH, LANG, TZ, proxy variables, SSL_CERT_FILE and the
 variables above that concern them (README.md, \"Agents\").";
+
+/// Parses `--max-event-bytes`: a size (`parse_size`) of at least 16 KiB, room for an event's
+/// fields besides the one byre cuts.
+fn parse_event_limit(text: &str) -> Result<usize, String> {
+    match crate::log::bus::parse_size(text)? {
+        n if n < 16 * 1024 => Err(format!("`{text}`: the event limit is at least 16KiB")),
+        n => Ok(n),
+    }
+}
 
 /// Runs the command line; returns the process exit code.
 /// # Errors
@@ -249,6 +269,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             agent_idle_stop,
             public_hosts,
             sandbox,
+            max_event_bytes,
+            max_line_bytes,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -291,6 +313,10 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             config.agents.idle_stop = agent_idle_stop;
             config.public_hosts = public_hosts;
             config.sandbox = sandbox == OnOff::On;
+            config.agents.output = config::OutputLimits {
+                max_event_bytes,
+                max_line_bytes: max_line_bytes.max(max_event_bytes),
+            };
             if let Some(meminfo) = std::env::var_os("BYRE_MEMINFO").filter(|m| !m.is_empty()) {
                 config.agents.meminfo = PathBuf::from(meminfo);
             }

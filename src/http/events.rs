@@ -79,8 +79,17 @@ pub async fn stream_events(
             match wake {
                 Wake::Record(Ok(r)) => {
                     if filter.keeps(&r) {
-                        // Serialized once by the writer, shared by every stream.
-                        yield Ok(r.frame());
+                        // Serialized once by the writer, shared by every stream; handed over in
+                        // slices of it (no copies), since the server copies each piece it is
+                        // given into the connection's buffer: a slow reader then holds one
+                        // slice of a large frame, not a copy of all of it.
+                        let frame = r.frame();
+                        let mut at = 0;
+                        while at < frame.len() {
+                            let end = (at + FRAME_SLICE_BYTES).min(frame.len());
+                            yield Ok(frame.slice(at..end));
+                            at = end;
+                        }
                     }
                 }
                 Wake::Record(Err(e)) => {
@@ -105,6 +114,9 @@ pub async fn stream_events(
         .insert_header(("X-Accel-Buffering", "no"))
         .streaming(body))
 }
+
+/// Largest piece of a frame handed to the server at a time (see `stream_events`).
+const FRAME_SLICE_BYTES: usize = 16 * 1024;
 
 /// What wakes an event stream.
 enum Wake {

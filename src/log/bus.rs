@@ -6,7 +6,9 @@
 //! subscriber whose next seq is no longer in the ring reads it from the log instead
 //! (`log::subscription`). So what byre holds for all event streams together is the ring plus,
 //! per subscriber, the one chunk it is handing over — however many subscribers there are and
-//! however slowly they read; and with nobody reading, the ring alone.
+//! however slowly they read; and with nobody reading, the ring alone. Chunks read from the log
+//! are shared too: readers replaying the same seqs hold the same records, and what all of them
+//! hold from the log is kept within the same bound (`log::subscription::CatchUp`).
 //!
 //! Waking: the head seq of the ring is published on a `watch` channel; a subscriber that has
 //! delivered everything up to it waits for the next change.
@@ -52,6 +54,9 @@ pub struct Bus {
     ring: Arc<Mutex<Ring>>,
     limit: usize,
     head_tx: Arc<watch::Sender<u64>>,
+    /// The records read from the log for readers behind the ring, shared while any holds
+    /// them (`log::subscription`), within the same byte bound.
+    catch_up: Arc<super::subscription::CatchUp>,
 }
 
 impl Bus {
@@ -67,7 +72,13 @@ impl Bus {
             })),
             limit,
             head_tx: Arc::new(head_tx),
+            catch_up: Arc::new(super::subscription::CatchUp::new(limit)),
         }
+    }
+
+    /// The shared catch-up reads from the log.
+    pub fn catch_up(&self) -> &super::subscription::CatchUp {
+        &self.catch_up
     }
 
     /// The byte bound.

@@ -5,7 +5,8 @@
 //! (the subscriber fell further behind than the ring's byte bound, or it starts from an old
 //! seq) it reads them from the log, one chunk of at most [`CHUNK_BYTES`] at a time, and asks
 //! the bus again. Delivery is therefore exactly the log's order, each seq once, and what a
-//! subscriber holds is at most one chunk, however slowly it is read.
+//! subscriber holds is at most one chunk, however slowly it is read. Chunks read from the log
+//! are shared by the readers replaying the same seqs and bounded in total ([`CatchUp`]).
 
 use std::sync::Arc;
 
@@ -62,13 +63,97 @@ pub fn subscribe(writer: Writer, after: u64) -> impl Stream<Item = Result<Arc<Re
     }
 }
 
-/// Records `from..=to` from the log, at most [`CHUNK_BYTES`] of them (at least one).
+/// Records `from..=to` from the log, at most [`CHUNK_BYTES`] of them (at least one): the
+/// ones another reader holds already when it does, else read (see [`CatchUp`]).
 async fn read_chunk(writer: &Writer, from: u64, to: u64) -> Result<Vec<Arc<Record>>, String> {
+    let catch_up = writer.bus().catch_up();
+    if let Some(held) = catch_up.held(from, to) {
+        return Ok(held);
+    }
+    // One load at a time: readers at the same seqs wait for it and then share its records.
+    let _loading = catch_up.loading.lock().await;
+    if let Some(held) = catch_up.held(from, to) {
+        return Ok(held);
+    }
+    // The bound in total: while readers hold this much read from the log, the next load
+    // waits for them to let some go (one load always may, when nothing is held).
+    while catch_up.live_bytes() >= catch_up.budget {
+        tokio::time::sleep(BUDGET_POLL).await;
+    }
     let store = writer.store().clone();
-    tokio::task::spawn_blocking(move || {
+    let chunk = tokio::task::spawn_blocking(move || {
         store.records_bounded(from, to, CATCH_UP_RECORDS, CHUNK_BYTES)
     })
     .await
     .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    catch_up.keep(&chunk);
+    Ok(chunk)
+}
+
+/// How often a load waiting for the catch-up budget looks again.
+const BUDGET_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The records read from the log for catch-up, shared by every reader while any of them
+/// holds one: many readers replaying the same seqs (a page load of every browser after a
+/// restart, `after=0`) hold one copy of each record and its encoded SSE frame, not one
+/// each. Entries are weak: a record no reader holds any more is freed and forgotten. What
+/// they hold together is at most `budget` bytes (plus one chunk: a load may start while
+/// under it), so many readers far behind cannot hold more than that, however large their
+/// records (DESIGN.md invariant 10).
+pub struct CatchUp {
+    held: std::sync::Mutex<std::collections::BTreeMap<u64, (std::sync::Weak<Record>, usize)>>,
+    loading: tokio::sync::Mutex<()>,
+    budget: usize,
+}
+
+impl CatchUp {
+    /// Shared reads bounded by `budget` bytes in total.
+    pub fn new(budget: usize) -> CatchUp {
+        CatchUp {
+            held: Default::default(),
+            loading: tokio::sync::Mutex::new(()),
+            budget,
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, (std::sync::Weak<Record>, usize)>>
+    {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Held records from `from` on (up to `to`), contiguous, at most [`CHUNK_BYTES`] (at
+    /// least one); `None` when no reader holds `from`.
+    fn held(&self, from: u64, to: u64) -> Option<Vec<Arc<Record>>> {
+        let held = self.lock();
+        let mut out: Vec<Arc<Record>> = Vec::new();
+        let mut bytes = 0;
+        for (seq, (weak, size)) in held.range(from..=to) {
+            let expected = out.last().map_or(from, |r| r.seq + 1);
+            if *seq != expected || (!out.is_empty() && bytes + size > CHUNK_BYTES) {
+                break;
+            }
+            let Some(r) = weak.upgrade() else { break };
+            bytes += size;
+            out.push(r);
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Remembers a chunk just read, for the readers after.
+    fn keep(&self, chunk: &[Arc<Record>]) {
+        let mut held = self.lock();
+        for r in chunk {
+            held.insert(r.seq, (Arc::downgrade(r), r.size()));
+        }
+    }
+
+    /// Bytes of the records some reader still holds; forgets the others.
+    pub fn live_bytes(&self) -> usize {
+        let mut held = self.lock();
+        held.retain(|_, (weak, _)| weak.strong_count() > 0);
+        held.values().map(|(_, size)| size).sum()
+    }
 }

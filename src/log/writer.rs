@@ -458,7 +458,11 @@ fn write_group(
                     lead_index.insert((owner.as_str(), e.seq), ())?;
                 }
             }
-            if let (Some(bytes), Command::UploadBlob { sha256, .. }) = (&s.attachment, &s.cmd) {
+            if let (
+                Some(bytes),
+                Command::UploadBlob { sha256, .. } | Command::StoreOutputBlob { sha256, .. },
+            ) = (&s.attachment, &s.cmd)
+            {
                 blobs.insert(sha256.as_str(), bytes.as_ref())?;
             }
             outcomes.push(Ok(committed));

@@ -286,6 +286,7 @@ impl Protocol for CodeboltProtocol {
                         None => text(&req["type"]),
                     };
                     r.items.push(VendorItem::ToolCall(ToolCall {
+                        cut: None,
                         tool_use_id: id.clone(),
                         name,
                         input: req.clone(),
@@ -293,6 +294,7 @@ impl Protocol for CodeboltProtocol {
                     }));
                     if reply["streamed"] != true {
                         r.items.push(VendorItem::ToolResult(ToolResult {
+                            cut: None,
                             tool_use_id: id,
                             output: reply_text(reply),
                             is_error: reply["success"] == false,
@@ -303,6 +305,7 @@ impl Protocol for CodeboltProtocol {
                 "stream_finished" => {
                     let id = self.id(&v["requestId"]);
                     r.items.push(VendorItem::ToolResult(ToolResult {
+                        cut: None,
                         tool_use_id: id,
                         output: format!("exit code {}", v["exitCode"]),
                         is_error: v["exitCode"] != 0,
@@ -322,6 +325,7 @@ impl Protocol for CodeboltProtocol {
             "sendMessage" => {
                 let id = self.id(&v["requestId"]);
                 r.items.push(VendorItem::Text(AgentText {
+                    cut: None,
                     text: text(&v["message"]),
                     message_id: id,
                     raw: cut_raw(line),
@@ -343,6 +347,7 @@ impl Protocol for CodeboltProtocol {
                 };
                 self.interrupted = false;
                 r.items.push(VendorItem::TurnEnded(TurnEnded {
+                    cut: None,
                     turn: 0,
                     outcome,
                     summary: false,
@@ -362,6 +367,7 @@ impl Protocol for CodeboltProtocol {
             "chatnotify" if action == "agentTextResponse" => {
                 let id = self.id(&v["toolUseId"]);
                 r.items.push(VendorItem::Text(AgentText {
+                    cut: None,
                     text: text(&v["content"]),
                     message_id: id,
                     raw: cut_raw(line),
@@ -374,6 +380,7 @@ impl Protocol for CodeboltProtocol {
                 let id = self.id(&v["toolUseId"]);
                 if action.ends_with("Result") || v.get("content").is_some() {
                     r.items.push(VendorItem::ToolResult(ToolResult {
+                        cut: None,
                         tool_use_id: id,
                         output: cut(text(&v["content"])),
                         is_error: v["isError"] == true,
@@ -381,6 +388,7 @@ impl Protocol for CodeboltProtocol {
                     }));
                 } else {
                     r.items.push(VendorItem::ToolCall(ToolCall {
+                        cut: None,
                         tool_use_id: id,
                         name: format!("{t}/{action}"),
                         input: v["data"].clone(),
@@ -397,12 +405,14 @@ impl Protocol for CodeboltProtocol {
                     format!("{ty}/{action}")
                 };
                 r.items.push(VendorItem::ToolCall(ToolCall {
+                    cut: None,
                     tool_use_id: id.clone(),
                     name,
                     input: v.clone(),
                     raw: cut_raw(line),
                 }));
                 r.items.push(VendorItem::ToolResult(ToolResult {
+                    cut: None,
                     tool_use_id: id,
                     output: String::new(),
                     is_error: false,

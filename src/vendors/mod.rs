@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use byre_projections::sessions::{Vendor, VendorItem};
 
+pub(crate) mod bounds;
 pub mod claude;
 pub mod codebolt;
 pub mod codex;

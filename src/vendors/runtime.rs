@@ -171,6 +171,9 @@ pub struct Runtime {
     idle_stop: std::time::Duration,
     /// The sandbox every process runs in (`serve --sandbox`).
     sandbox: Arc<super::sandbox::Sandbox>,
+    /// Most bytes of one event's payload and of one output line (`serve --max-event-bytes`,
+    /// `--max-line-bytes`; `vendors::bounds`).
+    output_limits: crate::config::OutputLimits,
 }
 
 impl Runtime {
@@ -219,6 +222,7 @@ impl Runtime {
             admission: admission::Admission::new(&config.agents),
             idle_stop: config.agents.idle_stop,
             sandbox,
+            output_limits: config.agents.output,
         });
         // Token files of sessions that are not live (a crash skipped their removal) go before
         // anything runs.
@@ -337,6 +341,51 @@ impl Runtime {
                 .get(session_id)
                 .is_some_and(|x| !x.turn_running && x.subagents == 0 && !x.completed)
         })
+    }
+
+    /// The bounds on agent output (`vendors::bounds`).
+    pub(crate) fn output_limits(&self) -> crate::config::OutputLimits {
+        self.output_limits
+    }
+
+    /// Keeps `text`, the whole of a vendor output field cut to the event limit, as a blob of
+    /// the session's (`StoreOutputBlob`; owned when the session is a lead's). `None` when it
+    /// could not be stored (the cut's marker then says so).
+    pub(crate) async fn store_output_blob(
+        &self,
+        session_id: &str,
+        text: String,
+    ) -> Option<byre_projections::sessions::Cut> {
+        use sha2::Digest;
+        let size_bytes = text.len() as u64;
+        let sha256: String = sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let cmd = Command::StoreOutputBlob {
+            session_id: session_id.to_owned(),
+            size_bytes,
+            sha256,
+        };
+        match self
+            .writer
+            .submit(cmd, Some(bytes::Bytes::from(text)))
+            .await
+        {
+            Ok(ack) => ack.events.iter().find_map(|e| match &e.body {
+                byre_projections::EventBody::BlobUploaded(b) => {
+                    Some(byre_projections::sessions::Cut {
+                        blob_id: b.id.clone(),
+                        size_bytes,
+                    })
+                }
+                _ => None,
+            }),
+            Err(e) => {
+                tracing::error!(error = %e, "could not keep cut agent output as a blob");
+                None
+            }
+        }
     }
 
     pub(crate) async fn record(&self, cmd: Command) {

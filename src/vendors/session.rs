@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use byre_projections::sessions::{ProcessExited, Vendor, VendorItem};
 use byre_projections::Command;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 
+use super::bounds::{cut_delta, cut_item, overflow, Line, LineReader};
 use super::exits::{exit_reason, stopped_by_byre, stopped_idle, vendor_name};
 use super::reaper::{kill_tree, sweep, SESSION_ENV};
 use super::runtime::{Admit, Live, Runtime};
@@ -265,16 +266,14 @@ async fn run_process(
         tracing::error!("agent started without pipes");
         return;
     };
-    let stderr_tail = tokio::spawn(async move {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf).await;
-        let start = buf.len().saturating_sub(STDERR_TAIL_BYTES);
-        String::from_utf8_lossy(&buf[start..]).trim().to_owned()
-    });
-    let mut reader = BufReader::new(stdout);
-    // Raw bytes per line: a line that is not UTF-8 is read lossily and recorded as
-    // unrecognised, never stops the reading.
-    let mut buf: Vec<u8> = Vec::new();
+    let stderr_tail =
+        tokio::spawn(async move { stderr_tail(&mut stderr, STDERR_TAIL_BYTES).await });
+    let limits = rt.output_limits();
+    // Raw bytes per line, at most the hard line limit: a line that is not UTF-8 is read
+    // lossily and recorded as unrecognised, never stops the reading; a longer one ends the
+    // process and its turn (`overlong`, its bytes read when byre gave up on it).
+    let mut lines = LineReader::new(BufReader::new(stdout), limits.max_line_bytes);
+    let mut overlong: Option<u64> = None;
     // Whether byre asked the process to end (a stop, a shutdown, the runtime gone), and
     // whether because byre shuts down.
     let mut asked = false;
@@ -422,15 +421,35 @@ async fn run_process(
                 }
                 None => frames = None,
             },
-            n = reader.read_until(b'\n', &mut buf) => match n {
-                Ok(0) | Err(_) => break,
-                Ok(_) if link.is_some() => {
+            line = lines.next() => match line {
+                Ok(None) | Err(_) => break,
+                Ok(Some(Line::Whole(buf))) if link.is_some() => {
                     tracing::debug!(line = %String::from_utf8_lossy(&buf).trim_end(), "CodeBolt agent stdout");
-                    buf.clear();
                 }
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
-                    buf.clear();
+                Ok(Some(Line::Overlong(size_bytes))) if link.is_some() => {
+                    tracing::debug!(size_bytes, "CodeBolt agent stdout: a line over the limit, skipped");
+                }
+                Ok(Some(Line::Overlong(size_bytes))) => {
+                    // Its meaning is lost with it: the turn ends with the error, the process
+                    // too (its next message resumes the conversation in a fresh one).
+                    tracing::error!(size_bytes, max_line_bytes = limits.max_line_bytes, "an agent output line over the limit; ending the process");
+                    n_lines += 1;
+                    handed.line();
+                    if overlong.is_none() {
+                        overlong = Some(size_bytes);
+                        stdin_open = false;
+                        let _ = stdin.shutdown().await;
+                        kill_tree(pid as i32);
+                    }
+                }
+                Ok(Some(Line::Whole(buf))) => {
+                    // Not copied when it is UTF-8 (a line may be tens of MiB).
+                    let mut line = String::from_utf8(buf).unwrap_or_else(|e| {
+                        String::from_utf8_lossy(e.as_bytes()).into_owned()
+                    });
+                    if line.ends_with('\r') {
+                        line.pop();
+                    }
                     n_lines += 1;
                     active_at = tokio::time::Instant::now();
                     handed.line();
@@ -511,7 +530,7 @@ async fn run_process(
     // after it (`unanswered`), held or sent but not written (`pending`), or still on its way
     // from the runtime (in neither).
     let redeliver = match &turn {
-        Some(m) if !asked && !interrupted && link.is_none() => {
+        Some(m) if !asked && !interrupted && link.is_none() && overlong.is_none() => {
             let id = m.input_id;
             let written = handed.unanswered.iter().any(|i| i.input_id() == Some(id));
             let answered = handed.ids.contains(&id)
@@ -523,7 +542,13 @@ async fn run_process(
         }
         _ => None,
     };
-    let reason = if cwd_gone {
+    let reason = if let Some(size_bytes) = overlong {
+        format!(
+            "{} printed an output line of more than {} bytes (at least {size_bytes}), over byre's limit (serve --max-line-bytes); byre ended the process and this turn. The next message resumes the conversation",
+            vendor_name(vendor),
+            limits.max_line_bytes
+        )
+    } else if cwd_gone {
         format!(
             "the task's worktree was removed while {} ran in it; byre ended it so that a fresh process works in the worktree made again",
             vendor_name(vendor)
@@ -633,6 +658,28 @@ async fn end_idle(
     }
 }
 
+/// Reads `from` to its end, keeping only its last `cap` bytes as they arrive (a ring: an
+/// agent may write any amount to stderr, byre holds at most `cap` plus one read's buffer,
+/// DESIGN.md invariant 10); returns them as text, trimmed (lossily where a cut split a
+/// character).
+async fn stderr_tail(from: &mut (impl tokio::io::AsyncRead + Unpin), cap: usize) -> String {
+    let mut chunk = [0u8; 8192];
+    let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::with_capacity(cap);
+    loop {
+        let n = match from.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        // Only the last `cap` bytes of this read can survive it.
+        let piece = &chunk[n.saturating_sub(cap)..n];
+        let overflow = (tail.len() + piece.len()).saturating_sub(cap);
+        tail.drain(..overflow);
+        tail.extend(piece);
+    }
+    let (a, b) = tail.as_slices();
+    String::from_utf8_lossy(&[a, b].concat()).trim().to_owned()
+}
+
 /// The device and inode of directory `path`, or `None` when it is gone: a directory removed
 /// and made again at the same path has another identity.
 fn dir_identity(path: &std::path::Path) -> Option<(u64, u64)> {
@@ -727,7 +774,9 @@ async fn react(
     if let Some(limits) = reaction.rate_limits {
         rt.rate_limits(vendor, limits);
     }
-    if let Some(text) = reaction.delta {
+    let limit = rt.output_limits().max_event_bytes;
+    if let Some(mut text) = reaction.delta {
+        cut_delta(&mut text, limit);
         rt.delta(&spec.session_id, task_id, &text);
     }
     if !reaction.items.is_empty() {
@@ -747,6 +796,15 @@ async fn react(
                 | VendorItem::TurnBegan => {}
             }
         }
+        // The one place output is bounded before the writer (`vendors::bounds`): what is
+        // over the event limit is cut, its whole kept as a blob of the session's first.
+        for item in items.iter_mut() {
+            let kept = match overflow(item, limit) {
+                Some(whole) => rt.store_output_blob(&spec.session_id, whole).await,
+                None => None,
+            };
+            cut_item(item, limit, kept, vendor);
+        }
         for item in &items {
             if let VendorItem::Unrecognized(u) = item {
                 rt.protocol_error(&spec.session_id, u);
@@ -757,5 +815,21 @@ async fn react(
             items,
         })
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stderr_tail;
+
+    #[tokio::test]
+    async fn the_stderr_tail_keeps_only_the_last_bytes_of_any_amount() {
+        // 1 MiB of `a`, then a last line: reads of any split keep the end alone.
+        let mut text = vec![b'a'; 1 << 20];
+        text.extend_from_slice(b"\nError: the last words\n");
+        let tail = stderr_tail(&mut text.as_slice(), 16).await;
+        assert_eq!(tail, "the last words");
+        let tail = stderr_tail(&mut &b"short\n"[..], 2048).await;
+        assert_eq!(tail, "short");
     }
 }

@@ -11,6 +11,7 @@ mod agent_limits;
 mod ask_human;
 mod auth;
 mod blobs;
+mod bounds;
 mod browser;
 mod claude;
 mod cli;

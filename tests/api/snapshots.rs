@@ -285,6 +285,7 @@ async fn append_offline(data: &Path, cmds: Vec<Command>) -> Vec<Vec<byre_project
 
 fn turn_ended() -> TurnEnded {
     TurnEnded {
+        cut: None,
         turn: 0,
         outcome: TurnOutcome::Completed,
         summary: false,

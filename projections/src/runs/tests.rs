@@ -103,6 +103,7 @@ impl World {
     /// Session `sid`'s turn ends and its snapshot is taken at `commit`; every event.
     fn run_turn_end(&mut self, task: &str, sid: &str, commit: &str) -> Vec<Event> {
         let ended = TurnEnded {
+            cut: None,
             turn: 0,
             outcome: TurnOutcome::Completed,
             summary: false,

@@ -85,6 +85,10 @@ payload!(/// `agent.text` payload.
 AgentText {
     /// The text (Markdown).
     text: String,
+    /// Set when byre cut `text` to the event limit (`serve --max-event-bytes`): the blob
+    /// holding all of it. Absent otherwise, and in logs of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cut: Option<Cut>,
     /// The vendor's message id.
     message_id: String,
     /// The vendor line it came from.
@@ -98,6 +102,10 @@ ToolCall {
     name: String,
     /// Its input.
     input: Value,
+    /// Set when byre cut `input` (then a JSON string: the start of the input's JSON text and a marker) to the event limit (`serve --max-event-bytes`): the blob
+    /// holding all of it. Absent otherwise, and in logs of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cut: Option<Cut>,
     /// The vendor line.
     raw: String,
 });
@@ -107,6 +115,10 @@ ToolResult {
     tool_use_id: String,
     /// The output as text.
     output: String,
+    /// Set when byre cut `output` to the event limit (`serve --max-event-bytes`): the blob
+    /// holding all of it. Absent otherwise, and in logs of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cut: Option<Cut>,
     /// Whether the tool failed.
     is_error: bool,
     /// The vendor line.
@@ -138,6 +150,10 @@ TurnEnded {
     summary: bool,
     /// The final text (empty when none).
     result: String,
+    /// Set when byre cut `result` to the event limit (`serve --max-event-bytes`): the blob
+    /// holding all of it. Absent otherwise, and in logs of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cut: Option<Cut>,
     /// Why it failed (empty otherwise).
     error: String,
     /// Tokens.
@@ -189,9 +205,21 @@ impl TurnEnded {
             rate_limits: None,
             review: false,
             last_vendor_id: None,
+            cut: None,
             raw: String::new(),
         }
     }
+}
+
+/// Where the whole of a field byre cut to the event limit is kept (`serve
+/// --max-event-bytes`, docs/limits.md): the field holds the start of the text and a marker
+/// saying so, the blob all of it (`getBlob`, `text/plain; charset=utf-8`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cut {
+    /// The blob holding the whole text.
+    pub blob_id: String,
+    /// The whole text's size in bytes.
+    pub size_bytes: u64,
 }
 payload!(/// `session.vendor_session_started` payload.
 VendorSessionStarted {

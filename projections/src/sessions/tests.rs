@@ -257,6 +257,7 @@ fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
     let mut w = World::with_task();
     let sid = w.start("one");
     let ended = TurnEnded {
+        cut: None,
         turn: 0,
         outcome: TurnOutcome::Failed,
         summary: false,
@@ -316,6 +317,7 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
     w.ok(Command::RecordVendorOutput {
         session_id: sid.clone(),
         items: vec![VendorItem::Text(AgentText {
+            cut: None,
             text: "Working on it.".into(),
             message_id: "m".into(),
             raw: "{}".into(),

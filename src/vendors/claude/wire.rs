@@ -196,11 +196,13 @@ fn assistant(v: &Value, raw: String) -> Parsed {
     for b in blocks {
         match str_of(&b, "type") {
             "text" => items.push(VendorItem::Text(AgentText {
+                cut: None,
                 text: str_of(&b, "text").to_owned(),
                 message_id: message_id.clone(),
                 raw: raw.clone(),
             })),
             "tool_use" => items.push(VendorItem::ToolCall(ToolCall {
+                cut: None,
                 tool_use_id: str_of(&b, "id").to_owned(),
                 name: str_of(&b, "name").to_owned(),
                 input: b.get("input").cloned().unwrap_or(Value::Null),
@@ -255,6 +257,7 @@ fn user(v: &Value, raw: String) -> Parsed {
         .filter(|b| str_of(b, "type") == "tool_result")
         .map(|b| {
             VendorItem::ToolResult(ToolResult {
+                cut: None,
                 tool_use_id: str_of(b, "tool_use_id").to_owned(),
                 output: content_text(b.get("content").unwrap_or(&Value::Null)),
                 is_error: b.get("is_error").and_then(Value::as_bool).unwrap_or(false),
@@ -308,6 +311,7 @@ fn result(v: &Value, raw: String) -> TurnEnded {
     };
     let usage = v.get("usage").unwrap_or(&Value::Null);
     TurnEnded {
+        cut: None,
         turn: 0,
         outcome,
         summary: false,

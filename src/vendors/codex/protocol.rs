@@ -368,6 +368,7 @@ impl CodexProtocol {
         let left_commands = turn.open.iter().any(|(_, kind)| kind == "commandExecution");
         for (id, _) in &turn.open {
             out.items.push(VendorItem::ToolResult(ToolResult {
+                cut: None,
                 tool_use_id: id.clone(),
                 output: if outcome == TurnOutcome::Interrupted {
                     "interrupted".into()
@@ -384,6 +385,7 @@ impl CodexProtocol {
             _ => String::new(),
         };
         out.items.push(VendorItem::TurnEnded(TurnEnded {
+            cut: None,
             turn: 0,
             outcome,
             summary: false,

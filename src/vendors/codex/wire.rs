@@ -215,6 +215,7 @@ pub fn tool_call(item: &Value, raw: &str) -> Option<VendorItem> {
         _ => return None,
     };
     Some(VendorItem::ToolCall(ToolCall {
+        cut: None,
         tool_use_id: str_of(item, "id").to_owned(),
         name,
         input,
@@ -231,6 +232,7 @@ pub fn item_completed(item: &Value, raw: &str) -> Option<VendorItem> {
     let (output, is_error) = match str_of(item, "type") {
         "agentMessage" => {
             return Some(VendorItem::Text(AgentText {
+                cut: None,
                 text: str_of(item, "text").to_owned(),
                 message_id: id,
                 raw: raw.to_owned(),
@@ -276,6 +278,7 @@ pub fn item_completed(item: &Value, raw: &str) -> Option<VendorItem> {
         other => return Some(unrecognized(raw, format!("unknown item type `{other}`"))),
     };
     Some(VendorItem::ToolResult(ToolResult {
+        cut: None,
         tool_use_id: id,
         output,
         is_error,

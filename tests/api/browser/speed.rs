@@ -68,6 +68,7 @@ async fn page_speed() {
             .map(|i| {
                 let n = batch * 100 + i;
                 VendorItem::Text(AgentText {
+                    cut: None,
                     text: format!("Event {n}: a paragraph of **Markdown** with `code` and a [link](https://example.com/{n})."),
                     message_id: format!("msg_bench_{n}"),
                     raw: String::new(),

@@ -116,22 +116,25 @@ pub(crate) fn sse_response(
     response.streaming(events)
 }
 
-/// `text` cut into pieces of at most [`DELTA_CHARS`] characters (on char boundaries); an
-/// empty text gives one empty piece when `at_least_one`.
+/// `text` cut into pieces of [`DELTA_CHARS`] characters (on char boundaries; longer ones
+/// for a text over [`MAX_PIECES`] of those); an empty text gives one empty piece when
+/// `at_least_one`.
 pub(crate) fn pieces(text: &str, at_least_one: bool) -> impl Iterator<Item = String> + '_ {
     let chars: Vec<char> = text.chars().collect();
-    let n_pieces = chars
-        .len()
-        .div_ceil(DELTA_CHARS)
-        .max(usize::from(at_least_one));
+    // A long text (a test's MiBs of model output) goes in at most MAX_PIECES pieces, not
+    // millions of tiny ones.
+    let size = DELTA_CHARS.max(chars.len().div_ceil(MAX_PIECES));
+    let n_pieces = chars.len().div_ceil(size).max(usize::from(at_least_one));
     (0..n_pieces).map(move |idx| {
-        chars
-            .iter()
-            .skip(idx * DELTA_CHARS)
-            .take(DELTA_CHARS)
-            .collect()
+        let from = (idx * size).min(chars.len());
+        let to = (from + size).min(chars.len());
+        chars[from..to].iter().collect()
     })
 }
+
+/// Most pieces one text is streamed in (texts over `MAX_PIECES * DELTA_CHARS` characters get
+/// longer pieces).
+const MAX_PIECES: usize = 4096;
 
 #[cfg(test)]
 mod tests {

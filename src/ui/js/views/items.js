@@ -98,6 +98,16 @@ function Images({ ids }) {
   return html`<div class="imgs">${ids.map((id) => html`<a href=${api.blobUrl(id)} target="_blank" rel="noopener"><img src=${api.blobUrl(id)} alt="attached image" loading="lazy" /></a>`)}</div>`;
 }
 
+/**
+ * "show all" for a field byre cut to its event limit (`payload.cut`): a link to the blob
+ * holding the whole text, served as text/plain (never run, never rendered as HTML).
+ */
+function ShowAll({ cut }) {
+  if (!cut || !cut.blob_id) return null;
+  return html`<div class="cut-note" data-testid="show-all">cut to the event limit ·
+    <a href=${api.blobUrl(cut.blob_id)} target="_blank" rel="noopener noreferrer">show all (${(cut.size_bytes / 1048576).toFixed(1)} MiB)</a></div>`;
+}
+
 /** Tools whose result may name a screenshot: CodeBolt's browser and crawler. */
 const SHOOTS = /^(browserEvent|crawlerEvent)\//;
 
@@ -122,8 +132,10 @@ function ToolCall({ item, taskId }) {
       <div class="tool-body">
         <div class="label">input</div>
         <pre data-testid="tool-input">${pretty(input)}</pre>
+        <${ShowAll} cut=${p.cut} />
         ${item.result ? html`<div class="label">result${r.is_error ? " (error)" : ""}</div>
-          <pre data-testid="tool-result" class=${r.is_error ? "err" : ""}>${r.output}</pre>` : null}
+          <pre data-testid="tool-result" class=${r.is_error ? "err" : ""}>${r.output}</pre>
+          <${ShowAll} cut=${r.cut} />` : null}
       </div>
     </details>
     ${item.result && !r.is_error && SHOOTS.test(p.name || "") ? html`<${Images} ids=${blobsIn(r.output)} />` : null}
@@ -176,6 +188,7 @@ export function Item({ item, taskId }) {
     case "agent.text":
       return html`<div class="item agent" data-testid="item-agent-text" data-seq=${ev.seq}>
         <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(p.text, taskId) }}></div>
+        <${ShowAll} cut=${p.cut} />
       </div>`;
     case "tool-call":
       return html`<${ToolCall} item=${item} taskId=${taskId} />`;
