@@ -64,25 +64,14 @@ impl Worktrees {
     /// too) or being discarded (its worktree goes on purpose) or one whose worktree is not made yet (the reactor
     /// makes it). Returns whether it made the worktree; a failure is logged and left to the
     /// caller's own error (a missing directory).
+    ///
+    /// The check is made under the lock: a directory that exists may be one another caller
+    /// (the reactor, a view, the snapshot reactor) is still checking out, and this waits for
+    /// it to be whole rather than answering "nothing to do" at once.
     pub async fn restore_if_missing(&self, task_id: &str) -> bool {
-        let wanted = self.writer.read(|s| {
-            s.tasks
-                .get(task_id)
-                .filter(|t| {
-                    t.status == TaskStatus::Active
-                        && t.worktree_ready
-                        && !t.merging
-                        && !t.merging_into_parent
-                        && !t.discarding
-                })
-                .map(|t| PathBuf::from(&t.worktree_path))
-        });
-        let Some(path) = wanted else {
+        let Some(path) = self.restorable(task_id) else {
             return false;
         };
-        if path.exists() {
-            return false;
-        }
         let _guard = self.lock.lock().await;
         if path.exists() {
             return false;
@@ -93,6 +82,59 @@ impl Worktrees {
         tracing::warn!(task_id, path = %path.display(), "the task's worktree is gone; making it again");
         handle(&self.writer, j).await;
         path.exists()
+    }
+
+    /// The worktree path of `task_id` when it may be restored: active, made, not going away.
+    fn restorable(&self, task_id: &str) -> Option<PathBuf> {
+        self.writer.read(|s| {
+            s.tasks
+                .get(task_id)
+                .filter(|t| {
+                    t.status == TaskStatus::Active
+                        && t.worktree_ready
+                        && !t.merging
+                        && !t.merging_into_parent
+                        && !t.discarding
+                })
+                .map(|t| PathBuf::from(&t.worktree_path))
+        })
+    }
+
+    /// Waits until `task_id`'s worktree is whole before a process starts in it: made by the
+    /// reactor (its `task.worktree_created` folded; a new task's first agent may be started
+    /// before the reactor has run), then made again if it was removed, a make under way
+    /// waited for. Returns whether the worktree is there: `false` when the task is not active,
+    /// its worktree failed, or `within` passed first (the caller's start then fails on the
+    /// missing directory, recorded as the turn's error).
+    pub async fn made(&self, task_id: &str, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        // Subscribed before the fold is read, so no `task.worktree_created` falls between.
+        let mut events = Box::pin(subscribe(self.writer.clone(), self.writer.head()));
+        loop {
+            let pending = self.writer.read(|s| {
+                s.tasks
+                    .get(task_id)
+                    .map(|t| t.status == TaskStatus::Active && !t.worktree_ready)
+            });
+            match pending {
+                None | Some(false) => break,
+                Some(true) => {}
+            }
+            match tokio::time::timeout_at(deadline, events.next()).await {
+                Ok(Some(Ok(_))) => continue,
+                _ => return false,
+            }
+        }
+        self.restore_if_missing(task_id).await;
+        // Whatever made it (the reactor, this call, another caller) has released the lock
+        // only once the worktree was whole.
+        let _guard = self.lock.lock().await;
+        let path = self.writer.read(|s| {
+            s.tasks
+                .get(task_id)
+                .map(|t| PathBuf::from(&t.worktree_path))
+        });
+        path.is_some_and(|p| p.is_dir())
     }
 }
 

@@ -74,6 +74,13 @@ const MAX_SILENT_EXITS: u32 = 2;
 /// How long byre still reads an exited process's stdout when something else holds it open.
 const EXITED_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long a process asked to end (its stdin closed) has to exit, writing what it keeps
+/// (Claude Code's transcript), before its group is killed.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Longest a process start waits for its task's worktree to be made.
+const WORKTREE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long a CodeBolt agent has to end its turn after `stopProcessClicked`.
 const CODEBOLT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -187,14 +194,11 @@ async fn run_process(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    // A worktree removed while byre runs comes back first (the reconcile start-up does).
-    rt.worktrees().restore_if_missing(&task_id).await;
-    // After a restart the worktree reactor may still be making the worktree again.
-    for _ in 0..300 {
-        if spec.cwd.is_dir() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // No process starts before its task's worktree is whole: made by the reactor (a new task,
+    // or after a restart), or made again when removed while byre runs; a make under way is
+    // waited for, never raced. A lead has no task (its directory is its own).
+    if !task_id.is_empty() {
+        rt.worktrees().made(&task_id, WORKTREE_WAIT).await;
     }
     // The memory floor: the start may wait until the machine has memory to spare.
     match rt.admit(&spec.session_id).await {
@@ -308,7 +312,7 @@ async fn run_process(
                     let _ = stdin.shutdown().await;
                     let group = pid as i32;
                     tokio::spawn(async move {
-                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                        tokio::time::sleep(STOP_GRACE).await;
                         kill_tree(group);
                     });
                 } else {
@@ -341,8 +345,17 @@ async fn run_process(
                         }
                         held.push(message);
                         cwd_gone = true;
+                        // Ended as a stop is, by closing its stdin: a CLI killed at once loses
+                        // what it had not yet written of its transcript (Claude Code writes
+                        // it lazily), and the fresh process would resume a conversation
+                        // without the last turns, or none at all.
                         stdin_open = false;
-                        kill_tree(pid as i32);
+                        let _ = stdin.shutdown().await;
+                        let group = pid as i32;
+                        tokio::spawn(async move {
+                            tokio::time::sleep(STOP_GRACE).await;
+                            kill_tree(group);
+                        });
                     }
                     Some(message @ Input::Message { .. }) => {
                         if let Some(id) = message.input_id() {
@@ -373,7 +386,7 @@ async fn run_process(
                         let _ = stdin.shutdown().await;
                         let group = pid as i32;
                         tokio::spawn(async move {
-                            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                            tokio::time::sleep(STOP_GRACE).await;
                             kill_tree(group);
                         });
                     }

@@ -392,6 +392,67 @@ async fn a_turn_after_the_worktree_was_removed_runs_in_the_remade_worktree_not_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_removed_while_its_agent_lives_is_made_again_before_the_next_turn_which_resumes_the_conversation(
+) {
+    let mut b = ClaudeBench::start("c_two_turns").await;
+    let task = b.task_with_prompt("first question").await;
+    let sid = b.session_of(&task).await["id"].as_str().unwrap().to_owned();
+    let first = b.turn().await;
+    assert_eq!(
+        find(&first, "turn.ended")["payload"]["outcome"],
+        "completed"
+    );
+    b.until("snapshot.taken").await;
+    let path = std::path::PathBuf::from(task["worktree_path"].as_str().unwrap());
+    let idle_pid = agent_pid(&b.api, &sid).await;
+
+    // Removed under the live CLI, and nothing else makes it again before the next message:
+    // the turn's own start must.
+    std::fs::remove_dir_all(&path).unwrap();
+    let r = b
+        .api
+        .call(
+            "sendMessage",
+            &[&sid],
+            &[],
+            Some(json!({"text": "second question"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let second = b.turn().await;
+    let ended = find(&second, "turn.ended");
+    assert_eq!(ended["payload"]["outcome"], "completed", "{ended}");
+    assert_eq!(ended["payload"]["result"], "Answer two.");
+    let pid = agent_pid(&b.api, &sid).await;
+    assert_ne!(
+        pid, idle_pid,
+        "the CLI left in the removed directory was replaced"
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(),
+        path,
+        "the fresh CLI works in the worktree made again"
+    );
+    assert!(path.join("README.md").is_file(), "the worktree is whole");
+    // The model's request for the second answer carries the first exchange: the fresh CLI
+    // resumed the conversation rather than starting one without it.
+    let asked: Vec<_> = b
+        .fake
+        .messages_requests()
+        .into_iter()
+        .filter(|r| {
+            r.last_user_text()
+                .is_some_and(|t| t.contains("second question"))
+        })
+        .collect();
+    assert_eq!(asked.len(), 1, "the second message reached the model once");
+    let history = asked[0].body.as_ref().unwrap()["messages"].to_string();
+    assert!(history.contains("first question"), "{history}");
+    assert!(history.contains("Answer one."), "{history}");
+    b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_to_an_item_of_a_task_being_discarded_is_refused_and_a_dismissal_closes_it() {
     let mut b = ClaudeBench::start("s_signals").await;
     let task = b.task_with_prompt("sleep in a tool").await;
