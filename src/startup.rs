@@ -189,8 +189,13 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     if config.tailscale_bin.is_none() {
         config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
     }
-    let (terminals, terminals_task) =
-        crate::terminal::Terminals::start(writer.clone(), shutdown_rx.clone()).await;
+    let (terminals, terminals_task) = crate::terminal::Terminals::start(
+        writer.clone(),
+        shutdown_rx.clone(),
+        agents.sandbox().clone(),
+        config.data_dir.clone(),
+    )
+    .await;
     let data_dir = config.data_dir.clone();
     let swept =
         tokio::task::spawn_blocking(move || crate::app::clients::sweep_transfers(&data_dir))

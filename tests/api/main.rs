@@ -38,6 +38,7 @@ mod projects;
 mod recovery;
 mod reviews;
 mod sandbox;
+mod sandbox_tools;
 mod snapshots;
 mod startup_snapshot;
 mod subagents;
