@@ -206,8 +206,13 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let edge = web::Data::new(
         http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?,
     );
-    let (terminals, terminals_task) =
-        crate::terminal::Terminals::start(writer.clone(), shutdown_rx.clone()).await;
+    let (terminals, terminals_task) = crate::terminal::Terminals::start(
+        writer.clone(),
+        shutdown_rx.clone(),
+        agents.sandbox().clone(),
+        config.data_dir.clone(),
+    )
+    .await;
     let data_dir = config.data_dir.clone();
     let swept =
         tokio::task::spawn_blocking(move || crate::app::clients::sweep_transfers(&data_dir))

@@ -20,8 +20,11 @@
 //! # The servers
 //!
 //! Each agent session starts its own server of a toolbox when it first uses it ([`Servers`]):
-//! in the task's worktree, with only `PATH`, `HOME` (the agents' home), `LANG` and the
-//! configured `env`, in a process group of its own, marked with the session
+//! in the task's worktree, in the agent's sandbox (`crate::vendors::sandbox`: the worktree and
+//! its project's git directory, the session's `HOME`, a private `/tmp`, the system read-only;
+//! the program must be one the sandbox shows: [`Servers`]' `program`), with only `PATH`,
+//! `HOME` (the session's home), `LANG` and the configured `env`, in a session and process
+//! group of its own, marked with the session
 //! (`BYRE_AGENT_SESSION`, so the reaper ends what is left after the agent's exit or at the
 //! next start); talked to with rmcp's client over its stdin and stdout. A server whose
 //! configuration changed is replaced; one that failed is started again at the next request.
@@ -31,6 +34,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, Tool};
@@ -40,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Ctx, Error};
+use crate::vendors::sandbox::{self, Access, Sandbox};
 
 /// How long a server may take to start and answer `initialize`.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -219,6 +224,7 @@ pub struct Servers {
     session_id: String,
     worktree: PathBuf,
     home: PathBuf,
+    sandbox: Arc<Sandbox>,
     running: tokio::sync::Mutex<HashMap<String, Running>>,
     /// Process groups of the servers, for [`Servers::stop`] without the async lock.
     groups: std::sync::Mutex<HashSet<i32>>,
@@ -235,12 +241,19 @@ pub struct ToolOutput {
 }
 
 impl Servers {
-    /// No server yet, for session `session_id` working in `worktree`, `HOME` `home`.
-    pub fn new(session_id: &str, worktree: PathBuf, home: PathBuf) -> Servers {
+    /// No server yet, for session `session_id` working in `worktree`, `HOME` `home`, its
+    /// servers run in `sandbox`.
+    pub fn new(
+        session_id: &str,
+        worktree: PathBuf,
+        home: PathBuf,
+        sandbox: Arc<Sandbox>,
+    ) -> Servers {
         Servers {
             session_id: session_id.to_owned(),
             worktree,
             home,
+            sandbox,
             running: tokio::sync::Mutex::new(HashMap::new()),
             groups: std::sync::Mutex::new(HashSet::new()),
             stopped: AtomicBool::new(false),
@@ -261,16 +274,59 @@ impl Servers {
         }
     }
 
+    /// The program of toolbox `name` as its sandbox shows it, with what it needs added to
+    /// `access`: a program in the system directories or the task's worktree as it is, one of
+    /// node's install (`npx`) with that install read-only. Any other place is refused, since
+    /// the configuration is the agent's to write: binding a program's directory would let it
+    /// name one in another task's worktree or the user's checkout and read it.
+    /// # Errors
+    /// [`Error::Unavailable`]: no such program, or one the sandbox does not show.
+    fn program(&self, name: &str, command: &str, access: &mut Access) -> Result<PathBuf, Error> {
+        let path_var = std::env::var_os("PATH");
+        let given = Path::new(command);
+        let given = if !given.is_absolute() && given.components().count() > 1 {
+            self.worktree.join(given)
+        } else {
+            given.to_owned()
+        };
+        let not_found = || {
+            Error::Unavailable(format!(
+                "the toolbox `{name}` could not start `{command}`: no such program"
+            ))
+        };
+        let found = sandbox::resolve(&given, path_var.as_deref()).ok_or_else(not_found)?;
+        let worktree = std::fs::canonicalize(&self.worktree).unwrap_or(self.worktree.clone());
+        if sandbox::under_system(&found) || found.starts_with(&worktree) {
+            return Ok(found);
+        }
+        let node_prefix = sandbox::resolve(Path::new("node"), path_var.as_deref())
+            .and_then(|n| n.parent()?.parent().map(Path::to_owned));
+        if node_prefix.is_some_and(|p| found.starts_with(p)) {
+            return Ok(access.program(&found, path_var.as_deref()));
+        }
+        Err(Error::Unavailable(format!(
+            "the toolbox `{name}` could not start {}: its sandbox shows programs of the \
+             system directories (/usr, /opt, …), of node's install and of the task's worktree \
+             only",
+            found.display()
+        )))
+    }
+
     async fn start(&self, name: &str, config: &ServerConfig) -> Result<Running, Error> {
         let _ = std::fs::create_dir_all(&self.home);
-        let mut child = tokio::process::Command::new(&config.command)
-            .args(&config.args)
-            .current_dir(&self.worktree)
-            .env_clear()
-            .env(
-                "PATH",
-                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-            )
+        let path_var = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        let mut access = Access::new(&self.worktree)
+            .worktree(&self.worktree)
+            .write(&self.home);
+        let program = if self.sandbox.is_on() {
+            self.program(name, &config.command, &mut access)?
+        } else {
+            PathBuf::from(&config.command)
+        };
+        let args: Vec<std::ffi::OsString> = config.args.iter().map(Into::into).collect();
+        let mut cmd = self.sandbox.command(&access, &program, &args);
+        cmd.env_clear()
+            .env("PATH", path_var)
             .env("HOME", &self.home)
             .env("LANG", "C.UTF-8")
             .envs(&config.env)
@@ -278,15 +334,14 @@ impl Servers {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                Error::Unavailable(format!(
-                    "the toolbox `{name}` could not start `{}`: {e}",
-                    config.command
-                ))
-            })?;
+            .kill_on_drop(true);
+        sandbox::own_session(&mut cmd);
+        let mut child = cmd.spawn().map_err(|e| {
+            Error::Unavailable(format!(
+                "the toolbox `{name}` could not start `{}`: {e}",
+                config.command
+            ))
+        })?;
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         self.groups
             .lock()

@@ -37,6 +37,7 @@ use tokio::sync::mpsc;
 use super::frames::{text, Request};
 use super::Link;
 use crate::log::Writer;
+use crate::vendors::sandbox::{own_session, Access};
 use fs::{fs_action, git_action, list};
 use mcp::mcp_action;
 pub use stores::store_write;
@@ -323,13 +324,22 @@ fn answer_reply(ty: &str, r: &Value) -> Value {
 
 // ---------------------------------------------------------------- terminal
 
+/// `sh -c command` in the agent's sandbox (its task's worktree and project's git directory,
+/// its session's `HOME`, a private `/tmp`, the system read-only; `crate::vendors::sandbox`),
+/// working in the worktree, in a session and process group of its own.
 fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
     let _ = std::fs::create_dir_all(&ctx.link.home);
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(&ctx.link.worktree)
-        .env_clear()
+    let worktree = &ctx.link.worktree;
+    let access = Access::new(worktree)
+        .worktree(worktree)
+        .write(&ctx.link.home);
+    let args = ["-c".into(), command.into()];
+    let mut cmd = ctx
+        .link
+        .sandbox
+        .command(&access, Path::new("/bin/sh"), &args);
+    own_session(&mut cmd);
+    cmd.env_clear()
         .env(
             "PATH",
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
@@ -342,7 +352,6 @@ fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     cmd
 }

@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 use tokio::sync::mpsc;
 
+use crate::vendors::sandbox::Sandbox;
+
 pub mod actions;
 pub mod agents;
 pub mod endpoint;
@@ -33,6 +35,9 @@ pub struct Hub {
     llm: Mutex<Llm>,
     home: Mutex<PathBuf>,
     browsers: Mutex<Option<Arc<crate::app::browser::Browsers>>>,
+    /// The sandbox of terminal commands and toolbox servers, and byre's data dir (each
+    /// session's own `HOME` is under it); unset: no sandbox, the shared [`Hub::set_home`].
+    places: Mutex<Option<(Arc<Sandbox>, PathBuf)>>,
 }
 
 /// The OpenAI-compatible endpoint `inference` requests go to.
@@ -62,8 +67,11 @@ pub struct Link {
     pub task_id: String,
     /// The task's worktree (the agent's cwd, the root of every path it names).
     pub worktree: PathBuf,
-    /// `HOME` for its terminal commands.
+    /// `HOME` for its terminal commands and toolbox servers: the session's own
+    /// (`crate::vendors::session_dir`), as its agent's.
     pub home: PathBuf,
+    /// The sandbox its terminal commands and toolbox servers run in.
+    pub sandbox: Arc<Sandbox>,
     /// Frames from the socket for the session's protocol (chat, lifecycle, served requests).
     pub to_session: mpsc::Sender<String>,
     out: Mutex<Outbox>,
@@ -183,6 +191,12 @@ impl Hub {
         *self.home.lock().unwrap_or_else(|e| e.into_inner()) = home;
     }
 
+    /// Sets the sandbox terminal commands and toolbox servers run in and byre's data dir,
+    /// under which each session's `HOME` is (`crate::vendors::session_dir`).
+    pub fn set_sandbox(&self, sandbox: Arc<Sandbox>, data_dir: PathBuf) {
+        *self.places.lock().unwrap_or_else(|e| e.into_inner()) = Some((sandbox, data_dir));
+    }
+
     /// Sets the browsers whose session contexts end with their links.
     pub fn set_browsers(&self, browsers: Arc<crate::app::browser::Browsers>) {
         *self.browsers.lock().unwrap_or_else(|e| e.into_inner()) = Some(browsers);
@@ -211,13 +225,29 @@ impl Hub {
             uuid::Uuid::new_v4().simple()
         );
         let (tx, rx) = mpsc::channel(1024);
-        let home = self.home.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let places = self
+            .places
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let (sandbox, home) = match places {
+            Some((sandbox, data_dir)) => (
+                sandbox,
+                crate::vendors::session_dir(&data_dir, session_id).join("home"),
+            ),
+            None => (
+                Arc::new(Sandbox::off()),
+                self.home.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            ),
+        };
         let link = Arc::new(Link {
             toolboxes: crate::app::toolboxes::Servers::new(
                 session_id,
                 worktree.clone(),
                 home.clone(),
+                sandbox.clone(),
             ),
+            sandbox,
             session_id: session_id.into(),
             task_id: task_id.into(),
             worktree,

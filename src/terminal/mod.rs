@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::log::subscription::subscribe;
 use crate::log::{SubmitError, Writer};
+use crate::vendors::sandbox::Sandbox;
 
 pub mod shell;
 
@@ -104,9 +105,21 @@ pub struct Terminals {
     runs: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     finished: Mutex<HashMap<String, watch::Receiver<bool>>>,
     stopping: AtomicBool,
-    /// The server's main runtime: output loops run there, not on the HTTP worker that opened
-    /// the terminal (a worker's runtime ends with the HTTP server, before shells are killed).
+    /// The server's main runtime: shells are started and their output loops run there, not on
+    /// the HTTP worker that opened the terminal (a worker's runtime ends with the HTTP server,
+    /// before shells are killed; and a sandboxed shell ends with the thread that started it,
+    /// `--die-with-parent`).
     runtime: tokio::runtime::Handle,
+    /// The sandbox shells run in.
+    sandbox: Arc<Sandbox>,
+    /// byre's data dir: shells' own homes are under it ([`home_dir`]).
+    data_dir: PathBuf,
+}
+
+/// A task's shell's own `HOME` (with the sandbox on): `{data}/terminals/{task_id}/home`, kept
+/// while the task is active (history and dotfiles survive a new shell), removed when it closes.
+pub fn home_dir(data_dir: &std::path::Path, task_id: &str) -> PathBuf {
+    data_dir.join("terminals").join(task_id).join("home")
 }
 
 /// One viewer's attachment to a task's terminal.
@@ -189,6 +202,8 @@ impl Terminals {
     pub async fn start(
         writer: Writer,
         mut shutdown: watch::Receiver<bool>,
+        sandbox: Arc<Sandbox>,
+        data_dir: PathBuf,
     ) -> (Arc<Terminals>, tokio::task::JoinHandle<()>) {
         let (tasks, running) = writer.read(|s| {
             let tasks: std::collections::HashSet<String> = s.tasks.keys().cloned().collect();
@@ -222,6 +237,8 @@ impl Terminals {
             finished: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             runtime: tokio::runtime::Handle::current(),
+            sandbox,
+            data_dir,
         });
         for (task_id, shell_pid) in running {
             let change = TerminalChange::Exited(TerminalExited {
@@ -254,6 +271,10 @@ impl Terminals {
                         });
                         if !active {
                             me.kill(task_id, "task_closed").await;
+                            let dir = me.data_dir.join("terminals").join(task_id);
+                            let _ =
+                                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir))
+                                    .await;
                         }
                     }
                     Some(Ok(_)) => {}
@@ -356,7 +377,24 @@ impl Terminals {
             }
         }
         let marker = format!("{task_id}/{viewer_id}");
-        let started = shell::start(task_id, marker, &worktree, port, (size.cols, size.rows))
+        let (sandbox, home, task) = (
+            self.sandbox.clone(),
+            home_dir(&self.data_dir, task_id),
+            task_id.to_owned(),
+        );
+        let place = async move {
+            let place = shell::Place {
+                worktree: &worktree,
+                home: &home,
+                sandbox: &sandbox,
+            };
+            shell::start(&task, marker, place, port, (size.cols, size.rows))
+        };
+        let started = self
+            .runtime
+            .spawn(place)
+            .await
+            .map_err(|e| OpenError::Start(std::io::Error::other(e)))?
             .map_err(OpenError::Start)?;
         let shell = started.shell.clone();
         let change = TerminalChange::Opened(TerminalOpened {

@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::vendors::reaper::{kill_group, kill_marked_by};
+use crate::vendors::sandbox::{Access, Sandbox};
 
 /// The environment variable every shell gets (and so every process it starts):
 /// `<task id>/<shell id>`. It finds what a shell left behind, at its end and, after a
@@ -143,20 +144,41 @@ pub struct Attached {
     pub ended: watch::Receiver<Option<Ended>>,
 }
 
-/// Starts `program` as a login shell (`argv[0]` `-name`) on a new pty of `cols`×`rows` in
-/// `cwd`, in a session (so process group) of its own, with a cleared environment: `HOME`,
-/// `USER`, `LOGNAME`, `SHELL`, `PATH` and `LANG` (from byre's), `TERM=xterm-256color`,
-/// `PORT` and [`TERMINAL_ENV`].
+/// Where a task's shell starts and what it may reach.
+pub struct Place<'a> {
+    /// The task's worktree: the shell's working directory.
+    pub worktree: &'a Path,
+    /// The shell's own `HOME` (with the sandbox on; off, the user's from passwd).
+    pub home: &'a Path,
+    /// The sandbox it runs in.
+    pub sandbox: &'a Sandbox,
+}
+
+/// Starts `program` as a login shell on a new pty of `cols`×`rows` in the task's worktree, in
+/// a session (so process group) of its own, with a cleared environment: `HOME`, `USER`,
+/// `LOGNAME`, `SHELL`, `PATH` and `LANG` (from byre's), `TERM=xterm-256color`, `PORT` and
+/// [`TERMINAL_ENV`].
+///
+/// With the sandbox on, the shell runs in it (`docs/sandbox.md`): the worktree and its
+/// project's git directory read-write, `place.home` as its `HOME`, a private `/tmp`, the
+/// system read-only, its own pid namespace; a login shell by `-l` (`bwrap` starts the
+/// program, so `argv[0]` cannot say `-name`). `pty-process` makes `bwrap` the leader of a new
+/// session whose controlling terminal is the pty, and the shell inherits both, so job control
+/// works; `bwrap`'s `--new-session` is not used, as it would take the terminal away (and
+/// what it guards against, `TIOCSTI` into a terminal shared with a process outside, cannot
+/// happen: only byre holds the pty's other side, and it reads output, not input). Off, it runs
+/// as byre's user sees the machine, `HOME` from passwd, `argv[0]` `-name`.
 /// # Errors
 /// The pty cannot be opened or the program cannot start.
 pub fn start(
     task_id: &str,
     marker: String,
-    cwd: &Path,
+    place: Place<'_>,
     port: u32,
     (cols, rows): (u16, u16),
 ) -> std::io::Result<Started> {
-    let (program, home, user) = login_shell();
+    let cwd = place.worktree;
+    let (program, passwd_home, user) = login_shell();
     let (pty, pts) = pty_process::open().map_err(std::io::Error::other)?;
     pty.resize(pty_process::Size::new(rows, cols))
         .map_err(std::io::Error::other)?;
@@ -166,7 +188,12 @@ pub fn start(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "sh".into());
-    let home = home.unwrap_or_else(|| cwd.to_owned());
+    let home = if place.sandbox.is_on() {
+        std::fs::create_dir_all(place.home)?;
+        place.home.to_owned()
+    } else {
+        passwd_home.unwrap_or_else(|| cwd.to_owned())
+    };
     let user = if user.is_empty() {
         std::env::var("USER").unwrap_or_default()
     } else {
@@ -175,8 +202,16 @@ pub fn start(
     let path = std::env::var("PATH")
         .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".into());
     let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into());
-    let cmd = pty_process::Command::new(&program)
-        .arg0(format!("-{name}"))
+    let cmd = if place.sandbox.is_on() {
+        let mut access = Access::new(cwd).worktree(cwd).write(&home);
+        let path_var = std::env::var_os("PATH");
+        let found = access.program(&program, path_var.as_deref());
+        let (bwrap, args) = place.sandbox.argv(&access, &found, &["-l".into()]);
+        pty_process::Command::new(bwrap).args(args)
+    } else {
+        pty_process::Command::new(&program).arg0(format!("-{name}"))
+    };
+    let cmd = cmd
         .env_clear()
         .env("HOME", &home)
         .env("USER", &user)

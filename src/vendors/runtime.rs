@@ -237,6 +237,8 @@ impl Runtime {
         rt.codebolt_hub.set_llm(&config.agent_env);
         rt.codebolt_hub
             .set_home(super::codebolt::home_dir(&config.data_dir));
+        rt.codebolt_hub
+            .set_sandbox(rt.sandbox.clone(), config.data_dir.clone());
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {

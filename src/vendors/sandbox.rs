@@ -165,7 +165,7 @@ impl Access {
 }
 
 /// Whether `path` lies in a system directory every sandbox binds anyway.
-fn under_system(path: &Path) -> bool {
+pub fn under_system(path: &Path) -> bool {
     SYSTEM.iter().any(|s| path.starts_with(s))
 }
 
@@ -350,6 +350,22 @@ impl Sandbox {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args).current_dir(&access.cwd);
         cmd
+    }
+}
+
+/// Makes `cmd`'s process the leader of a session of its own before it execs (`bwrap`, or the
+/// program with the sandbox off): its own process group (pgid = pid, for `kill_group`) and no
+/// controlling terminal, so nothing in it can push input into a terminal byre runs in
+/// (`TIOCSTI`). Not for a task terminal's shell, whose pty `pty-process` makes its terminal.
+pub fn own_session(cmd: &mut tokio::process::Command) {
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

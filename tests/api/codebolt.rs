@@ -632,12 +632,17 @@ async fn interrupting_a_codebolt_turn_ends_its_running_terminal_commands() {
     assert!(all(&events, "session.process_exited").is_empty());
 }
 
+/// Sandboxed, a command ends with byre itself (`--die-with-parent`, like the agent: see
+/// `agent_exits.rs`); without the sandbox only the next start can end it, which this proves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_command_outlives_no_kill_9_of_byre() {
     use crate::process::ServeProcess;
     let modules = node_modules().await;
     let data = TempDir::new().unwrap();
-    let env = [("NODE_PATH", modules.to_str().unwrap())];
+    let env = [
+        ("NODE_PATH", modules.to_str().unwrap()),
+        ("BYRE_SANDBOX", "off"),
+    ];
     let server = ServeProcess::start_with_env(data.path(), &env);
     let api = Api::for_url(&server.url);
     let repo = crate::helpers::make_repo("basic");

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{local_ada, make_repo, until_kind, TestServer};
+use crate::helpers::{
+    commit_file, host_pid, local_ada, make_repo, system_python, until_kind, TestServer,
+};
 
 /// The JSON the agent said last in `events`.
 fn report(events: &[crate::helpers::SseEvent]) -> Value {
@@ -18,15 +20,6 @@ fn report(events: &[crate::helpers::SseEvent]) -> Value {
         .find(|e| e.data["kind"] == "agent.text")
         .expect("the agent's report");
     serde_json::from_str(said.data["payload"]["text"].as_str().unwrap()).unwrap()
-}
-
-/// The Python interpreter itself (not a shim that needs the caller's environment).
-fn python() -> String {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 is installed");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// Whether a process runs (exists and is not a zombie).
@@ -67,16 +60,15 @@ async fn code_definitions_matchers_and_a_toolbox_through_the_agent_socket() {
         TestServer::spawn_configured(tempfile::TempDir::new().unwrap(), local_ada(), |c| {
             c.agent_env = vec![
                 ("NODE_PATH".into(), modules.display().to_string()),
-                ("BYRE_TEST_PYTHON".into(), python()),
-                (
-                    "BYRE_TEST_MCP_SERVER".into(),
-                    server_script.display().to_string(),
-                ),
+                ("BYRE_TEST_PYTHON".into(), system_python()),
+                // The project's own server, in the worktree (the sandbox shows no other).
+                ("BYRE_TEST_MCP_SERVER".into(), "arith_mcp.py".into()),
             ]
         })
         .await;
     let api = server.api();
     let repo = make_repo("basic");
+    commit_file(repo.path(), "arith_mcp.py", &server_script);
     let project = api.create_project("basic", repo.path()).await;
     let project_id = project["id"].as_str().unwrap().to_owned();
     let mut sse = api.events(&[], None).await;
@@ -185,7 +177,7 @@ async fn code_definitions_matchers_and_a_toolbox_through_the_agent_socket() {
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(
         written["mcpServers"]["arith"]["args"],
-        json!([server_script.display().to_string()])
+        json!(["arith_mcp.py"])
     );
     let boxes: Vec<&str> = r["enabled"]["data"]
         .as_array()
@@ -225,7 +217,17 @@ async fn code_definitions_matchers_and_a_toolbox_through_the_agent_socket() {
     );
 
     // The toolbox's process lives with the agent's session, and not past byre.
-    let pid = std::fs::read_to_string(worktree.join("toolbox.pid")).unwrap();
+    // (The pid it wrote is one of its sandbox's pid namespace: found on the host by its
+    // session's mark.)
+    let session_id = api.first_session_id(task["id"].as_str().unwrap()).await;
+    let inner: u32 = std::fs::read_to_string(worktree.join("toolbox.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let pid = host_pid("BYRE_AGENT_SESSION", &session_id, inner, "arith_mcp.py")
+        .unwrap_or_else(|| panic!("the toolbox server {inner} should run"))
+        .to_string();
     assert!(alive(&pid), "the toolbox server {pid} should run");
     server.stop().await;
     let mut gone = false;

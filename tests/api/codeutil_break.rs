@@ -9,27 +9,10 @@ use serde_json::{json, Value};
 
 use crate::helpers::{local_ada, make_repo, until_kind, TestServer};
 
-fn python() -> String {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 is installed");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|s| {
-        !s.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
-}
-
-async fn gone(pid: &str) -> bool {
+/// Waits (at most 10 s) until `is_gone` holds; whether it did.
+async fn gone(is_gone: impl Fn() -> bool) -> bool {
     for _ in 0..200 {
-        if !alive(pid) {
+        if is_gone() {
             return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -61,7 +44,7 @@ async fn bad_toolboxes_matchers_and_paths_are_refused_with_a_reason() {
         TestServer::spawn_configured(tempfile::TempDir::new().unwrap(), local_ada(), |c| {
             c.agent_env = vec![
                 ("NODE_PATH".into(), modules.display().to_string()),
-                ("BYRE_TEST_PYTHON".into(), python()),
+                ("BYRE_TEST_PYTHON".into(), crate::helpers::system_python()),
             ]
         })
         .await;
@@ -98,10 +81,21 @@ async fn bad_toolboxes_matchers_and_paths_are_refused_with_a_reason() {
     refused(&r, "diesCall", "dies");
     refused(&r, "diesAgain", "dies");
     refused(&r, "hangsCall", "initialize");
+    // The pids they wrote are of their sandbox's pid namespace: gone is no process of that
+    // pid there carrying the session's mark.
+    let session_id = api.first_session_id(task["id"].as_str().unwrap()).await;
     for name in ["dies", "hangs"] {
         let pid = std::fs::read_to_string(worktree.join(format!("{name}.pid"))).unwrap();
+        let inner: u32 = pid.trim().parse().unwrap();
         assert!(
-            gone(&pid).await,
+            gone(|| crate::helpers::host_pid(
+                "BYRE_AGENT_SESSION",
+                &session_id,
+                inner,
+                &format!("{name}.pid"),
+            )
+            .is_none())
+            .await,
             "the toolbox server {name} ({pid}) still runs"
         );
     }

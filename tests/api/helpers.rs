@@ -781,3 +781,68 @@ impl Seen {
         .await
     }
 }
+
+/// The pid, as the host sees it, of the process whose pid in its own (sandbox) pid namespace
+/// is `inner` and whose environment holds `var` with a value starting with `value_prefix`: a
+/// sandboxed shell's `$$` or `$!`, or a pid a sandboxed program wrote down, is a pid of its
+/// namespace (`NSpid` in `/proc/<pid>/status`: the host's first, the innermost last; one
+/// entry, the same pid, for an unconfined process), and whose command line holds `cmdline`
+/// (each sandbox numbers its processes from 1, so two sandboxes of one session both have a
+/// pid 2). `None` when no such process runs.
+pub fn host_pid(var: &str, value_prefix: &str, inner: u32, cmdline: &str) -> Option<u32> {
+    let wanted = format!("{var}={value_prefix}");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+            let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+            let innermost: u32 = nspid.split_whitespace().last()?.parse().ok()?;
+            if innermost != inner {
+                return None;
+            }
+            let args = std::fs::read(entry.path().join("cmdline")).ok()?;
+            if !String::from_utf8_lossy(&args).contains(cmdline) {
+                return None;
+            }
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|kv| kv.starts_with(wanted.as_bytes()))
+                .then_some(pid)
+        })
+}
+
+/// The system's Python (`/usr/bin/python3`): a toolbox server's program must be one its
+/// sandbox shows (the system directories, node's install, the task's worktree), which a
+/// Python of the user's own (pyenv's, under `~`) is not.
+pub fn system_python() -> String {
+    let python = Path::new("/usr/bin/python3");
+    assert!(python.exists(), "the tests need /usr/bin/python3");
+    python.display().to_string()
+}
+
+/// Copies `from` into the repository at `repo` as `name` and commits it on its checked-out
+/// branch (so the worktrees of tasks created after hold it).
+pub fn commit_file(repo: &Path, name: &str, from: &Path) {
+    std::fs::copy(from, repo.join(name)).expect("copy into the repository");
+    let repo = git2::Repository::open(repo).expect("the repository opens");
+    let mut index = repo.index().expect("index");
+    index.add_path(Path::new(name)).expect("add");
+    index.write().expect("write index");
+    let tree = repo
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("find tree");
+    let parent = repo.head().unwrap().peel_to_commit().unwrap();
+    let sig = git2::Signature::now("Fixture", "fixture@example.com").expect("signature");
+    repo.commit(
+        Some("HEAD"),
+        &sig,
+        &sig,
+        &format!("Add {name}"),
+        &tree,
+        &[&parent],
+    )
+    .expect("commit");
+}

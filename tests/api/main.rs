@@ -41,6 +41,7 @@ mod recovery;
 mod reviews;
 mod sandbox;
 mod secrets;
+mod sandbox_tools;
 mod snapshots;
 mod startup_snapshot;
 mod subagents;

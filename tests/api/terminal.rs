@@ -11,24 +11,43 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::helpers::{until_kind, Api, TestServer, WAIT};
 use crate::process::ServeProcess;
 
-type Socket =
+pub(crate) type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// One viewer's socket and everything it received.
-struct Term {
-    ws: Socket,
+pub(crate) struct Term {
+    pub(crate) ws: Socket,
     /// Every output byte so far.
     seen: Vec<u8>,
 }
 
 impl Term {
     /// Opens task `task_id`'s terminal at `cols`×`rows` on the server at `base`.
-    async fn open(base: &str, task_id: &str, cols: u16, rows: u16) -> Term {
+    pub(crate) async fn open(base: &str, task_id: &str, cols: u16, rows: u16) -> Term {
+        Term::open_as(base, task_id, cols, rows, None).await
+    }
+
+    /// [`Term::open`] with `Authorization: Bearer <token>` (a team server's user).
+    pub(crate) async fn open_as(
+        base: &str,
+        task_id: &str,
+        cols: u16,
+        rows: u16,
+        token: Option<&str>,
+    ) -> Term {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let url = format!(
             "{}/api/tasks/{task_id}/terminal?cols={cols}&rows={rows}",
             base.replacen("http://", "ws://", 1)
         );
-        let (ws, resp) = tokio_tungstenite::connect_async(url)
+        let mut request = url.into_client_request().expect("a WebSocket request");
+        if let Some(token) = token {
+            request.headers_mut().insert(
+                "Authorization",
+                format!("Bearer {token}").parse().expect("a header value"),
+            );
+        }
+        let (ws, resp) = tokio_tungstenite::connect_async(request)
             .await
             .expect("the terminal's WebSocket opens");
         assert_eq!(resp.status().as_u16(), 101);
@@ -39,7 +58,7 @@ impl Term {
     }
 
     /// Types `line` and Enter (a binary message).
-    async fn type_line(&mut self, line: &str) {
+    pub(crate) async fn type_line(&mut self, line: &str) {
         let bytes = format!("{line}\r").into_bytes();
         self.ws
             .send(Message::Binary(bytes.into()))
@@ -48,7 +67,7 @@ impl Term {
     }
 
     /// Sends a text message (a resize).
-    async fn text(&mut self, text: &str) {
+    pub(crate) async fn text(&mut self, text: &str) {
         self.ws
             .send(Message::Text(text.to_owned().into()))
             .await
@@ -56,13 +75,13 @@ impl Term {
     }
 
     /// Everything received so far, as text.
-    fn text_seen(&self) -> String {
+    pub(crate) fn text_seen(&self) -> String {
         String::from_utf8_lossy(&self.seen).into_owned()
     }
 
     /// Reads output until the text received holds `re_prefix` followed by a line's rest;
     /// returns that rest (up to the end of its line), trimmed.
-    async fn after(&mut self, prefix: &str) -> String {
+    pub(crate) async fn after(&mut self, prefix: &str) -> String {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let text = self.text_seen();
@@ -89,14 +108,14 @@ impl Term {
     }
 
     /// Runs `echo "<tag>$((1+1)) <expr>"` and returns what `<expr>` printed.
-    async fn eval(&mut self, tag: &str, expr: &str) -> String {
+    pub(crate) async fn eval(&mut self, tag: &str, expr: &str) -> String {
         self.type_line(&format!("echo \"{tag}$((1+1)) {expr}\""))
             .await;
         self.after(&format!("{tag}2 ")).await
     }
 
     /// Reads until the server closes; its close code and reason.
-    async fn closed(&mut self) -> (u16, String) {
+    pub(crate) async fn closed(&mut self) -> (u16, String) {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let msg = tokio::time::timeout_at(deadline, self.ws.next())
@@ -122,6 +141,26 @@ fn alive(pid: u32) -> bool {
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .is_some_and(|state| state != "Z" && state != "X")
     })
+}
+
+/// The host's pid of a process of task `task_id`'s terminal, from its pid as the terminal
+/// prints it (`$$`, `$!`: a pid of the sandbox's own pid namespace).
+fn on_host(task_id: &str, inner: &str) -> u32 {
+    let n: u32 = inner.parse().expect("a pid");
+    crate::helpers::host_pid(byre::terminal::TERMINAL_ENV, task_id, n, "")
+        .unwrap_or_else(|| panic!("no process {inner} of task {task_id}'s terminal"))
+}
+
+/// The session `pid` is in (its stat's sixth field): for a task's shell, the process byre
+/// started for it (`bwrap`, or the shell itself with the sandbox off), whose pid the
+/// `terminal.*` events record as `shell_pid`.
+fn session_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process runs");
+    let (_, rest) = stat.rsplit_once(')').expect("a stat line");
+    rest.split_whitespace()
+        .nth(3)
+        .and_then(|s| s.parse().ok())
+        .expect("a session id")
 }
 
 /// Waits until `pid` no longer runs; panics after [`WAIT`].
@@ -169,7 +208,8 @@ async fn a_reconnect_gets_the_scrollback_exactly_once_and_the_same_shell() {
 
     let mut first = Term::open(&server.url, &task_id, 80, 24).await;
     let pid = first.eval("one", "$$").await;
-    let pid: u32 = pid.parse().expect("the shell's pid");
+    let host = on_host(&task_id, &pid);
+    let session = session_of(host);
     assert_eq!(first.eval("port", "$PORT").await, {
         let t = api.call("getTask", &[&task_id], &[], None).await;
         t.body["port_base"].to_string()
@@ -184,14 +224,14 @@ async fn a_reconnect_gets_the_scrollback_exactly_once_and_the_same_shell() {
 
     let mut second = Term::open(&server.url, &task_id, 80, 24).await;
     let again = second.eval("two", "$$").await;
-    assert_eq!(again, pid.to_string(), "the reconnect finds the same shell");
+    assert_eq!(again, pid, "the reconnect finds the same shell");
     let shown = second.text_seen();
     assert_eq!(
         shown.matches(&format!("one2 {pid}")).count(),
         1,
         "the scrollback comes exactly once: {shown:?}"
     );
-    assert!(alive(pid));
+    assert!(alive(host));
 
     let events = terminal_events(&api, &task_id).await;
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
@@ -200,22 +240,22 @@ async fn a_reconnect_gets_the_scrollback_exactly_once_and_the_same_shell() {
         ["terminal.opened", "terminal.closed", "terminal.opened"]
     );
     assert_eq!(events[0]["payload"]["started"], true);
-    assert_eq!(events[0]["payload"]["shell_pid"], pid);
+    assert_eq!(events[0]["payload"]["shell_pid"], session);
     assert_eq!(events[0]["payload"]["login"], "ada");
     assert_eq!(events[1]["payload"]["reason"], "client");
     assert_eq!(events[2]["payload"]["started"], false);
-    assert_eq!(events[2]["payload"]["shell_pid"], pid);
+    assert_eq!(events[2]["payload"]["shell_pid"], session);
 
     drop(second);
     let data = server.stop().await;
-    gone(pid, "after byre stopped").await;
+    gone(host, "after byre stopped").await;
     // The stop recorded the shell's end itself (a restart finds nothing left to record).
     let server = TestServer::spawn_on(data, crate::helpers::local_ada()).await;
     let events = terminal_events(&server.api(), &task_id).await;
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "terminal.exited");
     assert_eq!(last["payload"]["cause"], "server_stopping");
-    assert_eq!(last["payload"]["shell_pid"], pid);
+    assert_eq!(last["payload"]["shell_pid"], session);
     server.stop().await;
 }
 
@@ -254,7 +294,8 @@ async fn exit_3_closes_every_socket_with_4000_and_3_and_the_next_open_starts_a_n
     let api = server.api();
     let (_repo, task_id) = task(&api).await;
     let mut first = Term::open(&server.url, &task_id, 80, 24).await;
-    let pid: u32 = first.eval("p", "$$").await.parse().unwrap();
+    let pid = on_host(&task_id, &first.eval("p", "$$").await);
+    let session = session_of(pid);
     let mut watcher = Term::open(&server.url, &task_id, 80, 24).await;
     watcher.after("p2 ").await;
     first.type_line("exit 3").await;
@@ -263,7 +304,7 @@ async fn exit_3_closes_every_socket_with_4000_and_3_and_the_next_open_starts_a_n
     gone(pid, "after exit").await;
 
     let mut next = Term::open(&server.url, &task_id, 80, 24).await;
-    let new_pid: u32 = next.eval("q", "$$").await.parse().unwrap();
+    let new_pid = on_host(&task_id, &next.eval("q", "$$").await);
     assert_ne!(new_pid, pid, "a new shell");
     assert!(
         !next.text_seen().contains("p2 "),
@@ -276,7 +317,7 @@ async fn exit_3_closes_every_socket_with_4000_and_3_and_the_next_open_starts_a_n
         .expect("the exit is an event");
     assert_eq!(exited["payload"]["status"], 3);
     assert_eq!(exited["payload"]["cause"], "exited");
-    assert_eq!(exited["payload"]["shell_pid"], pid);
+    assert_eq!(exited["payload"]["shell_pid"], session);
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "terminal.opened");
     assert_eq!(last["payload"]["started"], true);
@@ -291,11 +332,11 @@ async fn the_shell_and_what_it_started_die_with_the_task() {
     let api = server.api();
     let (_repo, task_id) = task(&api).await;
     let mut term = Term::open(&server.url, &task_id, 80, 24).await;
-    let pid: u32 = term.eval("p", "$$").await.parse().unwrap();
+    let pid = on_host(&task_id, &term.eval("p", "$$").await);
     // A job in a process group of its own (job control) that ignores the hangup: only its
-    // BYRE_TERMINAL mark finds it.
+    // BYRE_TERMINAL mark (or, sandboxed, the end of its pid namespace) finds it.
     term.type_line("nohup sleep 600 >/dev/null 2>&1 &").await;
-    let job: u32 = term.eval("j", "$!").await.parse().unwrap();
+    let job = on_host(&task_id, &term.eval("j", "$!").await);
     assert!(alive(job));
     let r = api.call("discardTask", &[&task_id], &[], None).await;
     assert_eq!(r.status, 202, "{:?}", r.body);
@@ -386,17 +427,20 @@ async fn get_task_terminal_refuses_bad_sizes_unknown_tasks_and_plain_requests() 
     server.stop().await;
 }
 
+/// Without the sandbox (which ends its shells with byre: the next test), only the next start
+/// can end what a killed byre left: this proves the reaper that does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_shell_survives_a_kill_9_of_byre_past_the_next_start() {
     let data = tempfile::TempDir::new().unwrap();
-    let byre = ServeProcess::start(data.path());
+    let unconfined = [("BYRE_SANDBOX", "off")];
+    let byre = ServeProcess::start_with_env(data.path(), &unconfined);
     let api = Api::for_url(&byre.url);
     let (_repo, task_id) = task(&api).await;
     let mut term = Term::open(&byre.url, &task_id, 80, 24).await;
-    let pid: u32 = term.eval("p", "$$").await.parse().unwrap();
+    let pid = on_host(&task_id, &term.eval("p", "$$").await);
     // The pty's hangup may end the shell when byre dies; a job that ignores it lives on.
     term.type_line("nohup sleep 600 >/dev/null 2>&1 &").await;
-    let job: u32 = term.eval("j", "$!").await.parse().unwrap();
+    let job = on_host(&task_id, &term.eval("j", "$!").await);
     byre.kill_9();
     drop(term);
     assert!(
@@ -404,7 +448,7 @@ async fn no_shell_survives_a_kill_9_of_byre_past_the_next_start() {
         "kill -9 of byre leaves a job that ignores SIGHUP running"
     );
 
-    let byre = ServeProcess::start(data.path());
+    let byre = ServeProcess::start_with_env(data.path(), &unconfined);
     gone(pid, "after the next start").await;
     gone(job, "after the next start").await;
     let api = Api::for_url(&byre.url);
@@ -415,11 +459,31 @@ async fn no_shell_survives_a_kill_9_of_byre_past_the_next_start() {
     assert_eq!(exited["payload"]["shell_pid"], pid);
     // And the next open starts a new shell.
     let mut term = Term::open(&byre.url, &task_id, 80, 24).await;
-    let new_pid: u32 = term.eval("n", "$$").await.parse().unwrap();
+    let new_pid = on_host(&task_id, &term.eval("n", "$$").await);
     assert_ne!(new_pid, pid);
     drop(term);
     byre.terminate();
     gone(new_pid, "after byre stopped").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_9_of_byre_takes_its_sandboxed_shells_and_their_jobs_down_with_it() {
+    let data = tempfile::TempDir::new().unwrap();
+    let byre = ServeProcess::start(data.path());
+    let api = Api::for_url(&byre.url);
+    let (_repo, task_id) = task(&api).await;
+    let mut term = Term::open(&byre.url, &task_id, 80, 24).await;
+    let pid = on_host(&task_id, &term.eval("p", "$$").await);
+    assert_ne!(session_of(pid), pid, "the shell runs under bwrap");
+    term.type_line("nohup sleep 600 >/dev/null 2>&1 &").await;
+    let job = on_host(&task_id, &term.eval("j", "$!").await);
+    assert!(alive(job));
+    // No restart: `--die-with-parent` ends bwrap with byre, and with it the shell's pid
+    // namespace, every process in it.
+    byre.kill_9();
+    drop(term);
+    gone(pid, "after byre was killed").await;
+    gone(job, "after byre was killed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -443,8 +507,8 @@ async fn a_socket_that_answers_no_ping_is_closed_and_the_shell_runs_on() {
     // A client that reads answers the pings and stays; it finds the same shell.
     let mut term = Term::open(&server.url, &task_id, 80, 24).await;
     let first = terminal_events(&api, &task_id).await[0]["payload"]["shell_pid"].clone();
-    let pid = term.eval("p", "$$").await;
-    assert_eq!(pid, first.to_string());
+    let pid = on_host(&task_id, &term.eval("p", "$$").await);
+    assert_eq!(session_of(pid).to_string(), first.to_string());
     server.stop().await;
 }
 
@@ -467,7 +531,7 @@ async fn a_program_that_reads_no_input_stalls_neither_the_sockets_nor_resizes() 
     let (_repo, task_id) = task(&api).await;
     let mut sse = api.events(&[("task_id", task_id.as_str())], None).await;
     let mut typist = Term::open(&server.url, &task_id, 80, 24).await;
-    let pid: u32 = typist.eval("p", "$$").await.parse().unwrap();
+    let pid = on_host(&task_id, &typist.eval("p", "$$").await);
     // Raw mode and a program that reads nothing: the pty takes a few KiB, then no more.
     typist
         .type_line("stty raw -echo; echo \"ra$((1+1))w\"; sleep 600")
