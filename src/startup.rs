@@ -92,7 +92,8 @@ impl Running {
 /// # Errors
 /// The data dir cannot be created or is locked by another server; the log cannot be opened or
 /// folded (with the seq of the first undecodable event); the listener is not loopback and the
-/// auth mode does not authenticate.
+/// auth mode does not authenticate; token or tailscale mode where the agent sandbox cannot
+/// run and `--sandbox off` was not given (`vendors::sandbox::Sandbox::start`).
 pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     if !addr.ip().to_canonical().is_loopback() && !config.auth.authenticates() {
@@ -102,11 +103,12 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?;
     // Before anything is made: a team server does not start without its sandbox (DESIGN.md
     // invariant 8) unless asked.
-    let (sandbox, sandbox_warning) = crate::vendors::sandbox::Sandbox::start(
-        config.sandbox,
-        &config.auth,
-        std::env::var_os("PATH").as_deref(),
-    )
+    // (Its trial run of bwrap is a process: off the async threads.)
+    let (wanted, auth) = (config.sandbox, config.auth.clone());
+    let (sandbox, sandbox_warning) = tokio::task::spawn_blocking(move || {
+        crate::vendors::sandbox::Sandbox::start(wanted, &auth, std::env::var_os("PATH").as_deref())
+    })
+    .await?
     .map_err(anyhow::Error::msg)?;
     if let Some(warning) = sandbox_warning {
         tracing::warn!("{warning}");

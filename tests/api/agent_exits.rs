@@ -102,7 +102,7 @@ async fn cli_pid(api: &Api, session_id: &str) -> i32 {
     marked(session_id)
         .into_iter()
         .map(|(pid, _)| pid)
-        .find(|&pid| !is_bwrap(pid) && parent(pid).is_some_and(|pp| is_bwrap(pp)))
+        .find(|&pid| !is_bwrap(pid) && parent(pid).is_some_and(&is_bwrap))
         .unwrap_or_else(|| panic!("no CLI under {top}: {:?}", marked(session_id)))
 }
 

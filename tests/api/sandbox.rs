@@ -6,8 +6,8 @@
 //! byre's `/proc/<pid>/environ`, and to write outside its worktree. Each attempt prints a
 //! `LEAK-…` marker only if it succeeded; the tool result the CLI sends back to the model must
 //! hold none, while writing and committing in its own worktree works. The same script with
-//! `--sandbox off` leaks, so the markers do show an escape. A reviewer's write into its copy
-//! fails in the kernel (as root too). Without bubblewrap, a token-mode server refuses to start.
+//! `--sandbox off` leaks, so the markers do show an escape. A lead runs it from its own lead dir
+//! with the same result. A reviewer's write into its copy fails in the kernel (as root too). Without bubblewrap, a token-mode server refuses to start.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -252,6 +252,36 @@ async fn a_codex_agent_cannot_reach_secrets_other_tasks_or_users_but_commits_in_
     let mut t = team("codex_y_escape", true, false).await;
     let (seen, attacker, victim) = escape(&mut t, "gpt-5.5").await;
     assert_confined(&t, &seen, &attacker, &victim);
+    t.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lead_agent_works_in_its_own_lead_dir_and_reaches_no_other_users_or_tasks() {
+    let mut t = team("codex_y_escape", true, false).await;
+    let (victim, victim_session) = t.idle_task("victim", "sonnet").await;
+    let script = plant(&t, &victim, &victim_session);
+    let own = byre::vendors::runtime::lead_dir(t.data(), "ada");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(own.join("escape.sh"), script).unwrap();
+    let r = t
+        .ada
+        .call(
+            "messageLead",
+            &[],
+            &[],
+            Some(json!({"text": "Run the escape script"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    until_kind(&mut t.sse, "turn.ended", TURN_WAIT).await;
+    let seen = results_with_done(t.claude.messages_requests());
+    assert!(!seen.contains("LEAK-"), "nothing escaped: {seen}");
+    assert!(seen.contains("OWN-TOKEN-READABLE"), "{seen}");
+    assert!(
+        own.join("mine.txt").is_file(),
+        "it writes its own directory (not a repository: no commit there)"
+    );
+    assert!(!worktree(&victim).join("escaped.txt").exists());
     t.server.stop().await;
 }
 
