@@ -113,7 +113,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     if let Some(warning) = sandbox_warning {
         tracing::warn!("{warning}");
     }
-    let sandbox = Arc::new(sandbox);
+    let mut sandbox = sandbox;
     crate::private_files::secure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     // From here on every file byre (and every child it starts) makes is its user's alone.
@@ -121,6 +121,12 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
     config.data_dir = std::fs::canonicalize(&config.data_dir)
         .with_context(|| format!("cannot resolve {}", config.data_dir.display()))?;
+    // No bind of a sandbox may hold the data dir or byre's user's home (only what is below).
+    sandbox.hide(config.data_dir.clone());
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        sandbox.hide(std::fs::canonicalize(&home).unwrap_or_else(|_| home.into()));
+    }
+    let sandbox = Arc::new(sandbox);
     let lock_path = config.data_dir.join("byre.lock");
     let lock = File::create(&lock_path)
         .with_context(|| format!("cannot create {}", lock_path.display()))?;

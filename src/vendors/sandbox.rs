@@ -60,6 +60,10 @@ pub struct Sandbox {
     bwrap: Option<PathBuf>,
     /// The options every sandbox gets: the system, `/proc`, `/dev`, `/tmp`, namespaces.
     base: Vec<OsString>,
+    /// Paths no bind may contain ([`Sandbox::hide`]): byre's data dir and its user's home. A
+    /// bind of one of them or of a directory above them (an install found in `~`, a node prefix
+    /// of `~/.local` holding `~/.local/share/byre`) is left out, so the process cannot see them.
+    hidden: Vec<PathBuf>,
 }
 
 /// What one confined process may reach, beyond the system. Paths are absolute.
@@ -135,14 +139,10 @@ impl Access {
         };
         self.add_install(&found);
         if let Some(node) = resolve(Path::new("node"), path_var) {
-            // `…/bin/node` → its prefix `…` (lib/node_modules beside it).
-            let prefix = node
-                .parent()
-                .and_then(Path::parent)
-                .map(Path::to_owned)
-                .unwrap_or_else(|| node.clone());
-            if !under_system(&prefix) {
-                self.read_only.push(prefix);
+            // The binary alone, not its prefix: a prefix such as `~/.local` also holds
+            // `~/.local/share/byre`. (The CLI's own modules come with its install above.)
+            if !under_system(&node) && !self.read_only.contains(&node) {
+                self.read_only.push(node);
             }
         }
         found
@@ -231,6 +231,7 @@ impl Sandbox {
         Sandbox {
             bwrap: None,
             base: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 
@@ -243,6 +244,7 @@ impl Sandbox {
         let sandbox = Sandbox {
             base: base_options(),
             bwrap: Some(bwrap.clone()),
+            hidden: Vec::new(),
         };
         let (program, args) = sandbox.argv(&Access::new("/"), Path::new("/usr/bin/true"), &[]);
         let failed = |why: String| Unavailable::ProbeFailed {
@@ -298,6 +300,23 @@ impl Sandbox {
         }
     }
 
+    /// Keeps `path` out of every sandbox: no bind of it or of a directory that holds it is
+    /// made (binds below it, such as a worktree in the data dir, still are).
+    pub fn hide(&mut self, path: PathBuf) {
+        if !self.hidden.contains(&path) {
+            self.hidden.push(path);
+        }
+    }
+
+    /// Whether a bind of `path` would show a hidden path.
+    fn shows_hidden(&self, path: &Path) -> bool {
+        let shows = self.hidden.iter().any(|h| h.starts_with(path));
+        if shows {
+            tracing::error!(path = %path.display(), "a sandbox bind holding byre's data dir or its user's home was left out");
+        }
+        shows
+    }
+
     /// Whether processes are confined.
     pub fn is_on(&self) -> bool {
         self.bwrap.is_some()
@@ -317,10 +336,10 @@ impl Sandbox {
             return (program.as_os_str().to_owned(), args.to_vec());
         };
         let mut argv = self.base.clone();
-        for p in &access.read_write {
+        for p in access.read_write.iter().filter(|p| !self.shows_hidden(p)) {
             push(&mut argv, "--bind", p, p);
         }
-        for p in &access.read_only {
+        for p in access.read_only.iter().filter(|p| !self.shows_hidden(p)) {
             push(&mut argv, "--ro-bind", p, p);
         }
         for (host, inside) in &access.files {
@@ -440,7 +459,42 @@ mod tests {
         Sandbox {
             bwrap: Some("/usr/bin/bwrap".into()),
             base: base_options(),
+            hidden: Vec::new(),
         }
+    }
+
+    #[test]
+    fn no_bind_shows_the_data_dir_or_the_home_above_it_but_binds_below_stay() {
+        let mut sandbox = on();
+        sandbox.hide("/home/ada/.local/share/byre".into());
+        sandbox.hide("/home/ada".into());
+        let mut access = Access::new("/home/ada/.local/share/byre/worktrees/p/t");
+        access.read_write = vec!["/home/ada/.local/share/byre/worktrees/p/t".into()];
+        // A node prefix of ~/.local, a CLI found in ~ itself, and the root.
+        access.read_only = vec![
+            "/home/ada/.local".into(),
+            "/home/ada".into(),
+            "/".into(),
+            "/home/ada/.nvm/versions/node/v20/bin/node".into(),
+        ];
+        let (_, argv) = sandbox.argv(&access, Path::new("/usr/bin/true"), &[]);
+        let args = strings(&argv);
+        let bound: Vec<String> = binds(&args, "--ro-bind")
+            .into_iter()
+            .chain(binds(&args, "--bind"))
+            .map(|(from, _)| from)
+            .filter(|from| from.starts_with("/home"))
+            .collect();
+        assert_eq!(
+            bound,
+            [
+                "/home/ada/.nvm/versions/node/v20/bin/node",
+                "/home/ada/.local/share/byre/worktrees/p/t"
+            ]
+        );
+        assert!(!binds(&args, "--ro-bind")
+            .iter()
+            .any(|(from, _)| from == "/"));
     }
 
     #[test]
