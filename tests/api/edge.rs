@@ -513,3 +513,44 @@ async fn no_state_changing_route_takes_a_simple_request_without_proof_in_local_m
     assert_eq!(after["state"], before["state"], "{after}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_preview_on_another_port_of_the_tailnet_name_is_not_byre() {
+    // In tailscale mode a task's preview is published on `https://NAME:PORT`: a page the
+    // task's agent wrote. `tailscale serve` adds the user's identity to what that page sends
+    // to byre on `https://NAME`, so were the name served on any port, the page would be
+    // byre's own: a terminal, and (in a browser without Fetch Metadata) any form post.
+    let name = "byre.tail1234.ts.net";
+    let server = TestServer::spawn_configured(
+        TempDir::new().expect("temp dir"),
+        AuthMode::Tailscale,
+        |c| c.public_hosts = vec![name.into()],
+    )
+    .await;
+    let creds = vec![("Tailscale-User-Login", "ada@example.com".to_owned())];
+    let (_repo, task_id) = a_task(&server, &creds).await;
+    let preview = format!("https://{name}:5173");
+    let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
+    let status = socket_status(&server, &creds, &path, name, Some(&preview)).await;
+    assert_eq!(status, 403, "the preview's page opens no terminal");
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/tasks/{task_id}/discard", server.url))
+        .header("Host", name)
+        .header("Origin", &preview)
+        .header("Tailscale-User-Login", "ada@example.com")
+        .header("Content-Type", "text/plain")
+        .body("x")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        resp.status().as_u16(),
+        403,
+        "the preview's form discards nothing"
+    );
+    // byre's own page on the name still opens it.
+    let own = format!("https://{name}");
+    let status = socket_status(&server, &creds, &path, name, Some(&own)).await;
+    assert_eq!(status, 101, "byre's own page on the tailnet name");
+    server.stop().await;
+}
