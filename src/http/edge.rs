@@ -264,8 +264,9 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
     // A WebSocket handshake is a GET, so no state-change rule below stops it, and browsers
     // send it to any site: its Origin must be byre's own. `null` is the origin of a sandboxed
     // frame, a `file://` or `data:` page — a page of any site that chose to hide which.
-    let socket =
-        text(header::UPGRADE.as_str()).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    // As loose as actix's handshake, which takes any `Upgrade` naming websocket.
+    let socket = text(header::UPGRADE.as_str())
+        .is_some_and(|u| u.to_ascii_lowercase().contains("websocket"));
     if socket {
         let opaque = raw_origin.is_some_and(|o| o.eq_ignore_ascii_case("null"));
         let other_site = matches!(site, Some("cross-site" | "same-site"));
