@@ -9,8 +9,10 @@
 //! when its `Host` is one byre serves ([`Edge::allows_host`]):
 //! - the listen address with the listen port, and `localhost`, `127.0.0.1`, `[::1]` with the
 //!   listen port;
-//! - a name given with `serve --public-host NAME` (any port) or `NAME:PORT` (that port): the
-//!   tailscale name, a reverse proxy's name;
+//! - a name given with `serve --public-host NAME` (no port, 80 or 443: the web's defaults) or
+//!   `NAME:PORT` (that port): the tailscale name, a reverse proxy's name. Never any port of a
+//!   name: tailscale serves each task's preview, a page its agent wrote, on another port of
+//!   the tailnet name;
 //! - when byre listens on every address (`0.0.0.0`, `[::]`), any IP literal with the listen
 //!   port: a literal is not a name, so it cannot be rebound.
 //!
@@ -54,7 +56,7 @@ pub struct Edge {
     local: Vec<String>,
     /// Whether any IP literal is served with the listen port (listening on every address).
     any_ip: bool,
-    /// `--public-host` names (lower case) and their port; `None`: any port.
+    /// `--public-host` names (lower case) and their port; `None`: the web's default ports.
     public: Vec<(String, Option<u16>)>,
 }
 
@@ -91,11 +93,17 @@ impl Edge {
             return false;
         };
         let name = name.to_ascii_lowercase();
-        if self
-            .public
-            .iter()
-            .any(|(n, p)| *n == name && p.is_none_or(|p| port == Some(p)))
-        {
+        // A bare public name is served on the web's default ports only: other ports of the
+        // same name are other sites (tailscale serves each task's preview, a page the agent
+        // wrote, on `https://NAME:PREVIEW_PORT`).
+        let default_port = |p: Option<u16>| matches!(p, None | Some(80 | 443));
+        if self.public.iter().any(|(n, p)| {
+            *n == name
+                && match p {
+                    None => default_port(port),
+                    Some(p) => port == Some(*p) || (port.is_none() && default_port(Some(*p))),
+                }
+        }) {
             return true;
         }
         if port != Some(self.port) {
@@ -106,8 +114,10 @@ impl Edge {
 
     /// Whether `origin` (an `Origin` header, or the origin of a `Referer` URL) is one of
     /// byre's own: `http` or `https`, with an allowed host. The default port of the scheme is
-    /// implied when none is given.
-    pub fn allows_origin(&self, origin: &str) -> bool {
+    /// implied when none is given. On every address, an IP literal not in the list is the
+    /// page's own only when it is the `request_host` the request itself went to: any machine
+    /// can serve a page on some address with byre's port.
+    pub fn allows_origin(&self, origin: &str, request_host: &str) -> bool {
         let Some((scheme, rest)) = origin.split_once("://") else {
             return false;
         };
@@ -120,19 +130,41 @@ impl Edge {
             "https" => 443,
             _ => return false,
         };
-        match split_authority(authority) {
-            Some((_, Some(_))) => self.allows_host(authority),
+        let candidates = match split_authority(authority) {
+            Some((_, Some(_))) => vec![authority.to_owned()],
             Some((name, None)) => {
                 let bracketed = if name.contains(':') {
                     format!("[{name}]")
                 } else {
                     name.to_owned()
                 };
-                self.allows_host(&bracketed)
-                    || self.allows_host(&format!("{bracketed}:{default_port}"))
+                vec![format!("{bracketed}:{default_port}")]
             }
-            None => false,
+            None => return false,
+        };
+        candidates.iter().any(|c| {
+            self.allows_named(c)
+                || (self.allows_host(c) && same_authority(c, request_host, default_port))
+        })
+    }
+
+    /// [`Edge::allows_host`] without the "any IP literal" of listening on every address.
+    fn allows_named(&self, host: &str) -> bool {
+        Edge {
+            any_ip: false,
+            ..self.clone()
         }
+        .allows_host(host)
+    }
+}
+
+/// Whether two authorities name the same host and port (`default_port` when one has none).
+fn same_authority(a: &str, b: &str, default_port: u16) -> bool {
+    match (split_authority(a), split_authority(b)) {
+        (Some((na, pa)), Some((nb, pb))) => {
+            na.eq_ignore_ascii_case(nb) && pa.unwrap_or(default_port) == pb.unwrap_or(default_port)
+        }
+        _ => false,
     }
 }
 
@@ -200,12 +232,20 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
+    // Two `Host`s (RFC 9112 §3.2: answer 400) would let byre check one while a proxy in
+    // front, or a handler, reads the other.
+    if headers.get_all(header::HOST).nth(1).is_some() {
+        return Err(refusal(
+            StatusCode::BAD_REQUEST,
+            "the request has more than one Host header".into(),
+        ));
+    }
     // HTTP/2 carries the authority in the URI; HTTP/1.1 in `Host`.
     let host = text(header::HOST.as_str())
         .map(str::to_owned)
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
-    match host {
-        Some(host) if edge.allows_host(&host) => {}
+    let host = match host {
+        Some(host) if edge.allows_host(&host) => host,
         Some(host) => {
             return Err(refusal(
                 StatusCode::MISDIRECTED_REQUEST,
@@ -218,10 +258,32 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
                 "the request has no Host header".into(),
             ))
         }
+    };
+    let raw_origin = text(header::ORIGIN.as_str());
+    let site = text("Sec-Fetch-Site");
+    // A WebSocket handshake is a GET, so no state-change rule below stops it, and browsers
+    // send it to any site: its Origin must be byre's own. `null` is the origin of a sandboxed
+    // frame, a `file://` or `data:` page — a page of any site that chose to hide which.
+    // As loose as actix's handshake, which takes any `Upgrade` naming websocket.
+    let socket = text(header::UPGRADE.as_str())
+        .is_some_and(|u| u.to_ascii_lowercase().contains("websocket"));
+    if socket {
+        let opaque = raw_origin.is_some_and(|o| o.eq_ignore_ascii_case("null"));
+        let other_site = matches!(site, Some("cross-site" | "same-site"));
+        if opaque || other_site {
+            return Err(refusal(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "a socket from a page that is not byre's own (Origin: {}, Sec-Fetch-Site: {}) may not open",
+                    raw_origin.unwrap_or("none"),
+                    site.unwrap_or("none")
+                ),
+            ));
+        }
     }
-    let origin = text(header::ORIGIN.as_str()).filter(|o| !o.eq_ignore_ascii_case("null"));
+    let origin = raw_origin.filter(|o| !o.eq_ignore_ascii_case("null"));
     if let Some(origin) = origin {
-        if !edge.allows_origin(origin) {
+        if !edge.allows_origin(origin, &host) {
             return Err(refusal(
                 StatusCode::FORBIDDEN,
                 format!("a request from the page `{origin}`, another site, may not reach byre"),
@@ -235,11 +297,11 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
         return Ok(());
     }
     let proven = origin.is_some()
-        || text(header::REFERER.as_str()).is_some_and(|r| edge.allows_origin(r))
+        || text(header::REFERER.as_str()).is_some_and(|r| edge.allows_origin(r, &host))
         || text(CSRF_HEADER) == Some("1")
         || text(header::AUTHORIZATION.as_str())
             .is_some_and(|a| a.len() > 7 && a[..7].eq_ignore_ascii_case("bearer "))
-        || matches!(text("Sec-Fetch-Site"), Some("same-origin" | "none"));
+        || matches!(site, Some("same-origin" | "none"));
     if proven {
         Ok(())
     } else {
@@ -311,13 +373,17 @@ mod tests {
     }
 
     #[test]
-    fn public_hosts_are_served_on_any_port_or_the_given_one() {
+    fn public_hosts_are_served_on_the_default_ports_or_the_given_one() {
         let e = edge(
             "127.0.0.1:7777",
             &["Byre.Tail1234.ts.net", "proxy.example:8443"],
         );
         assert!(e.allows_host("byre.tail1234.ts.net"));
         assert!(e.allows_host("byre.tail1234.ts.net:443"));
+        // A task's preview on another port of the tailnet name is not byre.
+        assert!(!e.allows_host("byre.tail1234.ts.net:5173"));
+        assert!(!e.allows_origin("https://byre.tail1234.ts.net:5173", "byre.tail1234.ts.net"));
+        assert!(e.allows_origin("https://byre.tail1234.ts.net", "byre.tail1234.ts.net"));
         assert!(e.allows_host("proxy.example:8443"));
         assert!(!e.allows_host("proxy.example"));
         assert!(!e.allows_host("proxy.example:443"));
@@ -332,6 +398,11 @@ mod tests {
         assert!(e.allows_host("localhost:7777"));
         assert!(!e.allows_host("192.0.2.7:80"));
         assert!(!e.allows_host("box.lan:7777"));
+        // Another machine's page on byre's port is not byre's, only the address asked.
+        assert!(!e.allows_origin("http://203.0.113.9:7777", "192.0.2.7:7777"));
+        assert!(e.allows_origin("http://192.0.2.7:7777", "192.0.2.7:7777"));
+        assert!(e.allows_origin("http://[2001:db8::1]:7777", "[2001:DB8::1]:7777"));
+        assert!(e.allows_origin("http://localhost:7777", "192.0.2.7:7777"));
     }
 
     #[test]
@@ -344,7 +415,7 @@ mod tests {
             "https://byre.tail1234.ts.net",
             "http://localhost:7777/tasks/1?x=1",
         ] {
-            assert!(e.allows_origin(origin), "{origin}");
+            assert!(e.allows_origin(origin, "127.0.0.1:7777"), "{origin}");
         }
         for origin in [
             "http://rebind.attacker.example:7777",
@@ -356,7 +427,7 @@ mod tests {
             "null",
             "http://localhost",
         ] {
-            assert!(!e.allows_origin(origin), "{origin}");
+            assert!(!e.allows_origin(origin, "127.0.0.1:7777"), "{origin}");
         }
     }
 

@@ -263,3 +263,294 @@ async fn a_form_post_from_a_browser_without_fetch_metadata_discards_nothing() {
     assert_eq!(resp.status().as_u16(), 202, "byre's own page may discard");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opaque_origin_opens_no_socket_in_any_mode() {
+    // A sandboxed frame of any site, a `file://` or `data:` page: Chromium names its origin
+    // `null` on the handshake. A socket is a GET, so no state-change rule stops it; in local
+    // mode the terminal needs no credentials at all, so `null` counted as "no Origin" was a
+    // shell for any page that wraps itself in `<iframe sandbox="allow-scripts">`.
+    for (mode, auth, creds) in modes() {
+        let server = TestServer::spawn_on(TempDir::new().expect("temp dir"), auth).await;
+        let port = port_of(&server.url);
+        let host = format!("127.0.0.1:{port}");
+        let (_repo, task_id) = a_task(&server, &creds).await;
+        for path in [
+            format!("/api/tasks/{task_id}/terminal?cols=80&rows=24"),
+            "/api/clients/connect".to_owned(),
+            "/codebolt?token=x".to_owned(),
+        ] {
+            for origin in ["null", "NULL", "file://"] {
+                let status = socket_status(&server, &creds, &path, &host, Some(origin)).await;
+                assert_eq!(status, 403, "{mode}: {path} from Origin {origin}");
+            }
+        }
+        // A handshake the browser marks as another site's is refused whatever its Origin.
+        let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
+        let status = socket_status_with(
+            &server,
+            &creds,
+            &path,
+            &host,
+            &[("Sec-Fetch-Site", "cross-site")],
+        )
+        .await;
+        assert_eq!(status, 403, "{mode}: a cross-site handshake");
+        // byre's own page still opens it.
+        let own = format!("http://127.0.0.1:{port}");
+        let status = socket_status(&server, &creds, &path, &host, Some(&own)).await;
+        assert_eq!(
+            status, 101,
+            "{mode}: the terminal opens from byre's own page"
+        );
+        server.stop().await;
+    }
+}
+
+/// [`socket_status`] with extra headers and no `Origin`.
+async fn socket_status_with(
+    server: &TestServer,
+    creds: &[(&str, String)],
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+) -> u16 {
+    let url = format!("{}{path}", server.url.replacen("http://", "ws://", 1));
+    let mut req = url.into_client_request().expect("ws request");
+    let headers = req.headers_mut();
+    headers.insert("Host", HeaderValue::from_str(host).expect("host"));
+    for (n, v) in creds
+        .iter()
+        .map(|(n, v)| (*n, v.as_str()))
+        .chain(extra.iter().copied())
+    {
+        let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(n.as_bytes())
+            .expect("header name");
+        headers.insert(name, HeaderValue::from_str(v).expect("header"));
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((_, resp)) => resp.status().as_u16(),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("{path}: the handshake failed without an answer: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listening_on_every_address_trusts_no_other_machine_s_page() {
+    // On 0.0.0.0 any IP literal with the listen port is a Host byre serves (a literal cannot
+    // be rebound), but an Origin of some other machine's address on that port is another
+    // site: only the address the request itself went to is the page's own.
+    let tokens: HashMap<String, String> = TOKENS
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").expect("bind every address");
+    let server = TestServer::spawn_listening(
+        listener,
+        TempDir::new().expect("temp dir"),
+        AuthMode::Token { tokens },
+        |_| {},
+    )
+    .await;
+    let port = port_of(&server.url);
+    let creds = vec![("Authorization", format!("Bearer {}", TOKENS[0].0))];
+    let host = format!("127.0.0.1:{port}");
+    let (_repo, task_id) = a_task(&server, &creds).await;
+    let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
+    let foreign = format!("http://203.0.113.9:{port}");
+    let status = socket_status(&server, &creds, &path, &host, Some(&foreign)).await;
+    assert_eq!(status, 403, "a page of another machine on the same port");
+    let own = format!("http://{host}");
+    let status = socket_status(&server, &creds, &path, &host, Some(&own)).await;
+    assert_eq!(
+        status, 101,
+        "the address the request went to is the page's own"
+    );
+    server.stop().await;
+}
+
+/// Sends `request` as written to the server and gives back the status of its answer.
+async fn raw_status(server: &TestServer, request: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.url.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(2).any(|w| w == b"\r\n") {
+        match conn.read(&mut buf).await.expect("read") {
+            0 => break,
+            n => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = String::from_utf8_lossy(&answer).to_string();
+    line.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line for {request:?}: {line:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_headers_a_rebinding_page_or_a_confused_proxy_could_send_are_refused() {
+    let server = TestServer::spawn().await;
+    let port = port_of(&server.url);
+    let get =
+        |host_lines: &str| format!("GET /api/me HTTP/1.1\r\n{host_lines}Connection: close\r\n\r\n");
+    for (host_lines, want) in [
+        (format!("Host: localhost:{port}\r\n"), 200),
+        (format!("Host: LocalHost:{port}\r\n"), 200),
+        (format!("Host:  localhost:{port} \r\n"), 200),
+        (format!("Host: localhost.:{port}\r\n"), 421),
+        (format!("Host: localhost:{port}@evil.example\r\n"), 421),
+        (format!("Host: evil.example@localhost:{port}\r\n"), 421),
+        (format!("Host: localhost:{port}.evil.example\r\n"), 421),
+        (format!("Host: [::ffff:127.0.0.1]:{port}\r\n"), 421),
+        (
+            format!("Host: 127.0.0.1:{port}\r\nHost: evil.example:{port}\r\n"),
+            400,
+        ),
+        (
+            format!("Host: evil.example:{port}\r\nHost: 127.0.0.1:{port}\r\n"),
+            400,
+        ),
+        ("".to_owned(), 400),
+    ] {
+        let status = raw_status(&server, &get(&host_lines)).await;
+        assert_eq!(status, want, "{host_lines:?}");
+    }
+    // HTTP/1.0 without Host, and an absolute-form target naming byre with a rebound Host.
+    let status = raw_status(&server, "GET /api/me HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status, 400, "HTTP/1.0 without Host");
+    let status = raw_status(
+        &server,
+        &format!("GET http://127.0.0.1:{port}/api/me HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(status, 421, "absolute-form target with a rebound Host");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_preflight_is_ever_granted() {
+    let server = TestServer::spawn().await;
+    let (_repo, task_id) = a_task(&server, &[]).await;
+    for origin in ["http://evil.example", "null"] {
+        let resp = reqwest::Client::new()
+            .request(
+                reqwest::Method::OPTIONS,
+                format!("{}/api/tasks/{task_id}/discard", server.url),
+            )
+            .header("Origin", origin)
+            .header("Access-Control-Request-Method", "POST")
+            .header(
+                "Access-Control-Request-Headers",
+                "x-byre-csrf, content-type",
+            )
+            .send()
+            .await
+            .expect("preflight");
+        let granted: Vec<String> = resp
+            .headers()
+            .keys()
+            .map(|k| k.as_str().to_owned())
+            .filter(|k| k.starts_with("access-control-"))
+            .collect();
+        assert!(
+            granted.is_empty(),
+            "{origin}: the preflight granted {granted:?}"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_state_changing_route_takes_a_simple_request_without_proof_in_local_mode() {
+    // What an old browser (no Fetch Metadata) sends for another site's form, `text/plain`
+    // fetch or beacon: no Origin, or `Origin: null` after a cross-site redirect; no Referer
+    // (`referrerpolicy=no-referrer`). Every class of state change refuses it before its handler.
+    let server = TestServer::spawn().await;
+    let (_repo, task_id) = a_task(&server, &[]).await;
+    let before = server
+        .api()
+        .call("getTask", &[&task_id], &[], None)
+        .await
+        .body;
+    let client = reqwest::Client::new();
+    for path in [
+        format!("/api/tasks/{task_id}/discard"),
+        format!("/api/tasks/{task_id}/merge"),
+        "/api/sessions/s-1/messages".to_owned(),
+        "/api/inbox/responses".to_owned(),
+        "/api/me/lead/messages".to_owned(),
+        "/auth/signout".to_owned(),
+        "/auth/signin".to_owned(),
+        "/api/blobs".to_owned(),
+        "/internal/mcp/tools/finish".to_owned(),
+    ] {
+        for origin in [None, Some("null")] {
+            for (ct, body) in [
+                (Some("text/plain;charset=UTF-8"), "{\"text\":\"hi\"}"),
+                (Some("application/x-www-form-urlencoded"), "a=b"),
+                (None, ""),
+            ] {
+                let mut req = client.post(format!("{}{path}", server.url)).body(body);
+                if let Some(ct) = ct {
+                    req = req.header("Content-Type", ct);
+                }
+                if let Some(o) = origin {
+                    req = req.header("Origin", o);
+                }
+                let status = req.send().await.expect("request").status().as_u16();
+                assert_eq!(status, 403, "{path} {origin:?} {ct:?}");
+            }
+        }
+    }
+    let after = server
+        .api()
+        .call("getTask", &[&task_id], &[], None)
+        .await
+        .body;
+    assert_eq!(after["state"], before["state"], "{after}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_preview_on_another_port_of_the_tailnet_name_is_not_byre() {
+    // In tailscale mode a task's preview is published on `https://NAME:PORT`: a page the
+    // task's agent wrote. `tailscale serve` adds the user's identity to what that page sends
+    // to byre on `https://NAME`, so were the name served on any port, the page would be
+    // byre's own: a terminal, and (in a browser without Fetch Metadata) any form post.
+    let name = "byre.tail1234.ts.net";
+    let server = TestServer::spawn_configured(
+        TempDir::new().expect("temp dir"),
+        AuthMode::Tailscale,
+        |c| c.public_hosts = vec![name.into()],
+    )
+    .await;
+    let creds = vec![("Tailscale-User-Login", "ada@example.com".to_owned())];
+    let (_repo, task_id) = a_task(&server, &creds).await;
+    let preview = format!("https://{name}:5173");
+    let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
+    let status = socket_status(&server, &creds, &path, name, Some(&preview)).await;
+    assert_eq!(status, 403, "the preview's page opens no terminal");
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/tasks/{task_id}/discard", server.url))
+        .header("Host", name)
+        .header("Origin", &preview)
+        .header("Tailscale-User-Login", "ada@example.com")
+        .header("Content-Type", "text/plain")
+        .body("x")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        resp.status().as_u16(),
+        403,
+        "the preview's form discards nothing"
+    );
+    // byre's own page on the name still opens it.
+    let own = format!("https://{name}");
+    let status = socket_status(&server, &creds, &path, name, Some(&own)).await;
+    assert_eq!(status, 101, "byre's own page on the tailnet name");
+    server.stop().await;
+}

@@ -4,8 +4,8 @@
 /**
  * Where to go after signing in: `next` when it resolves to a page of this server, else `/`.
  * The browser's own URL parser decides (it drops tabs and newlines and reads `//host`, `/\host`
- * and `/%09/host` as another site), and only its path, query and fragment are kept, so the
- * answer is always byre's own origin.
+ * and `/%09/host` as another site), and the answer is the absolute URL it resolved to, so it
+ * is always byre's own origin.
  */
 function destination() {
   const next = new URLSearchParams(location.search).get("next") || "/";
@@ -16,7 +16,9 @@ function destination() {
     return "/";
   }
   if (url.origin !== location.origin || !next.startsWith("/")) return "/";
-  return url.pathname + url.search + url.hash;
+  // The whole URL, not its path: dot segments resolve `/.//evil.example` to the path
+  // `//evil.example`, which read again as a relative URL is another site.
+  return url.href;
 }
 
 const form = document.getElementById("signin");

@@ -19,6 +19,7 @@ use tempfile::TempDir;
 
 use crate::helpers::WAIT;
 
+mod cross_site;
 mod fork;
 mod hostile;
 mod lead;

@@ -288,6 +288,10 @@ async fn a_next_that_leads_to_another_site_lands_on_byre_itself() {
         "https://evil.example/",
         "javascript:alert(1)",
         "/\t/evil.example",
+        // Dot segments: the resolved path is `//evil.example`, another site when read again.
+        "/.//evil.example",
+        "/a/..//evil.example",
+        "/%2e%2e//evil.example",
     ] {
         // Signed out, so /signin shows its form rather than sending the visitor on.
         b.client.delete_all_cookies().await.expect("sign out");
