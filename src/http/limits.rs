@@ -199,10 +199,7 @@ pub async fn body_deadline(
     if held.borrow().is_none() {
         return Ok(result?.map_into_left_body());
     }
-    let res = match result {
-        Ok(res) => res,
-        Err(e) => return Err(e),
-    };
+    let res = result?;
     let secs = timeout.as_secs_f64();
     tracing::warn!(
         timeout_s = secs,
@@ -221,8 +218,7 @@ pub async fn body_deadline(
     let resp = HttpResponse::RequestTimeout()
         .force_close()
         .content_type("application/json")
-        .message_body(body)
-        .map_err(actix_web::Error::from)?;
+        .message_body(body)?;
     let (req, _) = res.into_parts();
     Ok(ServiceResponse::new(req, resp).map_into_right_body())
 }
