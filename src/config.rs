@@ -86,7 +86,32 @@ pub struct Config {
     /// `Config::new` for embedders and tests); `Some` and empty: no new project (token and
     /// tailscale modes without roots, [`repos_roots`]).
     pub repos_roots: Option<Vec<PathBuf>>,
+    /// How long a request body may take to arrive after its head (`serve --body-timeout`);
+    /// past it the request gets 408 and its connection is closed. Zero: no deadline.
+    pub body_timeout: Duration,
+    /// Open connections one non-loopback peer (an IPv4 address, an IPv6 /64) may hold
+    /// (`serve --max-peer-connections`); one more is closed as it is accepted. 0: no cap.
+    pub max_peer_connections: usize,
+    /// Open connections from loopback, all of it one peer (`serve
+    /// --max-loopback-connections`). 0: no cap, the default: behind `tailscale serve` every
+    /// user, and every agent of byre's own, arrives from loopback.
+    pub max_loopback_connections: usize,
+    /// Sign-in attempts (`POST /auth/signin`) one peer may make per [`Config::signin_window`]
+    /// (`serve --signin-attempts`); past it 429 with `Retry-After`. 0: no limit.
+    pub signin_attempts: u32,
+    /// The window of [`Config::signin_attempts`] (`serve --signin-window`): the attempts
+    /// come back one by one over it.
+    pub signin_window: Duration,
 }
+
+/// `serve --body-timeout`'s default.
+pub const DEFAULT_BODY_TIMEOUT: &str = "30s";
+/// `serve --max-peer-connections`' default.
+pub const DEFAULT_MAX_PEER_CONNECTIONS: usize = 128;
+/// `serve --signin-attempts`' default.
+pub const DEFAULT_SIGNIN_ATTEMPTS: u32 = 300;
+/// `serve --signin-window`'s default.
+pub const DEFAULT_SIGNIN_WINDOW: &str = "1h";
 
 /// How many agent processes one machine holds (README.md, "Many agents on one machine").
 #[derive(Debug, Clone)]
@@ -237,6 +262,11 @@ impl Config {
             public_hosts: Vec::new(),
             sandbox: true,
             repos_roots: None,
+            body_timeout: Duration::from_secs(30),
+            max_peer_connections: DEFAULT_MAX_PEER_CONNECTIONS,
+            max_loopback_connections: 0,
+            signin_attempts: DEFAULT_SIGNIN_ATTEMPTS,
+            signin_window: Duration::from_secs(3600),
         }
     }
 

@@ -314,10 +314,14 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         let handle = server.handle();
         Some((handle, tokio::spawn(server)))
     };
+    let limits = web::Data::new(http::limits::Limits::new(&app.config));
+    let connections = limits.connections.clone();
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
             .app_data(edge.clone())
+            .app_data(limits.clone())
+            .wrap(middleware::from_fn(http::limits::body_deadline))
             .wrap(middleware::from_fn(http::json_errors))
             .wrap(middleware::from_fn(http::auth::page_guard))
             .wrap(middleware::from_fn(http::edge::edge_guard))
@@ -329,9 +333,11 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })
     // Event frames are small and must leave at once: no Nagle delay waiting for the client's
     // (possibly delayed) acknowledgement of the previous frame.
-    .on_connect(|conn, _| {
+    .on_connect(move |conn, data| {
         if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
             let _ = tcp.set_nodelay(true);
+            // Counted per peer; one past its peer's cap is shut down here.
+            connections.on_connect(tcp, data);
         }
     })
     .workers(

@@ -95,7 +95,7 @@ impl State {
         crate::users::apply(self, e.seq, &e.body);
         crate::projects::apply(self, e.seq, e.created_at_us, &e.actor, &e.body);
         crate::tasks::apply(self, e.seq, e.created_at_us, &e.actor, &e.body, task_id);
-        crate::blobs::apply(self, e.created_at_us, &e.actor, &e.body);
+        crate::blobs::apply(self, e);
         crate::workflows::apply(self, e.seq, &e.body);
         crate::focus::apply(self, e.owner.as_deref(), task_id, &e.body);
         crate::sessions::apply(self, e);

@@ -68,15 +68,15 @@ pub struct BlobBytes {
     pub bytes: Vec<u8>,
 }
 
-/// `getBlob`: the bytes of blob `blob_id` with their content type.
+/// `getBlob`: the bytes of blob `blob_id` with their content type, as `viewer` may read it
+/// (`State::blob_for`: an image only a user's own lead events name is theirs alone).
 /// # Errors
-/// Not found for an unknown blob.
-pub async fn get_blob(app: &Ctx, blob_id: &str) -> Result<BlobBytes, Error> {
+/// Not found for an unknown blob, and for one `viewer` may not read.
+pub async fn get_blob(app: &Ctx, viewer: &str, blob_id: &str) -> Result<BlobBytes, Error> {
     let (sha256, content_type) = app
         .writer
         .read(|s| {
-            s.blobs
-                .get(blob_id)
+            s.blob_for(blob_id, viewer)
                 .map(|b| (b.sha256.clone(), b.content_type.clone()))
         })
         .ok_or_else(|| Error::NotFound(format!("no blob `{blob_id}`")))?;

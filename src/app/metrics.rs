@@ -32,9 +32,19 @@ pub struct RequestLabels {
 #[derive(Clone, Debug, Default)]
 pub struct Requests(pub Family<RequestLabels, Counter>);
 
+/// Whether `route` acts on the caller's own things (`/api/me/…`, a task's summary read):
+/// its count would tell every user how often one of them did it (how many messages ada sent
+/// her lead), so such routes are not counted.
+fn per_user(route: &str) -> bool {
+    route == "/api/me" || route.starts_with("/api/me/") || route.ends_with("/summary-read")
+}
+
 impl Requests {
-    /// Counts one request.
+    /// Counts one request, unless its route is [`per_user`].
     pub fn record(&self, method: &str, route: Option<&str>, status: u16) {
+        if route.is_some_and(per_user) {
+            return;
+        }
         self.0
             .get_or_create(&RequestLabels {
                 method: method.to_owned(),
@@ -62,8 +72,8 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
     registry.register(name, help, g);
 }
 
-/// The server's figures as Prometheus text, as `viewer` may see them (counts only: nothing
-/// of another user's lead but its process).
+/// The server's figures as Prometheus text, as `viewer` may see them: nothing of another
+/// user's lead (its process, its turns), and no count of per-user routes (`/api/me/…`).
 /// # Errors
 /// [`Error::Internal`] when `getStatus`'s figures cannot be read.
 pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
@@ -196,7 +206,13 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
             .values()
             .filter(|i| i.state == byre_projections::inbox::InboxState::Open)
             .count();
-        let turns: u64 = s.sessions.values().map(|x| u64::from(x.turns)).sum();
+        // Another user's lead's turns are theirs alone.
+        let turns: u64 = s
+            .sessions
+            .values()
+            .filter(|x| x.owner.is_empty() || x.owner == viewer)
+            .map(|x| u64::from(x.turns))
+            .sum();
         (tasks, reviews, open, turns)
     });
     registry.register("tasks", "Tasks by state", tasks);

@@ -130,6 +130,26 @@ pub enum Cmd {
         /// the process and its turn with an error (never held whole).
         #[arg(long, env = "BYRE_MAX_LINE_BYTES", default_value = "64MiB", value_parser = crate::log::bus::parse_size)]
         max_line_bytes: usize,
+        /// A request body must arrive within this time after its head (e.g. 30s; 0: no
+        /// deadline), else 408 and the connection is closed. WebSockets have none; a client
+        /// transfer upload may pause no longer than this between chunks.
+        #[arg(long, env = "BYRE_BODY_TIMEOUT", default_value = config::DEFAULT_BODY_TIMEOUT, value_parser = config::parse_duration)]
+        body_timeout: std::time::Duration,
+        /// Open connections one peer address (an IPv6 /64) may hold; one more is closed as it
+        /// is accepted (0: no cap). Loopback is capped by --max-loopback-connections instead.
+        #[arg(long, env = "BYRE_MAX_PEER_CONNECTIONS", default_value_t = config::DEFAULT_MAX_PEER_CONNECTIONS)]
+        max_peer_connections: usize,
+        /// Open connections from loopback, all of it counted as one peer (0: no cap, the
+        /// default: behind `tailscale serve` every user, and byre's own agents, are loopback).
+        #[arg(long, env = "BYRE_MAX_LOOPBACK_CONNECTIONS", default_value_t = 0)]
+        max_loopback_connections: usize,
+        /// Sign-in attempts one peer may make per --signin-window (token mode; 0: no limit);
+        /// past it 429 with Retry-After.
+        #[arg(long, env = "BYRE_SIGNIN_ATTEMPTS", default_value_t = config::DEFAULT_SIGNIN_ATTEMPTS)]
+        signin_attempts: u32,
+        /// The window of --signin-attempts (e.g. 1h); attempts come back one by one over it.
+        #[arg(long, env = "BYRE_SIGNIN_WINDOW", default_value = config::DEFAULT_SIGNIN_WINDOW, value_parser = config::parse_duration)]
+        signin_window: std::time::Duration,
     },
     /// Serve the agents' requests on this machine (its shell, files, transfers, hands),
     /// connected to a byre server; reconnects with backoff.
@@ -230,6 +250,9 @@ Environment:
                        as --agent-memory-floor, --agent-idle-stop
   BYRE_MAX_EVENT_BYTES, BYRE_MAX_LINE_BYTES
                        as --max-event-bytes, --max-line-bytes
+  BYRE_BODY_TIMEOUT, BYRE_MAX_PEER_CONNECTIONS, BYRE_MAX_LOOPBACK_CONNECTIONS,
+  BYRE_SIGNIN_ATTEMPTS, BYRE_SIGNIN_WINDOW
+                       as --body-timeout, --max-peer-connections, …
   BYRE_MEMINFO         the file the available memory is read from; default: /proc/meminfo
   BYRE_LOG             the log filter (tracing syntax), default `info`; e.g. BYRE_LOG=byre=debug
 Agents get a cleared environment: PATH, LANG, TZ, proxy variables, SSL_CERT_FILE and the
@@ -271,6 +294,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             sandbox,
             max_event_bytes,
             max_line_bytes,
+            body_timeout,
+            max_peer_connections,
+            max_loopback_connections,
+            signin_attempts,
+            signin_window,
         } => {
             let data_dir = data.unwrap_or_else(config::default_data_dir);
             let auth = match auth {
@@ -317,6 +345,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 max_event_bytes,
                 max_line_bytes: max_line_bytes.max(max_event_bytes),
             };
+            config.body_timeout = body_timeout;
+            config.max_peer_connections = max_peer_connections;
+            config.max_loopback_connections = max_loopback_connections;
+            config.signin_attempts = signin_attempts;
+            config.signin_window = signin_window;
             if let Some(meminfo) = std::env::var_os("BYRE_MEMINFO").filter(|m| !m.is_empty()) {
                 config.agents.meminfo = PathBuf::from(meminfo);
             }

@@ -18,6 +18,7 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
+use super::limits::{Limits, MAX_SIGNIN_BYTES};
 use super::{ApiError, App};
 use crate::app::signin;
 use crate::config::AuthMode;
@@ -58,15 +59,43 @@ fn session_cookie(req: &HttpRequest, value: String, max_age: time::Duration) -> 
 }
 
 /// `POST /auth/signin` `{"token"}` with `X-Byre-CSRF: 1` → 200 `{"login"}` and the session
-/// cookie; 401 for an unknown token, 403 without the header, 404 outside token mode.
+/// cookie; 400 a body that is not that JSON, 401 for an unknown token, 403 without the header,
+/// 404 outside token mode, 413 over [`MAX_SIGNIN_BYTES`], 429 with `Retry-After` past the
+/// peer's attempts (`serve --signin-attempts`, counted before the body is read).
 pub async fn signin(
     req: HttpRequest,
-    body: web::Json<SigninBody>,
+    payload: web::Payload,
     app: web::Data<App>,
+    limits: web::Data<Limits>,
 ) -> Result<HttpResponse, ApiError> {
     signin::token_mode(&app)?;
+    if let Some(peer) = req.peer_addr() {
+        limits
+            .signin
+            .attempt(peer.ip())
+            .map_err(|secs| ApiError::TooManyRequests {
+                message: format!(
+                    "too many sign-in attempts from your address: try again in {secs} s"
+                ),
+                retry_after_secs: secs,
+            })?;
+    }
     identity::refuse_cross_site(&req)?;
     identity::require_csrf_header(&req)?;
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"));
+    if !is_json {
+        return Err(ApiError::BadRequest(
+            "this operation takes a JSON body: send it with `Content-Type: application/json`"
+                .into(),
+        ));
+    }
+    let bytes = super::read_limited(payload, MAX_SIGNIN_BYTES, "sign-in bodies").await?;
+    let body: SigninBody = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
     let (login, id) = signin::sign_in(&app, &body.token)?;
     let max_age = time::Duration::seconds(SESSION_LIFETIME.as_secs() as i64);
     Ok(HttpResponse::Ok()

@@ -32,13 +32,14 @@ pub async fn upload_blob(
     Ok(HttpResponse::Created().json(blob))
 }
 
-/// `getBlob` — GET /api/blobs/{blobId} → 200 the bytes with their content type; 404.
+/// `getBlob` — GET /api/blobs/{blobId} → 200 the bytes with their content type; 404 (also
+/// for a blob only another user's own lead events name).
 pub async fn get_blob(
-    _caller: Caller,
+    caller: Caller,
     blob_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let blob = op::get_blob(&app, &blob_id).await?;
+    let blob = op::get_blob(&app, &caller.login, &blob_id).await?;
     Ok(HttpResponse::Ok()
         .content_type(blob.content_type)
         .insert_header(("Cache-Control", "private, max-age=31536000, immutable"))

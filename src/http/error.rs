@@ -32,6 +32,14 @@ pub enum ApiError {
     /// 413: the body is too large.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// 429: too many attempts from this peer; try again after `retry_after_secs`.
+    #[error("{message}")]
+    TooManyRequests {
+        /// For the user.
+        message: String,
+        /// The `Retry-After` header's seconds.
+        retry_after_secs: u64,
+    },
     /// 501: built by a later issue.
     #[error("{0}")]
     NotImplemented(String),
@@ -101,6 +109,7 @@ impl ResponseError for ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -126,6 +135,12 @@ impl ResponseError for ApiError {
         if let ApiError::Unauthorized(_) = self {
             resp.insert_header(("WWW-Authenticate", "Bearer"));
         }
+        if let ApiError::TooManyRequests {
+            retry_after_secs, ..
+        } = self
+        {
+            resp.insert_header(("Retry-After", retry_after_secs.to_string()));
+        }
         resp.json(serde_json::json!({ "message": message }))
     }
 }
@@ -144,6 +159,13 @@ mod tests {
             (ApiError::from(SubmitError::Unavailable("x".into())), 503),
             (ApiError::PayloadTooLarge("x".into()), 413),
             (ApiError::NotImplemented("x".into()), 501),
+            (
+                ApiError::TooManyRequests {
+                    message: "x".into(),
+                    retry_after_secs: 1,
+                },
+                429,
+            ),
         ];
         for (err, status) in cases {
             assert_eq!(err.status_code().as_u16(), status, "{err:?}");

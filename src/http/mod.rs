@@ -16,6 +16,7 @@ mod events;
 mod finish;
 mod fork;
 mod lead;
+pub mod limits;
 mod me;
 mod projects;
 mod reviews;

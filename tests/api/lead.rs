@@ -532,3 +532,84 @@ async fn after_a_kill_9_mid_lead_turn_the_turn_resumes_and_the_held_message_is_d
     );
     assert_eq!(server.terminate(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_sent_to_a_users_lead_its_process_and_its_route_counts_are_theirs_alone() {
+    let (server, _fake) = bench("a_text", team()).await;
+    let ada = server.api_as("ada");
+    let bob = server.api_as("bob");
+    let mut bob_sse = bob.events(&[], None).await;
+    let mut ada_sse = ada.events(&[], None).await;
+    let up = ada
+        .call_raw("uploadBlob", &[], "image/png", crate::blobs::PNG.to_vec())
+        .await;
+    assert_eq!(up.status, 201, "{:?}", up.body);
+    let blob_id = up.body["id"].as_str().unwrap().to_owned();
+    let r = ada
+        .call(
+            "messageLead",
+            &[],
+            &[],
+            Some(json!({ "text": "Say hello", "images": [blob_id] })),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let lead_session = r.body["id"].as_str().unwrap().to_owned();
+    until(&mut ada_sse, "the lead's turn end", |e| {
+        e["kind"] == "turn.ended"
+    })
+    .await;
+
+    // The image: ada's, not bob's (the same 404 as an unknown blob).
+    assert_eq!(
+        ada.call("getBlob", &[&blob_id], &[], None).await.status,
+        200
+    );
+    let theirs = bob.call("getBlob", &[&blob_id], &[], None).await;
+    assert_eq!(theirs.status, 404, "{:?}", theirs.body);
+
+    // The lead's process and turns: in ada's getStatus, not in bob's.
+    let names_lead = |status: &Value| {
+        ["agent_processes", "running_turns"].iter().any(|k| {
+            status[*k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["session_id"] == lead_session.as_str())
+        })
+    };
+    let ada_status = ada.call("getStatus", &[], &[], None).await.body;
+    assert!(names_lead(&ada_status), "{ada_status}");
+    let bob_status = bob.call("getStatus", &[], &[], None).await.body;
+    assert!(!names_lead(&bob_status), "{bob_status}");
+    assert_eq!(bob_status["live_agents"], 0, "{bob_status}");
+
+    // /metrics counts no per-user route (how often ada messaged her lead), for anyone.
+    for api in [&ada, &bob] {
+        let (status, _, text) = api.get_path("/metrics").await;
+        assert_eq!(status, 200);
+        assert!(!text.contains("route=\"/api/me"), "{text}");
+    }
+    let (_, _, ada_metrics) = ada.get_path("/metrics").await;
+    assert!(ada_metrics.contains("vendor=\"claude\""), "{ada_metrics}");
+    let (_, _, bob_metrics) = bob.get_path("/metrics").await;
+    assert!(
+        !bob_metrics.contains("vendor=\"claude\""),
+        "bob's figures count no process of ada's lead: {bob_metrics}"
+    );
+
+    // bob's stream never carried the upload: a later event of his own comes first.
+    let (_repo, _project) = bob.basic_project().await;
+    let seen = until(&mut bob_sse, "bob's project", |e| {
+        e["kind"] == "project.created"
+    })
+    .await;
+    assert!(
+        seen.iter().all(|e| e.data["kind"] != "blob.uploaded"),
+        "{:?}",
+        seen.iter()
+            .map(|e| e.data["kind"].clone())
+            .collect::<Vec<_>>()
+    );
+    server.stop().await;
+}

@@ -33,6 +33,7 @@ mod finish;
 mod fork;
 mod inbox;
 mod lead;
+mod limits;
 mod me;
 mod metrics;
 mod old_logs;

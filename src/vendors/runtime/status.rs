@@ -14,8 +14,8 @@ impl Runtime {
     /// vendor_status?}`), with `vendor_status` replaced by the latest status the vendor
     /// reported since this server started (Codex's `account/rateLimits/updated`, Claude
     /// Code's `rate_limit_event` `rate_limit_info`), if any, and `vendor_reports` the number
-    /// of such reports. `protocol_errors.recent` leaves out another user's lead's lines
-    /// (`viewer` sees only theirs and the tasks').
+    /// of such reports. Another user's lead is left out: its process, its running turn, its
+    /// unrecognised lines (`viewer` sees only their own lead and the tasks').
     pub fn status(&self, viewer: &str, stuck_after_seconds: u64) -> serde_json::Value {
         let now = chrono::Utc::now().timestamp_micros();
         let (sessions, rate_limits): (
@@ -25,6 +25,8 @@ impl Runtime {
             let sessions = s
                 .sessions
                 .values()
+                // Another user's lead is theirs alone: not its session, not its process.
+                .filter(|x| x.owner.is_empty() || x.owner == viewer)
                 .map(|x| {
                     (
                         x.id.clone(),
