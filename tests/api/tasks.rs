@@ -208,7 +208,7 @@ async fn list_task_events_pages_back_with_before_and_leaves_out_others_events() 
     };
     let all = seqs(&ada.call("listTaskEvents", &[tid], &[], None).await.body);
     assert_eq!(all.len(), 5, "created, worktree, three focus events");
-    let end = u64::MAX.to_string();
+    let end = i64::MAX.to_string(); // the largest int64 seq: from the end
     let last_two = ada
         .call(
             "listTaskEvents",
