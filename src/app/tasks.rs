@@ -215,17 +215,26 @@ pub struct EventsPage {
     pub limit: Option<u32>,
 }
 
+/// The most events one `listTaskEvents` page holds (the contract's `limit` maximum).
+pub const MAX_EVENTS_PAGE: u32 = 1000;
+
 /// `listTaskEvents`: a page of the task's events `viewer` may see, oldest first, as a JSON
 /// array of the stored event documents. Events owned by another user are left out.
 /// # Errors
-/// Not found (unknown task); invalid (`after` and `before` together); internal (a log read).
+/// Not found (unknown task); invalid (`after` and `before` together, `limit` outside 1 to
+/// [`MAX_EVENTS_PAGE`]); internal (a log read).
 pub async fn list_task_events(
     app: &Ctx,
     viewer: &str,
     task_id: &str,
     page: EventsPage,
 ) -> Result<String, Error> {
-    let limit = page.limit.unwrap_or(500).clamp(1, 1000);
+    let limit = page.limit.unwrap_or(500);
+    if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
+        return Err(Error::Invalid(format!(
+            "limit must be 1 to {MAX_EVENTS_PAGE}, not {limit}"
+        )));
+    }
     if !app.writer.read(|s| s.tasks.contains_key(task_id)) {
         return Err(Error::NotFound(format!("no task `{task_id}`")));
     }

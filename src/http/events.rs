@@ -27,6 +27,7 @@ use crate::vendors::runtime::Ephemeral;
 /// Query of `streamEvents`.
 #[derive(Deserialize)]
 pub struct StreamQuery {
+    #[serde(default, deserialize_with = "crate::http::optional_int64_seq")]
     after: Option<u64>,
     task_id: Option<String>,
     lead: Option<bool>,

@@ -35,7 +35,9 @@ pub async fn get_co_authors(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MergeBody {
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     merge_title: Option<String>,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     target: Option<String>,
     #[serde(default)]
     after_review: bool,

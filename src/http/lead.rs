@@ -20,6 +20,7 @@ pub async fn list_lead_sessions(
 /// Query of `listLeadEvents`.
 #[derive(Deserialize)]
 pub struct LeadEventsQuery {
+    #[serde(default, deserialize_with = "crate::http::optional_int64_seq")]
     before: Option<u64>,
     turns: Option<i64>,
 }

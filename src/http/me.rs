@@ -90,7 +90,9 @@ pub async fn get_focus(caller: Caller, app: web::Data<App>) -> Result<HttpRespon
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FocusBody {
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     project_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     task_id: Option<String>,
     tabs: Vec<TaskTab>,
     tab: TaskTab,

@@ -43,6 +43,39 @@ pub const MAX_JSON_BYTES: usize = 1024 * 1024;
 /// What every handler shares: the application layer's context (`web::Data<App>`).
 pub(crate) use crate::app::Ctx as App;
 
+/// An optional field of a JSON request body that may be absent but not `null`, as the contract
+/// types it (`type: string` without `nullable`): use as
+/// `#[serde(default, deserialize_with = "crate::http::absent_or")]` on an `Option<T>`. Absent is
+/// `None` (serde's `default`); `null` is refused as any other wrong type is (400 naming it).
+/// # Errors
+/// The value is not a `T` (e.g. `null` for a string).
+pub(crate) fn absent_or<'de, D, T>(value: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(value).map(Some)
+}
+
+/// An optional seq of a query (`type: integer, format: int64, minimum: 0` in the contract): a
+/// `u64` no larger than `i64::MAX`, so a cursor the contract calls invalid is a 400, not a page.
+/// Use as `#[serde(default, deserialize_with = "crate::http::optional_int64_seq")]`.
+/// # Errors
+/// Not a number, negative, or beyond `i64::MAX`.
+pub(crate) fn optional_int64_seq<'de, D>(value: D) -> Result<Option<u64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let seq = <Option<u64> as serde::Deserialize>::deserialize(value)?;
+    match seq {
+        Some(n) if i64::try_from(n).is_err() => Err(serde::de::Error::custom(format!(
+            "{n} is beyond the largest seq, {}",
+            i64::MAX
+        ))),
+        other => Ok(other),
+    }
+}
+
 /// Runs blocking work (redb reads, git) off the async workers.
 /// # Errors
 /// 500 when the closure panicked; otherwise the closure's own error.

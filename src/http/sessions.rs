@@ -15,6 +15,7 @@ use crate::identity::Caller;
 #[serde(deny_unknown_fields)]
 pub struct SessionCreate {
     prompt: String,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     model: Option<String>,
     #[serde(default)]
     images: Vec<String>,
@@ -62,6 +63,7 @@ pub struct MessageCreate {
     text: String,
     #[serde(default)]
     images: Vec<String>,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     model: Option<String>,
 }
 
@@ -170,25 +172,66 @@ pub struct InboxResponseCreate {
 #[serde(deny_unknown_fields)]
 pub struct AttachmentCreate {
     kind: AttachmentKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     path: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     start_line: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     end_line: Option<i64>,
-    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        rename = "ref",
+        skip_serializing_if = "Option::is_none"
+    )]
     git_ref: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     mermaid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     image: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     task_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     snapshot_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::http::absent_or",
+        skip_serializing_if = "Option::is_none"
+    )]
     caption: Option<String>,
 }
 
@@ -252,6 +295,7 @@ pub async fn respond_inbox(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompactCreate {
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     model: Option<String>,
 }
 

@@ -22,10 +22,13 @@ pub async fn list_tasks(
 #[serde(deny_unknown_fields)]
 pub struct TaskCreate {
     title: String,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     prompt: Option<String>,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     model: Option<String>,
     #[serde(default)]
     images: Vec<String>,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     workflow: Option<String>,
 }
 
@@ -64,14 +67,16 @@ pub async fn get_task(
 /// Query of `listTaskEvents`.
 #[derive(Deserialize)]
 pub struct EventsQuery {
+    #[serde(default, deserialize_with = "crate::http::optional_int64_seq")]
     after: Option<u64>,
+    #[serde(default, deserialize_with = "crate::http::optional_int64_seq")]
     before: Option<u64>,
     limit: Option<u32>,
 }
 
 /// `listTaskEvents` — GET /api/tasks/{taskId}/events?after&limit → 200 `[Event]` with seq >
-/// after (default 0), oldest first, at most limit (default 500; below 1 reads as 1, above 1000
-/// as 1000, as the spec bounds it); 404. A non-numeric after, before or limit is 400. Events
+/// after (default 0), oldest first, at most limit (default 500); 404. A non-numeric or negative
+/// after, before or limit, a seq beyond `i64::MAX` or a limit outside 1 to 1000 is 400. Events
 /// owned by another user are left out. With `before` (and no `after`), the page is the last
 /// `limit` events with seq < before, still oldest first: the web UI reads a transcript
 /// backwards from its end; `after` and `before` together are 400.

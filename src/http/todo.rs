@@ -23,6 +23,7 @@ pub async fn get_todo(
 #[serde(deny_unknown_fields)]
 pub struct TodoStart {
     title: String,
+    #[serde(default, deserialize_with = "crate::http::absent_or")]
     model: Option<String>,
     #[serde(default)]
     discuss: bool,

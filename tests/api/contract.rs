@@ -138,7 +138,7 @@ async fn a_field_the_contract_does_not_define_is_a_400_naming_it() {
         (
             "setFocus",
             vec![],
-            json!({"project_id": null, "task_id": null, "tabs": [], "tab": "changes", "pane": 1}),
+            json!({"tabs": [], "tab": "changes", "pane": 1}),
             "pane",
         ),
         (
@@ -226,6 +226,85 @@ async fn a_field_the_contract_does_not_define_is_a_400_naming_it() {
         r.message().contains("missing field `kind`"),
         "{}",
         r.message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_for_an_optional_field_is_a_400_as_the_contract_types_it() {
+    // The contract types these fields `string` (absent for none), not `nullable`: an explicit
+    // null is a wrong type, refused before anything happens, as schemathesis checks.
+    let server = TestServer::spawn().await;
+    let api = server.api();
+    let (_repo, project) = api.basic_project().await;
+    let cases: Vec<(&str, Vec<&str>, serde_json::Value)> = vec![
+        (
+            "createTask",
+            vec![&project],
+            json!({"title": "t", "prompt": null}),
+        ),
+        (
+            "createTask",
+            vec![&project],
+            json!({"title": "t", "model": null}),
+        ),
+        (
+            "createTask",
+            vec![&project],
+            json!({"title": "t", "workflow": null}),
+        ),
+        (
+            "startTodoItem",
+            vec![&project],
+            json!({"title": "t", "model": null}),
+        ),
+        (
+            "setFocus",
+            vec![],
+            json!({"task_id": null, "tabs": [], "tab": "files"}),
+        ),
+        (
+            "setFocus",
+            vec![],
+            json!({"project_id": null, "tabs": [], "tab": "files"}),
+        ),
+        (
+            "createSession",
+            vec!["x"],
+            json!({"prompt": "p", "model": null}),
+        ),
+        (
+            "sendMessage",
+            vec!["x"],
+            json!({"text": "t", "model": null}),
+        ),
+        ("messageLead", vec![], json!({"text": "t", "model": null})),
+        ("compactSession", vec!["x"], json!({"model": null})),
+        ("mergeTask", vec!["x"], json!({"merge_title": null})),
+        (
+            "mergeTask",
+            vec!["x"],
+            json!({"merge_title": "t", "target": null}),
+        ),
+        (
+            "respondInbox",
+            vec![],
+            json!({"responses": [{"item_id": "x", "type": "other",
+                "attachments": [{"kind": "file", "path": null}]}]}),
+        ),
+    ];
+    for (op, params, body) in cases {
+        let r = api.call(op, &params, &[], Some(body.clone())).await;
+        assert_eq!(r.status, 400, "{op} {body}: {:?}", r.body);
+        assert!(
+            r.message().contains("invalid type: null"),
+            "{op} {body}: {}",
+            r.message()
+        );
+    }
+    assert_eq!(
+        api.call("listTasks", &[&project], &[], None).await.body,
+        json!([]),
+        "no null made a task"
     );
 }
 

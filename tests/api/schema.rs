@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn additional_properties_false_rejects_extras() {
-        // mergeTask's inline request body is the spec's one `additionalProperties: false` object.
+        // mergeTask's inline request body is one of the spec's `additionalProperties: false` objects.
         let c = Contract::get();
         let body = &c.operation("mergeTask").unwrap().spec["requestBody"]["content"];
         let schema = &body["application/json"]["schema"];
