@@ -105,7 +105,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::event::Event) {
 /// The content type of vendor output kept whole as a blob (`StoreOutputBlob`).
 pub const OUTPUT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
 
-/// Decides `StoreOutputBlob`: a `blob.uploaded` of UTF-8 text by `byre`, owned by the
+/// Decides `StoreOutputBlob`: a `blob.uploaded` of UTF-8 text by the session's agent, owned by the
 /// session's owner when it has one (a lead session's output reaches only its user).
 /// # Errors
 /// Not found for an unknown session.
@@ -117,8 +117,9 @@ pub(crate) fn store_output(
     sha256: &str,
 ) -> Result<Vec<NewEvent>, crate::Rejection> {
     let session = crate::sessions::session(state, session_id)?;
+    // Stored as the session's agent, so `blob_for` lets whoever sees the session read it.
     let event = NewEvent::new(
-        "byre",
+        format!("agent:{session_id}"),
         EventBody::BlobUploaded(BlobUploaded {
             id: ctx.id(0),
             content_type: OUTPUT_CONTENT_TYPE.to_owned(),
