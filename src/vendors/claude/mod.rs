@@ -125,6 +125,14 @@ impl ClaudeDriver {
             self.shared_transcript(&fork.cwd, &fork.vendor_session_id)
         };
         let to = self.transcript_path(session_id, cwd, &fork.vendor_session_id);
+        // The forked session's CLI may still be writing the message the fork is cut at (it
+        // writes its transcript lazily): wait for it, at most 10 s, so the copy holds it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&from).is_ok_and(|t| t.contains(&fork.at))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         if let Err(e) = copy_file(&from, &to) {
             tracing::warn!(error = %e, from = %from.display(), "cannot copy the forked session's transcript");
         }
