@@ -145,10 +145,21 @@ fn alive(pid: u32) -> bool {
 
 /// The host's pid of a process of task `task_id`'s terminal, from its pid as the terminal
 /// prints it (`$$`, `$!`: a pid of the sandbox's own pid namespace).
+/// A process the shell has just forked may not show yet (or be between `fork` and `exec`, its
+/// `/proc` files unreadable for a moment): look again for a few seconds before giving up.
 fn on_host(task_id: &str, inner: &str) -> u32 {
     let n: u32 = inner.parse().expect("a pid");
-    crate::helpers::host_pid(byre::terminal::TERMINAL_ENV, task_id, n, "")
-        .unwrap_or_else(|| panic!("no process {inner} of task {task_id}'s terminal"))
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(pid) = crate::helpers::host_pid(byre::terminal::TERMINAL_ENV, task_id, n, "") {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no process {inner} of task {task_id}'s terminal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The session `pid` is in (its stat's sixth field): for a task's shell, the process byre
