@@ -74,6 +74,9 @@ pub struct Access {
     /// Bound read-only at their own path (after `read_write`, so a read-only path inside a
     /// writable one stays read-only).
     pub read_only: Vec<PathBuf>,
+    /// A worktree's git data, bound in this order after `read_only` (writable or not, the
+    /// path): [`Access::worktree`].
+    pub git: Vec<(bool, PathBuf)>,
     /// Single files bound read-only: (the file on the host, where the process sees it).
     pub files: Vec<(PathBuf, PathBuf)>,
     /// The working directory.
@@ -107,22 +110,66 @@ impl Access {
         self
     }
 
-    /// Adds a task's worktree and its project's git directory, read-write: a linked
-    /// worktree's `.git` file names its own git dir inside the project's (`gitdir: …`), whose
-    /// `commondir` file names the common one, where objects and refs live. The common dir's
-    /// `config` and `hooks` are bound read-only over it, so an agent cannot make the user's
-    /// own git run a program of its choosing. A worktree that is a repository of its own
-    /// (`.git` a directory) needs nothing more.
+    /// Adds a task's worktree and, of its project's git directory, what committing in it
+    /// needs. A linked worktree's `.git` file names its own git dir (`gitdir:
+    /// <common>/worktrees/<name>`) inside the project's common one. What an agent writes
+    /// there, byre's own git (libgit2 for snapshots and views, the `git` binary for pulls and
+    /// pushes, outside the sandbox) and the user's own `git` read, so only the parts that hold
+    /// data are writable ([`Access::git`], in this order): the common dir read-only, then
+    /// `objects`, `refs`, `logs` and the worktree's own git dir read-write, then, read-only
+    /// again, what would redirect or configure a git run — the worktree's `.git` file, its git
+    /// dir's `commondir`, `gitdir` and `config.worktree`, and `objects/info` (alternates).
+    /// So an agent commits, branches and moves refs, but cannot point a git run at another
+    /// directory (the data dir, another project), configure one (`config`, `hooks`,
+    /// `info/attributes`) or touch another worktree's git dir. A worktree that is a
+    /// repository of its own (`.git` a directory) gets the same treatment with its `.git` as
+    /// the common dir.
     pub fn worktree(mut self, worktree: &Path) -> Access {
         self.read_write.push(worktree.to_owned());
-        if let Some(common) = git_common_dir(worktree) {
-            for guarded in ["config", "hooks"] {
-                let p = common.join(guarded);
-                if p.exists() {
-                    self.read_only.push(p);
-                }
+        let Some(layout) = GitLayout::of(worktree) else {
+            return self;
+        };
+        let common = &layout.common;
+        // Made before binding, so that the read-only file is there to bind: an empty
+        // `config.worktree` is read only when the repository's config enables it.
+        if let Some(admin) = &layout.admin {
+            let per_worktree = admin.join("config.worktree");
+            if !per_worktree.exists() {
+                let _ = std::fs::write(&per_worktree, "");
             }
-            self.read_write.push(common);
+        }
+        for dir in ["objects/info", "logs"] {
+            let _ = std::fs::create_dir_all(common.join(dir));
+        }
+        // bwrap follows a symlink it binds: each path must be itself, or it is left out
+        // (and a writable one is then not writable; a read-only one inside a writable one
+        // cannot be a symlink an agent made, since every sandbox binds it read-only).
+        let mut bind = |writable: bool, p: PathBuf| {
+            if std::fs::canonicalize(&p).is_ok_and(|c| c == p) {
+                self.git.push((writable, p));
+            } else if p.exists() {
+                tracing::error!(path = %p.display(), "a git path that is a symlink was left out of a sandbox");
+            }
+        };
+        let Some(admin) = &layout.admin else {
+            // A repository of its own, inside the writable worktree: what configures a git
+            // run is read-only (it keeps its index and HEAD, which live in `.git` itself).
+            for guarded in ["config", "hooks", "info", "objects/info"] {
+                bind(false, common.join(guarded));
+            }
+            return self;
+        };
+        bind(false, common.clone());
+        for dir in ["objects", "refs", "logs"] {
+            bind(true, common.join(dir));
+        }
+        bind(true, admin.clone());
+        bind(false, common.join("objects/info"));
+        for file in ["commondir", "gitdir", "config.worktree"] {
+            bind(false, admin.join(file));
+        }
+        if let Ok(wt) = std::fs::canonicalize(worktree) {
+            bind(false, wt.join(".git"));
         }
         self
     }
@@ -184,29 +231,52 @@ pub fn resolve(program: &Path, path_var: Option<&OsStr>) -> Option<PathBuf> {
     real.is_file().then_some(real)
 }
 
-/// The project's common git directory of a linked worktree: `<worktree>/.git` is a file
-/// `gitdir: <dir>`, and `<dir>/commondir` names the common dir (relative to `<dir>`). `None`
-/// when `.git` is not such a file.
-pub fn git_common_dir(worktree: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(worktree.join(".git")).ok()?;
-    let gitdir = Path::new(text.strip_prefix("gitdir:")?.trim());
-    let gitdir = if gitdir.is_absolute() {
-        gitdir.to_owned()
-    } else {
-        worktree.join(gitdir)
-    };
-    let common = match std::fs::read_to_string(gitdir.join("commondir")) {
-        Ok(c) => {
-            let c = Path::new(c.trim());
-            if c.is_absolute() {
-                c.to_owned()
-            } else {
-                gitdir.join(c)
-            }
+/// Where a worktree's git data lives: the project's common git dir and, for a linked
+/// worktree, its own git dir inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitLayout {
+    /// The common git dir (objects, refs, config, hooks).
+    pub common: PathBuf,
+    /// A linked worktree's own git dir, `<common>/worktrees/<name>`.
+    pub admin: Option<PathBuf>,
+}
+
+impl GitLayout {
+    /// The layout of `worktree`: `.git` a directory is the common dir itself; `.git` a file
+    /// `gitdir: <common>/worktrees/<name>` names the worktree's own git dir, whose common dir
+    /// is found by the layout git makes (two levels up), never from a `commondir` file, which
+    /// lives where agents write. `None` when `.git` is neither, or names a git dir outside
+    /// that layout.
+    pub fn of(worktree: &Path) -> Option<GitLayout> {
+        let dot_git = worktree.join(".git");
+        let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+        if meta.is_dir() {
+            return Some(GitLayout {
+                common: std::fs::canonicalize(&dot_git).ok()?,
+                admin: None,
+            });
         }
-        Err(_) => gitdir,
-    };
-    std::fs::canonicalize(common).ok()
+        if !meta.is_file() {
+            return None;
+        }
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let gitdir = Path::new(text.strip_prefix("gitdir:")?.trim());
+        let gitdir = if gitdir.is_absolute() {
+            gitdir.to_owned()
+        } else {
+            worktree.join(gitdir)
+        };
+        let admin = std::fs::canonicalize(gitdir).ok()?;
+        let worktrees = admin.parent()?;
+        if worktrees.file_name() != Some(OsStr::new("worktrees")) {
+            return None;
+        }
+        let common = worktrees.parent()?.to_owned();
+        (common.join("objects").is_dir() && common.join("HEAD").is_file()).then_some(GitLayout {
+            common,
+            admin: Some(admin),
+        })
+    }
 }
 
 /// Why the sandbox cannot run here.
@@ -341,6 +411,10 @@ impl Sandbox {
         }
         for p in access.read_only.iter().filter(|p| !self.shows_hidden(p)) {
             push(&mut argv, "--ro-bind", p, p);
+        }
+        for (writable, p) in access.git.iter().filter(|(_, p)| !self.shows_hidden(p)) {
+            let option = if *writable { "--bind" } else { "--ro-bind" };
+            push(&mut argv, option, p, p);
         }
         for (host, inside) in &access.files {
             push(&mut argv, "--ro-bind", host, inside);
@@ -547,27 +621,62 @@ mod tests {
     }
 
     #[test]
-    fn a_worktree_brings_its_common_git_dir_with_config_and_hooks_read_only() {
+    fn a_worktree_brings_what_commits_need_of_its_git_dir_and_nothing_that_redirects_git() {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = std::fs::canonicalize(dir.path()).expect("canonical");
         let common = root.join("repo/.git");
         let admin = common.join("worktrees/t1");
         std::fs::create_dir_all(&admin).expect("admin dir");
-        std::fs::create_dir_all(common.join("hooks")).expect("hooks");
+        for d in ["hooks", "objects", "refs"] {
+            std::fs::create_dir_all(common.join(d)).expect("git dir");
+        }
+        std::fs::write(common.join("HEAD"), "ref: refs/heads/main\n").expect("HEAD");
         std::fs::write(common.join("config"), "").expect("config");
-        std::fs::write(admin.join("commondir"), "../..\n").expect("commondir");
+        // A `commondir` naming somewhere else is not followed: the layout is git's own.
+        std::fs::write(admin.join("commondir"), "/elsewhere\n").expect("commondir");
+        std::fs::write(admin.join("gitdir"), "x\n").expect("gitdir");
         let wt = root.join("worktrees/t1");
         std::fs::create_dir_all(&wt).expect("worktree");
         std::fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).expect(".git");
         let access = Access::new(&wt).worktree(&wt);
-        assert_eq!(access.read_write, [wt.clone(), common.clone()]);
+        assert_eq!(access.read_write, [wt.clone()]);
         assert_eq!(
-            access.read_only,
-            [common.join("config"), common.join("hooks")]
+            access.git,
+            [
+                (false, common.clone()),
+                (true, common.join("objects")),
+                (true, common.join("refs")),
+                (true, common.join("logs")),
+                (true, admin.clone()),
+                (false, common.join("objects/info")),
+                (false, admin.join("commondir")),
+                (false, admin.join("gitdir")),
+                (false, admin.join("config.worktree")),
+                (false, wt.join(".git")),
+            ]
         );
+        // A symlink is never bound (bwrap would bind what it points at).
+        std::fs::remove_dir_all(common.join("refs")).expect("refs");
+        std::os::unix::fs::symlink(&root, common.join("refs")).expect("symlink");
+        let access = Access::new(&wt).worktree(&wt);
+        assert!(!access.git.iter().any(|(_, p)| p == &common.join("refs")));
+        // A `.git` file naming a git dir outside git's layout brings nothing.
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", root.display())).expect(".git");
+        assert!(Access::new(&wt).worktree(&wt).git.is_empty());
         let plain = root.join("plain");
         std::fs::create_dir_all(plain.join(".git")).expect("plain repo");
-        assert_eq!(Access::new(&plain).worktree(&plain).read_write, [plain]);
+        std::fs::create_dir_all(plain.join(".git/objects")).expect("objects");
+        std::fs::write(plain.join(".git/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::fs::write(plain.join(".git/config"), "").expect("config");
+        let access = Access::new(&plain).worktree(&plain);
+        assert_eq!(access.read_write, [plain.clone()]);
+        assert_eq!(
+            access.git,
+            [
+                (false, plain.join(".git/config")),
+                (false, plain.join(".git/objects/info")),
+            ]
+        );
     }
 
     #[test]

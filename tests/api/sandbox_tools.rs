@@ -265,6 +265,169 @@ async fn a_terminal_opened_by_one_user_cannot_read_the_token_file_or_other_tasks
     team.server.stop().await;
 }
 
+/// A worktree's own git dir, as its `.git` file names it (`gitdir: …`).
+fn admin_dir(worktree: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(worktree.join(".git")).expect("a linked worktree");
+    let dir = PathBuf::from(text.trim().strip_prefix("gitdir:").unwrap().trim());
+    std::fs::canonicalize(dir).unwrap()
+}
+
+/// The git files that, rewritten, would point byre's next sandbox or its own `git` (which runs
+/// outside any sandbox, for pulls and pushes) somewhere else, or configure a program for it
+/// to run: none of them may be written from a task's terminal, and a terminal opened after
+/// the tries still reaches nothing, while commits keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_cannot_point_git_at_the_data_dir_or_configure_a_program_for_byre_s_git() {
+    let team = Team::start(|_| {}).await;
+    let task = team.bob.create_task(&team.project_id, "bob's task").await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
+    made(&worktree).await;
+    let planted = team.plant();
+    let data = std::fs::canonicalize(team.server.data.path()).unwrap();
+    let common = std::fs::canonicalize(team.checkout.path().join(".git")).unwrap();
+    let own = admin_dir(&worktree);
+    let adas = admin_dir(&team.ada_worktree);
+    let pwned = data.join("pwned-by-fsmonitor");
+    let hostile_config = format!("[core] fsmonitor = \"touch {}\"", pwned.display());
+    // (what, the file, what the attacker writes into it)
+    let redirects: Vec<(&str, PathBuf, String)> = vec![
+        (
+            "the worktree's .git file",
+            worktree.join(".git"),
+            format!("gitdir: {}", data.display()),
+        ),
+        (
+            "its git dir's commondir",
+            own.join("commondir"),
+            data.display().to_string(),
+        ),
+        (
+            "its git dir's gitdir",
+            own.join("gitdir"),
+            data.join(".git").display().to_string(),
+        ),
+        (
+            "its git dir's config.worktree",
+            own.join("config.worktree"),
+            hostile_config.clone(),
+        ),
+        (
+            "a commondir of the common dir",
+            common.join("commondir"),
+            data.display().to_string(),
+        ),
+        (
+            "the common config",
+            common.join("config"),
+            hostile_config.clone(),
+        ),
+        (
+            "a config.worktree of the common dir",
+            common.join("config.worktree"),
+            hostile_config.clone(),
+        ),
+        (
+            "a hook",
+            common.join("hooks/post-merge"),
+            format!("touch {}", pwned.display()),
+        ),
+        (
+            "the attributes",
+            common.join("info/attributes"),
+            "* filter=evil".into(),
+        ),
+        (
+            "the alternates",
+            common.join("objects/info/alternates"),
+            data.display().to_string(),
+        ),
+        (
+            "another task's commondir",
+            adas.join("commondir"),
+            data.display().to_string(),
+        ),
+        (
+            "the checkout's index",
+            common.join("index"),
+            "garbage".into(),
+        ),
+        (
+            "the checkout's HEAD",
+            common.join("HEAD"),
+            "ref: refs/heads/evil".into(),
+        ),
+    ];
+    let mut term = Term::open_as(&team.server.url, &task_id, 160, 40, Some(token_of("bob"))).await;
+    term.type_line("echo \"R$((0+1))=ready\"").await;
+    term.after("R1=").await;
+    // As the sandbox left them (byre makes an empty `config.worktree` to bind it read-only).
+    let before: Vec<Option<Vec<u8>>> = redirects
+        .iter()
+        .map(|(_, p, _)| std::fs::read(p).ok())
+        .collect();
+    for (i, (what, path, content)) in redirects.iter().enumerate() {
+        let file = path.display();
+        let quoted = content.replace('\'', "'\\''");
+        term.type_line(&format!(
+            "(printf '%s\\n' '{quoted}' > {file}) 2>/dev/null && echo \"W{i}$((0+1))=WRITTEN\" || echo \"W{i}$((0+1))=refused\""
+        ))
+        .await;
+        assert_eq!(
+            term.after(&format!("W{i}1=")).await,
+            "refused",
+            "bob's terminal wrote {what} ({file})"
+        );
+    }
+    // Nor can the writable parts be swapped for a link to the data dir.
+    term.type_line(&format!(
+        "(mv {c}/objects/info {c}/objects/info.old && ln -s {d} {c}/objects/info) 2>/dev/null \
+         && echo \"L$((0+1))=LINKED\" || echo \"L$((0+1))=refused\"",
+        c = common.display(),
+        d = data.display()
+    ))
+    .await;
+    assert_eq!(term.after("L1=").await, "refused", "{}", term.text_seen());
+    term.type_line("exit 0").await;
+    assert_eq!(term.closed().await.0, 4000, "the shell ended");
+    for ((what, path, _), was) in redirects.iter().zip(&before) {
+        assert_eq!(
+            &std::fs::read(path).ok(),
+            was,
+            "{what} ({}) changed",
+            path.display()
+        );
+    }
+
+    // A new shell, in a sandbox made after the tries, is confined as the first was.
+    let mut term = Term::open_as(&team.server.url, &task_id, 120, 40, Some(token_of("bob"))).await;
+    for (i, (what, probe)) in planted.probes().iter().enumerate() {
+        term.type_line(&format!(
+            "({probe}) >/dev/null 2>&1 && echo \"P{i}$((0+1))=LEAKED\" || echo \"P{i}$((0+1))=denied\""
+        ))
+        .await;
+        assert_eq!(
+            term.after(&format!("P{i}1=")).await,
+            "denied",
+            "bob's second terminal reached {what}: `{probe}`"
+        );
+    }
+    term.type_line(
+        "echo two > second.txt && git add second.txt \
+         && git -c user.name=bob -c user.email=bob@example.com commit -q -m 'second terminal' \
+         && echo \"C$((0+1))=committed\"",
+    )
+    .await;
+    assert_eq!(term.after("C1=").await, "committed", "{}", term.text_seen());
+    assert_eq!(head_subject(&worktree), "second terminal");
+    drop(term);
+    assert!(
+        !pwned.exists(),
+        "a program configured from inside ran outside"
+    );
+    team.server.stop().await;
+}
+
 /// The CodeBolt probe agent (`fixtures/codebolt/sandbox-probe`).
 fn probe_agent() -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt/sandbox-probe");
