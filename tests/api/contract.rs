@@ -72,6 +72,61 @@ fn every_event_kind_is_in_the_catalogue() {
     assert!(missing.is_empty(), "schema/events.md lacks {missing:?}");
 }
 
+/// The catalogue's examples are real payloads: under each `` ### `kind` `` heading, every JSON
+/// example decodes as that kind's current-format payload (and every kind has one), so the
+/// page cannot drift from the event types. An example may stand for a shape only with `…`
+/// in strings, never with fields that are not there.
+#[test]
+fn every_example_of_the_event_catalogue_decodes_as_its_kind() {
+    let catalogue =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/events.md")).unwrap();
+    let mut kind: Option<String> = None;
+    let mut examples: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut failures = Vec::new();
+    let mut block: Option<String> = None;
+    for line in catalogue.lines() {
+        if let Some(text) = block.as_mut() {
+            if line.trim_start().starts_with("```") {
+                let text = block.take().unwrap();
+                if let Some(k) = &kind {
+                    *examples.entry(k.clone()).or_default() += 1;
+                    if let Err(e) = byre_projections::EventBody::from_parts(k, &text) {
+                        failures.push(format!("{k}: {e}: {text}"));
+                    }
+                }
+            } else {
+                text.push_str(line);
+                text.push('\n');
+            }
+            continue;
+        }
+        if line.trim_start().starts_with("```json") {
+            block = Some(String::new());
+        } else if let Some(rest) = line.strip_prefix("### `") {
+            kind = rest
+                .strip_suffix('`')
+                .filter(|k| byre_projections::EventBody::KINDS.contains(k))
+                .map(str::to_owned);
+        } else if line.starts_with("## ") || line.starts_with("### ") {
+            kind = None;
+        }
+    }
+    let without: Vec<&str> = byre_projections::EventBody::KINDS
+        .iter()
+        .copied()
+        .filter(|k| !examples.contains_key(*k))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "examples that do not decode:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        without.is_empty(),
+        "kinds without a JSON example in schema/events.md: {without:?}"
+    );
+}
+
 /// A path of `template` with every parameter `x`.
 fn fill(template: &str) -> String {
     template
