@@ -41,6 +41,8 @@ pub enum OnOff {
 }
 
 /// The subcommands.
+// `serve`'s options make it the large variant; the command line is parsed once.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     /// Start the server.

@@ -342,8 +342,8 @@ mod tests {
             owner: Some(format!("u{}", seq % 3)),
             actor: format!("u{}", seq % 3),
             body: EventBody::PaneFocusUpdated(PaneFocusUpdated {
-                focused: seq % 2 == 0,
-                drafting: seq % 5 == 0,
+                focused: seq.is_multiple_of(2),
+                drafting: seq.is_multiple_of(5),
             }),
         }
     }

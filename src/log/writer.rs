@@ -56,6 +56,8 @@ pub enum SubmitError {
     Unavailable(String),
 }
 
+// A submission is moved into the channel once; boxing it would add an allocation per command.
+#[allow(clippy::large_enum_variant)]
 enum Msg {
     Submit(Submission),
     /// Finish what is queued before this, write a checkpoint, stop.

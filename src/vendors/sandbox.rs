@@ -639,7 +639,7 @@ mod tests {
         std::fs::create_dir_all(&wt).expect("worktree");
         std::fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).expect(".git");
         let access = Access::new(&wt).worktree(&wt);
-        assert_eq!(access.read_write, [wt.clone()]);
+        assert_eq!(access.read_write, std::slice::from_ref(&wt));
         assert_eq!(
             access.git,
             [
@@ -669,7 +669,7 @@ mod tests {
         std::fs::write(plain.join(".git/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
         std::fs::write(plain.join(".git/config"), "").expect("config");
         let access = Access::new(&plain).worktree(&plain);
-        assert_eq!(access.read_write, [plain.clone()]);
+        assert_eq!(access.read_write, std::slice::from_ref(&plain));
         assert_eq!(
             access.git,
             [

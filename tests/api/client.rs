@@ -381,7 +381,15 @@ async fn a_download_archive_with_dotdot_entries_is_refused_and_writes_nothing() 
 #[tokio::test(flavor = "multi_thread")]
 async fn client_operations_refuse_what_they_cannot_serve() {
     let server = TestServer::spawn().await;
-    let cases: Vec<(&str, reqwest::Method, &str, Vec<(&str, &str)>, u16)> = vec![
+    // (what, method, path, headers, status)
+    type Case<'a> = (
+        &'a str,
+        reqwest::Method,
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        u16,
+    );
+    let cases: Vec<Case> = vec![
         (
             "connectClient without Byre-Host",
             reqwest::Method::GET,

@@ -13,8 +13,11 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use crate::helpers::{local_ada, TestServer, TOKENS};
 
+/// A mode's name, the mode, and the headers that make a request its user's.
+type Mode = (&'static str, AuthMode, Vec<(&'static str, String)>);
+
 /// The three modes, each with the headers that make a request its user's.
-fn modes() -> Vec<(&'static str, AuthMode, Vec<(&'static str, String)>)> {
+fn modes() -> Vec<Mode> {
     let tokens: HashMap<String, String> = TOKENS
         .iter()
         .map(|(t, l)| (t.to_string(), l.to_string()))

@@ -51,7 +51,7 @@ pub(super) async fn launch(bin: &Path, data_dir: &Path) -> Result<Chrome, Error>
     let profile = data_dir.join("chromium").join(&marker);
     let _ = std::fs::create_dir_all(&run_dir);
     std::fs::create_dir_all(&profile).map_err(Error::internal)?;
-    let mut cmd = tokio::process::Command::new(&bin);
+    let mut cmd = tokio::process::Command::new(bin);
     cmd.args([
         "--headless=new",
         "--remote-debugging-port=0",

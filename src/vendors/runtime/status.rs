@@ -7,6 +7,10 @@ use byre_projections::sessions::{SessionState, Vendor};
 use super::{ProtocolError, Runtime, Zombie};
 use crate::vendors::reaper::group_alive;
 
+/// One session of `getStatus`: its id, task, vendor, state, the seq it was created at, and
+/// whether a turn runs.
+type SessionRow = (String, String, Vendor, SessionState, i64, bool);
+
 impl Runtime {
     /// `getStatus`'s agent figures: `live_agents`, `agent_processes`, `running_turns`,
     /// `zombies`, `protocol_errors`, `rate_limits`. `rate_limits[vendor]` is the `rate_limit`
@@ -18,38 +22,36 @@ impl Runtime {
     /// unrecognised lines (`viewer` sees only their own lead and the tasks').
     pub fn status(&self, viewer: &str, stuck_after_seconds: u64) -> serde_json::Value {
         let now = chrono::Utc::now().timestamp_micros();
-        let (sessions, rate_limits): (
-            Vec<(String, String, Vendor, SessionState, i64, bool)>,
-            serde_json::Map<String, serde_json::Value>,
-        ) = self.writer.read(|s| {
-            let sessions = s
-                .sessions
-                .values()
-                // Another user's lead is theirs alone: not its session, not its process.
-                .filter(|x| x.owner.is_empty() || x.owner == viewer)
-                .map(|x| {
-                    (
-                        x.id.clone(),
-                        x.task_id.clone(),
-                        x.vendor,
-                        x.state,
-                        x.created_seq as i64,
-                        x.turn_running,
-                    )
-                })
-                .collect();
-            let mut limits = serde_json::Map::new();
-            for item in s
-                .inbox
-                .values()
-                .filter(|i| i.kind == byre_projections::inbox::InboxKind::RateLimited)
-            {
-                if let Some(v) = item.payload["vendor"].as_str() {
-                    limits.insert(v.to_owned(), item.payload["rate_limit"].clone());
+        let (sessions, rate_limits): (Vec<SessionRow>, serde_json::Map<String, serde_json::Value>) =
+            self.writer.read(|s| {
+                let sessions = s
+                    .sessions
+                    .values()
+                    // Another user's lead is theirs alone: not its session, not its process.
+                    .filter(|x| x.owner.is_empty() || x.owner == viewer)
+                    .map(|x| {
+                        (
+                            x.id.clone(),
+                            x.task_id.clone(),
+                            x.vendor,
+                            x.state,
+                            x.created_seq as i64,
+                            x.turn_running,
+                        )
+                    })
+                    .collect();
+                let mut limits = serde_json::Map::new();
+                for item in s
+                    .inbox
+                    .values()
+                    .filter(|i| i.kind == byre_projections::inbox::InboxKind::RateLimited)
+                {
+                    if let Some(v) = item.payload["vendor"].as_str() {
+                        limits.insert(v.to_owned(), item.payload["rate_limit"].clone());
+                    }
                 }
-            }
-            (sessions, limits)
-        });
+                (sessions, limits)
+            });
         let mut rate_limits = rate_limits;
         for entry in self.vendor_rate_limits.iter() {
             let slot = rate_limits

@@ -300,8 +300,7 @@ async fn a_next_that_leads_to_another_site_lands_on_byre_itself() {
         sign_in(&b, TOKENS[0].0).await;
         b.wait_js("the page left /signin", "location.pathname !== '/signin'")
             .await;
-        let at =
-            url::Url::parse(&b.client.current_url().await.expect("url").to_string()).expect("url");
+        let at = url::Url::parse(b.client.current_url().await.expect("url").as_str()).expect("url");
         assert_eq!(
             (at.scheme(), at.host_str(), at.port()),
             (own.scheme(), own.host_str(), own.port()),
