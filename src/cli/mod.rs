@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::config::{self, AuthMode, Config};
 
 mod inspect;
+pub mod reference;
 
 /// byre: runs AI coding agents on a team's git repositories.
 #[derive(Debug, Parser)]
