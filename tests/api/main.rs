@@ -42,6 +42,7 @@ mod projects;
 mod recovery;
 mod reviews;
 mod sandbox;
+mod sandbox_fs;
 mod sandbox_tools;
 mod secrets;
 mod snapshots;
