@@ -4,6 +4,7 @@
 //! `tokio::task::spawn_blocking`. None of them touches the user's own checkout
 //! (its HEAD, index or working files): agents work in linked worktrees.
 
+pub mod boxed;
 pub mod files;
 pub mod merge;
 pub mod remote;
