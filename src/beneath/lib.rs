@@ -230,7 +230,7 @@ impl Dir {
         Ok(self.child(rel, fd))
     }
 
-    /// Makes the directory `rel` and its missing parents beneath this one (mode 0700), never
+    /// Makes the directory `rel` and its missing parents beneath this one (mode 0777 less the umask), never
     /// through a symlink; returns its handle.
     /// # Errors
     /// A name on the way that is a symlink ([`is_refused`]) or not a directory; the file
@@ -243,7 +243,7 @@ impl Dir {
             let Component::Normal(name) = part else {
                 continue;
             };
-            match rustix::fs::mkdirat(&dir.fd, name, Mode::from_raw_mode(0o700)) {
+            match rustix::fs::mkdirat(&dir.fd, name, Mode::from_raw_mode(0o777)) {
                 Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -258,6 +258,23 @@ impl Dir {
             dir = self.child(&walked, fd);
         }
         Ok(dir)
+    }
+
+    /// Makes the directory `rel` (mode 0700), which must not exist (not even as a symlink),
+    /// and returns its handle. Its parent must exist.
+    /// # Errors
+    /// `EEXIST`; [`is_refused`] for a link on the way; the file system's.
+    pub fn create_dir(&self, rel: &Path) -> io::Result<Dir> {
+        let (parent, name) = self.parent_of(rel)?;
+        rustix::fs::mkdirat(&parent.fd, name, Mode::from_raw_mode(0o777))?;
+        let fd = rustix::fs::openat2(
+            &parent.fd,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            Links::Refuse.resolve(),
+        )?;
+        Ok(self.child(rel, fd))
     }
 
     /// Opens the regular file `rel` for reading; with its metadata. A FIFO, device or socket is

@@ -38,7 +38,7 @@ use super::frames::{text, Request};
 use super::Link;
 use crate::log::Writer;
 use crate::vendors::sandbox::{own_session, Access};
-use fs::{fs_action, git_action, list};
+use fs::{fs_action, git_action, list_worktree};
 use mcp::mcp_action;
 pub use stores::store_write;
 use stores::{link_store_action, store_read};
@@ -593,8 +593,7 @@ fn project_action(worktree: &Path, action: &str) -> Value {
     match action {
         "getProjectPath" => json!({"projectPath": worktree, "projectName": name}),
         "getRepoMap" => {
-            let mut out = Vec::new();
-            list(worktree, worktree, true, &mut out);
+            let out = list_worktree(worktree);
             json!({"repoMap": out.join("\n"), "data": out})
         }
         "getEditorFileStatus" => json!({"editorStatus": "", "data": []}),

@@ -1,14 +1,22 @@
 //! The fs and git requests of a CodeBolt agent ([`super`]'s fs and git families): inside the
-//! worktree only, every path checked as the worktree views check theirs
-//! (`git::views::WorkPath`), and git on the task's worktree and branch.
+//! worktree only, and git on the task's worktree and branch.
+//!
+//! The worktree is the agent's to write, so every fs request goes by handle
+//! (`byre_beneath`): the path is checked as the worktree views check theirs
+//! (`git::views::TreePath`: relative, no `..`, not into `.git`), then resolved by the kernel
+//! beneath the worktree with no symlink followed, in one step: a directory swapped for a link
+//! meanwhile leads nowhere. A symlink in a path is refused (the agent can follow its own links
+//! in its own sandbox); a write replaces the file's name (a temporary file renamed over it,
+//! keeping its mode), so a link at the name is replaced, never written through.
 
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
+use byre_beneath::{Dir, Kind, Links};
 use serde_json::{json, Value};
 
 use super::{err, text, MAX_OUTPUT, MAX_READ_BYTES};
-use crate::git::views::{TreePath, WorkPath, Worktree};
+use crate::git::views::{TreePath, Worktree};
 
 /// The worktree-relative form of a path the agent gives (absolute under the worktree, or
 /// relative to it).
@@ -38,62 +46,60 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-/// An existing path, proven inside the worktree.
-fn existing(root: &Path, raw: &str) -> Result<(Worktree, WorkPath), String> {
-    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
-    let rel = relative(&wt, root, raw)?;
-    let p = WorkPath::parse(&rel, &wt).map_err(|e| e.to_string())?;
-    Ok((wt, p))
-}
-
-/// A path to create or overwrite: its text checked, its existing ancestors proven inside the
-/// worktree, missing directories made; a symlink at the end is never followed.
-fn writable(root: &Path, raw: &str) -> Result<PathBuf, String> {
+/// The worktree's handle and `raw` as a checked path relative to it (empty: the root).
+fn target(root: &Path, raw: &str) -> Result<(Dir, PathBuf), String> {
     let wt = Worktree::open(root).map_err(|e| e.to_string())?;
     let rel = relative(&wt, root, raw)?;
     let tp = TreePath::parse(&rel).map_err(|e| e.to_string())?;
-    if tp.is_root() {
+    let dir = Dir::open(wt.root()).map_err(|e| format!("the worktree cannot be opened: {e}"))?;
+    Ok((dir, PathBuf::from(tp.as_ref())))
+}
+
+/// A refusal for the I/O error `e` met on `rel`.
+fn refusal(rel: &Path, e: &io::Error) -> String {
+    let shown = rel.display();
+    if byre_beneath::is_refused(e) {
+        return format!("{shown:?} goes through a symbolic link, which byre does not follow");
+    }
+    match e.kind() {
+        io::ErrorKind::NotFound => format!("nothing at {shown:?} in the worktree"),
+        io::ErrorKind::FileTooLarge => format!("{shown:?} is larger than 16 MiB"),
+        io::ErrorKind::InvalidInput => format!("{shown:?} is not a file"),
+        _ => format!("{shown:?}: {e}"),
+    }
+}
+
+/// Writes `content` at `rel` (its directories made), keeping the mode of a file that is there.
+fn write_file(dir: &Dir, rel: &Path, content: &[u8]) -> Result<(), String> {
+    if rel.as_os_str().is_empty() {
         return Err("a file path is needed".into());
     }
-    let parts: Vec<&str> = rel.split('/').collect();
-    let (name, dirs) = parts.split_last().ok_or("a file path is needed")?;
-    let mut n = dirs.len();
-    let base = loop {
-        match WorkPath::parse(&dirs[..n].join("/"), &wt) {
-            Ok(p) => break p,
-            Err(crate::git::views::ViewError::NotFound(_)) if n > 0 => n -= 1,
-            Err(e) => return Err(e.to_string()),
-        }
-    };
-    let mut dir = base.resolved().to_owned();
-    for d in &dirs[n..] {
-        dir.push(d);
+    if let Some(parent) = rel.parent() {
+        dir.create_dir_all(parent)
+            .map_err(|e| format!("cannot create {rel:?}'s directory: {}", refusal(parent, &e)))?;
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {rel:?}'s directory: {e}"))?;
-    Ok(dir.join(name))
+    let mode = existing_mode(dir, rel).unwrap_or(0o666);
+    dir.write(rel, content, mode)
+        .map_err(|e| format!("cannot write: {}", refusal(rel, &e)))
 }
 
-/// A regular file's text (never through a symlink, which could lead out of the worktree; at
-/// most 1 MiB), for searches and listings.
-pub(super) fn read_plain(path: &Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_OUTPUT as u64 {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
+/// The permission bits of the regular file at `rel`, if one is there.
+fn existing_mode(dir: &Dir, rel: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = dir.symlink_metadata(rel, Links::Refuse).ok()?;
+    meta.is_file().then(|| meta.permissions().mode() & 0o7777)
 }
 
-fn write_file(path: &Path, content: &str) -> Result<(), String> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| format!("cannot write: {e}"))?;
-    f.write_all(content.as_bytes())
-        .map_err(|e| format!("cannot write: {e}"))
+/// The regular file at `rel` (never through a symlink; at most 16 MiB).
+fn read_file(dir: &Dir, rel: &Path) -> Result<Vec<u8>, String> {
+    dir.read(rel, Links::Refuse, MAX_READ_BYTES)
+        .map_err(|e| refusal(rel, &e))
+}
+
+/// A regular file's text (never through a symlink; at most 1 MiB), for searches and listings.
+fn read_plain(dir: &Dir, rel: &Path) -> Option<String> {
+    let bytes = dir.read(rel, Links::Refuse, MAX_OUTPUT as u64).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Applies `diff`, a unified diff of one file (`---`/`+++` headers optional, their names
@@ -104,7 +110,7 @@ fn write_file(path: &Path, content: &str) -> Result<(), String> {
 /// # Errors
 /// The reason, with the file unchanged: not a unified diff, no hunk, more than one file, a
 /// path outside the worktree or not a regular file, a hunk that does not apply.
-fn edit_with_diff(root: &Path, target: &str, diff: &str) -> Result<Value, String> {
+fn edit_with_diff(root: &Path, target_file: &str, diff: &str) -> Result<Value, String> {
     let n_files = diff.lines().filter(|l| l.starts_with("+++ ")).count();
     if n_files > 1 {
         return Err(format!(
@@ -116,83 +122,54 @@ fn edit_with_diff(root: &Path, target: &str, diff: &str) -> Result<Value, String
     if patch.hunks().is_empty() {
         return Err("the diff has no hunk (`@@ -l,n +l,n @@`): nothing to apply".into());
     }
-    let (_, p) = existing(root, target)?;
-    let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a file", p.as_str()));
-    }
-    if meta.len() > MAX_READ_BYTES {
-        return Err(format!("{} is larger than 16 MiB", p.as_str()));
-    }
-    let before = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
+    let (dir, rel) = target(root, target_file)?;
+    let shown = rel.display().to_string();
+    let before = read_file(&dir, &rel)?;
     let after = diffy::apply_bytes(&before, &patch).map_err(|e| {
         format!(
-            "the diff does not apply to {}: {e} (its context or removed lines are not in the \
-             file); the file is unchanged",
-            p.as_str()
+            "the diff does not apply to {shown}: {e} (its context or removed lines are not in the \
+             file); the file is unchanged"
         )
     })?;
-    replace_file(p.resolved(), &after, meta.permissions())?;
-    let n = patch.hunks().len();
-    Ok(json!({"result": "applied", "message": format!("applied {n} hunk(s) to {}", p.as_str())}))
-}
-
-/// Replaces `path` with `content`: written and synced to a new file in the same directory
-/// (same permissions), then renamed over it; on any failure the temporary file is removed and
-/// `path` is untouched.
-fn replace_file(path: &Path, content: &[u8], perms: std::fs::Permissions) -> Result<(), String> {
-    use std::io::Write;
-    let dir = path.parent().ok_or("a file path is needed")?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.byre-{}.tmp",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        f.write_all(content)?;
-        f.set_permissions(perms)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
+    let mode = existing_mode(&dir, &rel).unwrap_or(0o666);
+    dir.write(&rel, &after, mode).map_err(|e| {
         format!(
-            "cannot write {}: {e}; the file is unchanged",
-            path.display()
+            "cannot write {shown}: {}; the file is unchanged",
+            refusal(&rel, &e)
         )
-    })
+    })?;
+    let n = patch.hunks().len();
+    Ok(json!({"result": "applied", "message": format!("applied {n} hunk(s) to {shown}")}))
 }
 
-pub(super) fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+/// The paths under `rel` (directories with a trailing `/`), depth first in name order, at most
+/// 5000; `.git` left out, no symlink followed.
+pub(super) fn list(dir: &Dir, rel: &Path, recursive: bool, out: &mut Vec<String>) {
+    let Ok(mut entries) = dir.entries(rel, Links::Refuse) else {
         return;
     };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
     for e in entries {
-        if e.file_name() == ".git" || out.len() >= 5000 {
+        if e.name == ".git" || out.len() >= 5000 {
             continue;
         }
-        let p = e.path();
-        let rel = p
-            .strip_prefix(root)
-            .unwrap_or(&p)
-            .to_string_lossy()
-            .into_owned();
-        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        out.push(if is_dir { format!("{rel}/") } else { rel });
+        let p = rel.join(&e.name);
+        let shown = p.to_string_lossy().into_owned();
+        let is_dir = e.kind == Kind::Dir;
+        out.push(if is_dir { format!("{shown}/") } else { shown });
         if recursive && is_dir {
-            list(&p, root, true, out);
+            list(dir, &p, true, out);
         }
     }
+}
+
+/// Every path of the worktree at `root` (as [`list`]), for the project family's repo map.
+pub(super) fn list_worktree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(dir) = Dir::open(root) {
+        list(&dir, Path::new(""), true, &mut out);
+    }
+    out
 }
 
 /// The fields of fs requests that name paths: a value other than a string is refused (it
@@ -219,67 +196,76 @@ pub(super) fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
     }
     let s = |k: &str| text(&m[k]);
     let r = match action {
-        "createFile" => writable(root, &join(&s("filePath"), &s("fileName")))
-            .and_then(|p| write_file(&p, &s("source")))
+        "createFile" => target(root, &join(&s("filePath"), &s("fileName")))
+            .and_then(|(dir, rel)| write_file(&dir, &rel, s("source").as_bytes()))
             .map(|()| json!({"message": "File created", "fileName": s("fileName")})),
-        "updateFile" => existing(root, &join(&s("filePath"), &s("filename")))
-            .and_then(|(_, p)| write_file(p.resolved(), &s("newContent")))
-            .map(|()| json!({"message": "File updated", "response": "File updated"})),
-        "writeToFile" => writable(root, &s("relPath"))
-            .and_then(|p| write_file(&p, &s("newContent")))
+        "updateFile" => {
+            target(root, &join(&s("filePath"), &s("filename"))).and_then(|(dir, rel)| {
+                dir.symlink_metadata(&rel, Links::Refuse)
+                    .map_err(|e| refusal(&rel, &e))?;
+                write_file(&dir, &rel, s("newContent").as_bytes())
+                    .map(|()| json!({"message": "File updated", "response": "File updated"}))
+            })
+        }
+        "writeToFile" => target(root, &s("relPath"))
+            .and_then(|(dir, rel)| write_file(&dir, &rel, s("newContent").as_bytes()))
             .map(|()| json!({"message": "File written"})),
-        "createFolder" => writable(root, &join(&join(&s("folderPath"), &s("folderName")), "x"))
-            .map(|_| json!({"message": "Folder created"})),
-        "readFile" => existing(root, &s("filePath")).and_then(|(_, p)| {
-            let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
-            if !meta.is_file() {
-                return Err(format!("{} is not a file", p.as_str()));
-            }
-            if meta.len() > MAX_READ_BYTES {
-                return Err(format!("{} is larger than 16 MiB", p.as_str()));
-            }
-            let c = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
+        "createFolder" => {
+            target(root, &join(&s("folderPath"), &s("folderName"))).and_then(|(dir, rel)| {
+                dir.create_dir_all(&rel)
+                    .map(|_| json!({"message": "Folder created"}))
+                    .map_err(|e| refusal(&rel, &e))
+            })
+        }
+        "readFile" => target(root, &s("filePath")).and_then(|(dir, rel)| {
+            let c = read_file(&dir, &rel)?;
             let c = String::from_utf8_lossy(&c).into_owned();
             Ok(json!({"content": c, "message": c}))
         }),
-        "deleteFile" => existing(root, &join(&s("filePath"), &s("filename"))).and_then(|(_, p)| {
-            if p.as_str().is_empty() {
-                return Err("refusing to delete the worktree".into());
-            }
-            std::fs::remove_file(p.resolved()).map_err(|e| e.to_string())?;
-            Ok(json!({"message": "File deleted"}))
-        }),
-        "deleteFolder" => {
-            existing(root, &join(&s("folderpath"), &s("foldername"))).and_then(|(_, p)| {
-                if p.as_str().is_empty() {
+        "deleteFile" => {
+            target(root, &join(&s("filePath"), &s("filename"))).and_then(|(dir, rel)| {
+                if rel.as_os_str().is_empty() {
                     return Err("refusing to delete the worktree".into());
                 }
-                std::fs::remove_dir_all(p.resolved()).map_err(|e| e.to_string())?;
+                dir.remove_file(&rel).map_err(|e| refusal(&rel, &e))?;
+                Ok(json!({"message": "File deleted"}))
+            })
+        }
+        "deleteFolder" => {
+            target(root, &join(&s("folderpath"), &s("foldername"))).and_then(|(dir, rel)| {
+                if rel.as_os_str().is_empty() {
+                    return Err("refusing to delete the worktree".into());
+                }
+                dir.remove_dir_all(&rel).map_err(|e| refusal(&rel, &e))?;
                 Ok(json!({"message": "Folder deleted"}))
             })
         }
-        "fileList" => existing(root, &s("folderPath")).map(|(wt, p)| {
+        "fileList" => target(root, &s("folderPath")).and_then(|(dir, rel)| {
+            dir.entries(&rel, Links::Refuse)
+                .map_err(|e| refusal(&rel, &e))?;
             let mut out = Vec::new();
             list(
-                p.resolved(),
-                wt.root(),
+                &dir,
+                &rel,
                 m["isRecursive"].as_bool().unwrap_or(false),
                 &mut out,
             );
-            json!({"result": out.join("\n"), "files": out})
+            Ok(json!({"result": out.join("\n"), "files": out}))
         }),
         "searchFiles" | "grep_search" => {
-            let (dir, needle) = if action == "searchFiles" {
+            let (path, needle) = if action == "searchFiles" {
                 (s("path"), s("regex"))
             } else {
                 (s("path"), s("query"))
             };
-            existing(root, &dir).map(|(wt, p)| {
+            target(root, &path).and_then(|(dir, rel)| {
+                dir.symlink_metadata(&rel, Links::Refuse)
+                    .map_err(|e| refusal(&rel, &e))?;
                 let mut files = Vec::new();
-                list(p.resolved(), wt.root(), true, &mut files);
+                list(&dir, &rel, true, &mut files);
                 let mut hits = Vec::new();
                 for f in files.iter().filter(|f| !f.ends_with('/')) {
-                    let Some(c) = read_plain(&wt.root().join(f)) else {
+                    let Some(c) = read_plain(&dir, Path::new(f)) else {
                         continue;
                     };
                     for (i, line) in c.lines().enumerate() {
@@ -288,12 +274,12 @@ pub(super) fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
                         }
                     }
                 }
-                json!({"result": hits.join("\n"), "results": hits})
+                Ok(json!({"result": hits.join("\n"), "results": hits}))
             })
         }
-        "file_search" => existing(root, "").map(|(wt, p)| {
+        "file_search" => target(root, "").map(|(dir, rel)| {
             let mut files = Vec::new();
-            list(p.resolved(), wt.root(), true, &mut files);
+            list(&dir, &rel, true, &mut files);
             let q = s("query");
             let hits: Vec<_> = files.into_iter().filter(|f| f.contains(&q)).collect();
             json!({"result": hits.join("\n"), "results": hits})
