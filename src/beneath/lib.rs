@@ -537,10 +537,30 @@ impl Dir {
         Ok(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
     }
 
+    /// Where `rel` leads, beneath this handle, with the links on the way followed as `links`
+    /// allows: its path relative to the handle, read back from the descriptor the kernel opened
+    /// (`/proc/self/fd`), not from `rel`.
+    /// # Errors
+    /// `ENOENT`; [`is_refused`]; `ELOOP` for too many links.
+    pub fn locate(&self, rel: &Path, links: Links) -> io::Result<PathBuf> {
+        let fd = self.at(rel, OFlags::PATH, Mode::empty(), links)?;
+        let at = real_path(fd.as_fd())?;
+        let root = real_path(self.fd.as_fd())?;
+        at.strip_prefix(&root)
+            .map(Path::to_owned)
+            .map_err(|_| io::Error::from_raw_os_error(libc_exdev()))
+    }
+
     /// Whether something (a symlink included, not followed) is at `rel`.
     pub fn exists(&self, rel: &Path) -> bool {
         self.symlink_metadata(rel, Links::Refuse).is_ok()
     }
+}
+
+/// The path the kernel holds for `fd`.
+fn real_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 fn too_large(rel: &Path, max_bytes: u64) -> io::Error {
