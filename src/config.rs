@@ -68,6 +68,10 @@ pub struct Config {
     /// The Chromium agents' browser actions drive (`serve --chromium`); `None`:
     /// `/usr/bin/chromium`.
     pub chromium_bin: Option<PathBuf>,
+    /// The directories `codebolt:<agent>` models may name agents in (`serve
+    /// --codebolt-agents`, repeatable; `BYRE_CODEBOLT_AGENTS`, `:`-separated). None by default:
+    /// a CodeBolt agent then runs only from its task's worktree.
+    pub codebolt_agents: Vec<PathBuf>,
     /// Hosts (`host`: any port) and `host:port`s agents' browser pages may open (`serve
     /// --browser-allow`); each task's own preview ports on loopback are allowed besides.
     pub browser_allow: Vec<String>,
@@ -254,6 +258,9 @@ impl Config {
             stream_buffer_bytes: crate::log::bus::DEFAULT_LIMIT_BYTES,
             reviews: ReviewConfig::default(),
             chromium_bin: None,
+            codebolt_agents: std::env::var_os("BYRE_CODEBOLT_AGENTS")
+                .map(|v| std::env::split_paths(&v).collect())
+                .unwrap_or_default(),
             browser_allow: crate::app::browser::DEFAULT_ALLOW
                 .iter()
                 .map(|h| h.to_string())

@@ -174,6 +174,8 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         Some(p) => p,
         None => std::env::current_exe().context("cannot find byre's own executable")?,
     };
+    // Git work that reads a worktree runs in the task's sandbox (`git::boxed`).
+    let git_box = crate::vendors::git_box::GitBox::new(sandbox.clone(), byre_bin.clone());
     let mcp = Arc::new(
         crate::vendors::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
             .context("cannot remove the old MCP secret")?,
@@ -255,10 +257,11 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         shutdown: shutdown_rx.clone(),
         requests: Default::default(),
         browsers: browsers.clone(),
+        git_box: git_box.clone(),
     });
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
-        crate::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
+        crate::reactors::finish::start(writer.clone(), git_box.clone(), shutdown_rx.clone()),
         crate::reactors::previews::start(
             writer.clone(),
             app.config.tailscale_bin.clone(),
@@ -267,6 +270,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         crate::reactors::snapshots::start(
             writer.clone(),
             worktrees.clone(),
+            git_box,
             app.config.reviews.enabled,
             shutdown_rx.clone(),
         ),

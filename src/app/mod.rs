@@ -86,6 +86,8 @@ pub struct Ctx {
     pub requests: metrics::Requests,
     /// Headless Chromium for agents' browser actions (started on first use).
     pub browsers: Arc<browser::Browsers>,
+    /// Git work that reads a task's worktree, in the task's sandbox (`git::boxed`).
+    pub git_box: crate::vendors::git_box::GitBox,
 }
 
 impl Ctx {

@@ -56,6 +56,11 @@ pub enum Job {
         /// The task's worktree.
         worktree: PathBuf,
     },
+    /// What a merge, `getUnmerged` and a worktree's removal need of it: [`WorktreeFacts`].
+    Facts {
+        /// The task's worktree.
+        worktree: PathBuf,
+    },
     /// Whether git ignores each of `paths` (relative to the worktree's root).
     Ignored {
         /// The task's worktree.
@@ -71,6 +76,7 @@ impl Job {
         match self {
             Job::Snapshot { worktree, .. }
             | Job::StagedTree { worktree }
+            | Job::Facts { worktree }
             | Job::Ignored { worktree, .. } => worktree,
         }
     }
@@ -96,6 +102,8 @@ pub enum Answer {
         /// 40 hex.
         tree: String,
     },
+    /// [`Job::Facts`] done.
+    Facts(WorktreeFacts),
     /// [`Job::Ignored`] done: one flag per path asked about, in order.
     Ignored {
         /// Whether each is ignored.
@@ -138,6 +146,9 @@ impl Answer {
                 is_hex40(commit) && is_hex40(tree)
             }
             (Answer::Tree { tree }, Job::StagedTree { .. }) => is_hex40(tree),
+            (Answer::Facts(f), Job::Facts { .. }) => {
+                is_hex40(&f.tree) && f.head.as_deref().is_none_or(is_hex40)
+            }
             (Answer::Ignored { ignored }, Job::Ignored { paths, .. }) => {
                 ignored.len() == paths.len()
             }
@@ -155,6 +166,14 @@ impl Answer {
             Ok(answer)
         } else {
             Err(bad("answered another job"))
+        }
+    }
+
+    /// The facts of an [`Answer::Facts`].
+    pub fn into_facts(self) -> Option<WorktreeFacts> {
+        match self {
+            Answer::Facts(f) => Some(f),
+            _ => None,
         }
     }
 
@@ -177,10 +196,28 @@ impl Answer {
     }
 }
 
+/// What byre's merges need of a task's worktree, read in its sandbox (`git::merge`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeFacts {
+    /// The worktree as a tree, as if everything were staged (40 hex, written).
+    pub tree: String,
+    /// Its HEAD commit (40 hex), if it has one.
+    pub head: Option<String>,
+    /// The operation in progress in it (`merge`, `rebase`, …), if any.
+    pub operation: Option<String>,
+    /// How many paths have changes not committed (staged, unstaged, untracked, not ignored).
+    pub n_uncommitted: u64,
+}
+
 fn refused(e: GitError) -> Answer {
     match e {
         GitError::Conflict(message) => Answer::Refused {
             conflict: true,
+            message,
+        },
+        GitError::Other(message) => Answer::Refused {
+            conflict: false,
             message,
         },
         other => Answer::Refused {
@@ -222,6 +259,7 @@ pub fn serve(job: &Job) -> Answer {
         Job::StagedTree { worktree } => staged_tree(worktree)
             .map(|tree| Answer::Tree { tree })
             .unwrap_or_else(refused),
+        Job::Facts { worktree } => facts(worktree).map(Answer::Facts).unwrap_or_else(refused),
         Job::Ignored { worktree, paths } => ignored(worktree, paths)
             .map(|ignored| Answer::Ignored { ignored })
             .unwrap_or_else(refused),
@@ -240,6 +278,30 @@ fn staged_tree(worktree: &Path) -> Result<String, GitError> {
     let repo = wt.repo().map_err(view_error)?;
     let mut index = staged_index(&wt, &repo).map_err(view_error)?;
     Ok(index.write_tree_to(&repo)?.to_string())
+}
+
+fn facts(worktree: &Path) -> Result<WorktreeFacts, GitError> {
+    let wt = Worktree::open(worktree).map_err(view_error)?;
+    let repo = wt.repo().map_err(view_error)?;
+    let tree = staged_index(&wt, &repo)
+        .map_err(view_error)?
+        .write_tree_to(&repo)?
+        .to_string();
+    let head = repo
+        .head()
+        .ok()
+        .and_then(|h| h.peel_to_commit().ok())
+        .map(|c| c.id().to_string());
+    let operation = match repo.state() {
+        git2::RepositoryState::Clean => None,
+        other => Some(super::merge::operation_name(other).to_owned()),
+    };
+    Ok(WorktreeFacts {
+        tree,
+        head,
+        operation,
+        n_uncommitted: super::merge::changed_paths(&repo)?,
+    })
 }
 
 fn ignored(worktree: &Path, paths: &[String]) -> Result<Vec<bool>, GitError> {

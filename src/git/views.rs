@@ -341,6 +341,8 @@ pub struct DirEntry {
 pub struct DirListing {
     /// The directory as requested; empty for the root.
     pub path: String,
+    /// Where it was found, relative to the worktree's root (no link in it).
+    pub found: PathBuf,
     /// Directories first, then by name (byte order); `.git` left out.
     pub entries: Vec<DirEntry>,
     /// More than [`MAX_DIR_ENTRIES`] entries were there.
@@ -348,7 +350,9 @@ pub struct DirListing {
 }
 
 /// `getTaskDir`: the entries of directory `dir`, directories first then by name, at most
-/// [`MAX_DIR_ENTRIES`]; `.git` left out; ignored entries included and marked.
+/// [`MAX_DIR_ENTRIES`]; `.git` left out. Whether git ignores each is the caller's to fill in
+/// (`ignored` is false here): the ignore files are the agent's, read in the task's sandbox
+/// (`git::boxed::Job::Ignored` of [`DirListing::entry_paths`]).
 ///
 /// # Errors
 /// [`ViewError::Invalid`] when `dir` is not a directory; [`ViewError::Other`] for I/O and
@@ -380,24 +384,33 @@ pub fn task_dir(worktree: &Worktree, dir: &WorkPath) -> Result<DirListing, ViewE
     found.sort_by(|a, b| (a.1 != EntryKind::Dir, &a.0).cmp(&(b.1 != EntryKind::Dir, &b.0)));
     let truncated = found.len() > MAX_DIR_ENTRIES;
     found.truncate(MAX_DIR_ENTRIES);
-    let repo = worktree.repo()?;
-    let mut entries = Vec::with_capacity(found.len());
-    for (name, kind, symlink, size) in found {
-        let ignored = repo.is_path_ignored(dir.found.join(&name))?;
-        let name = name.to_string_lossy().into_owned();
-        entries.push(DirEntry {
-            name,
+    let entries = found
+        .into_iter()
+        .map(|(name, kind, symlink, size)| DirEntry {
+            name: name.to_string_lossy().into_owned(),
             kind,
             symlink,
             size,
-            ignored,
-        });
-    }
+            ignored: false,
+        })
+        .collect();
     Ok(DirListing {
         path: dir.path.0.clone(),
+        found: dir.found.clone(),
         entries,
         truncated,
     })
+}
+
+impl DirListing {
+    /// Each entry's path relative to the worktree's root, in order (for whether git ignores
+    /// it).
+    pub fn entry_paths(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .map(|e| self.found.join(&e.name).to_string_lossy().into_owned())
+            .collect()
+    }
 }
 
 /// What `entry` of the directory `handle` (at `dir`, relative to the worktree's root) is, and

@@ -21,6 +21,7 @@ pub mod claude;
 pub mod codebolt;
 pub mod codex;
 mod exits;
+pub mod git_box;
 pub mod mcp;
 pub(crate) mod reaper;
 pub mod runtime;

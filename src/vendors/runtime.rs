@@ -207,7 +207,12 @@ impl Runtime {
                     .sandboxed(sandbox.clone()),
             ),
             codebolt: Arc::new(
-                CodeboltDriver::new(data_dir, config.agent_env.clone()).sandboxed(sandbox.clone()),
+                CodeboltDriver::new(
+                    data_dir,
+                    config.codebolt_agents.clone(),
+                    config.agent_env.clone(),
+                )
+                .sandboxed(sandbox.clone()),
             ),
             codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
             live: DashMap::new(),

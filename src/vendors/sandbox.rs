@@ -74,6 +74,10 @@ pub struct Access {
     /// Bound read-only at their own path (after `read_write`, so a read-only path inside a
     /// writable one stays read-only).
     pub read_only: Vec<PathBuf>,
+    /// Code a process runs that its configuration names (a CodeBolt agent's directory,
+    /// `NODE_PATH`), bound read-only at its own path, never when it lies inside or above a
+    /// hidden path ([`Sandbox::hide`]: byre's data dir, its user's home).
+    pub code: Vec<PathBuf>,
     /// A worktree's git data, bound in this order after `read_only` (writable or not, the
     /// path): [`Access::worktree`].
     pub git: Vec<(bool, PathBuf)>,
@@ -104,6 +108,12 @@ impl Access {
         self
     }
 
+    /// Adds `path`, code read-only ([`Access::code`]).
+    pub fn code(mut self, path: impl Into<PathBuf>) -> Access {
+        self.code.push(path.into());
+        self
+    }
+
     /// Adds the file `host`, read-only, seen at `inside`.
     pub fn file(mut self, host: impl Into<PathBuf>, inside: impl Into<PathBuf>) -> Access {
         self.files.push((host.into(), inside.into()));
@@ -118,8 +128,9 @@ impl Access {
     /// data are writable ([`Access::git`], in this order): the common dir read-only, then
     /// `objects`, `refs`, `logs` and the worktree's own git dir read-write, then, read-only
     /// again, what would redirect or configure a git run — the worktree's `.git` file, its git
-    /// dir's `commondir`, `gitdir` and `config.worktree`, and `objects/info` (alternates).
-    /// So an agent commits, branches and moves refs, but cannot point a git run at another
+    /// dir's `commondir`, `gitdir` and `config.worktree`, and `objects/info` (alternates);
+    /// and `objects/pack`, the project's packed history, which no agent may delete or rewrite
+    /// (its new objects are loose). So an agent commits, branches and moves refs, but cannot point a git run at another
     /// directory (the data dir, another project), configure one (`config`, `hooks`,
     /// `info/attributes`) or touch another worktree's git dir. A worktree that is a
     /// repository of its own (`.git` a directory) gets the same treatment with its `.git` as
@@ -138,7 +149,7 @@ impl Access {
                 let _ = std::fs::write(&per_worktree, "");
             }
         }
-        for dir in ["objects/info", "logs"] {
+        for dir in ["objects/info", "objects/pack", "logs"] {
             let _ = std::fs::create_dir_all(common.join(dir));
         }
         // bwrap follows a symlink it binds: each path must be itself, or it is left out
@@ -165,6 +176,8 @@ impl Access {
         }
         bind(true, admin.clone());
         bind(false, common.join("objects/info"));
+        // The project's packed history: an agent adds loose objects, never removes a pack.
+        bind(false, common.join("objects/pack"));
         for file in ["commondir", "gitdir", "config.worktree"] {
             bind(false, admin.join(file));
         }
@@ -378,6 +391,18 @@ impl Sandbox {
         }
     }
 
+    /// Whether a bind of code at `path` lies inside a hidden path or holds one.
+    fn code_in_hidden(&self, path: &Path) -> bool {
+        let inside = self
+            .hidden
+            .iter()
+            .any(|h| h.starts_with(path) || path.starts_with(h));
+        if inside {
+            tracing::error!(path = %path.display(), "code inside byre's data dir or its user's home was not bound into a sandbox");
+        }
+        inside
+    }
+
     /// Whether a bind of `path` would show a hidden path.
     fn shows_hidden(&self, path: &Path) -> bool {
         let shows = self.hidden.iter().any(|h| h.starts_with(path));
@@ -410,6 +435,9 @@ impl Sandbox {
             push(&mut argv, "--bind", p, p);
         }
         for p in access.read_only.iter().filter(|p| !self.shows_hidden(p)) {
+            push(&mut argv, "--ro-bind", p, p);
+        }
+        for p in access.code.iter().filter(|p| !self.code_in_hidden(p)) {
             push(&mut argv, "--ro-bind", p, p);
         }
         for (writable, p) in access.git.iter().filter(|(_, p)| !self.shows_hidden(p)) {
@@ -649,6 +677,7 @@ mod tests {
                 (true, common.join("logs")),
                 (true, admin.clone()),
                 (false, common.join("objects/info")),
+                (false, common.join("objects/pack")),
                 (false, admin.join("commondir")),
                 (false, admin.join("gitdir")),
                 (false, admin.join("config.worktree")),

@@ -115,6 +115,10 @@ impl TestServer {
         config.heartbeat = Duration::from_millis(500);
         // Agents start the real binary as their MCP server, not this test binary.
         config.byre_bin = Some(crate::process::byre_bin().into());
+        // The fixture CodeBolt agents are an agents directory (`serve --codebolt-agents`): a
+        // `codebolt:` model names only an agent there or in its task's worktree.
+        config.codebolt_agents =
+            vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt")];
         configure(&mut config);
         let running = byre::startup::run(listener, config)
             .await
