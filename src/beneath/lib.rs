@@ -189,6 +189,20 @@ impl Dir {
         Dir::open(path)
     }
 
+    /// Makes the directory `path` (if missing) and opens it: its parent is one of byre's own
+    /// (made with its parents as [`Dir::create`] makes them), its last name one an agent may
+    /// have made (a session's `HOME` or config dir, a terminal's home), never gone through
+    /// when it is a link.
+    /// # Errors
+    /// [`is_refused`] when `path` is a link; the file system's.
+    pub fn make(path: &Path) -> io::Result<Dir> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| invalid(format!("{} names no directory", path.display())))?;
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        Dir::create(parent)?.create_dir_all(Path::new(name))
+    }
+
     /// Where the handle was opened (plus the relative path it was reached by).
     pub fn path(&self) -> &Path {
         &self.path

@@ -328,7 +328,9 @@ fn answer_reply(ty: &str, r: &Value) -> Value {
 /// its session's `HOME`, a private `/tmp`, the system read-only; `crate::vendors::sandbox`),
 /// working in the worktree, in a session and process group of its own.
 fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
-    let _ = std::fs::create_dir_all(&ctx.link.home);
+    if let Err(e) = byre_beneath::Dir::make(&ctx.link.home) {
+        tracing::warn!(error = %e, "cannot make the session's HOME");
+    }
     let worktree = &ctx.link.worktree;
     let access = Access::new(worktree)
         .worktree(worktree)

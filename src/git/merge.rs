@@ -221,10 +221,20 @@ pub(super) fn operation_name(s: RepositoryState) -> &'static str {
 
 /// Whether a rebase of `refname` is in progress in the checkout `r`: its HEAD is detached
 /// then, but the rebase's end moves `refname` (`rebase-merge/head-name`, `rebase-apply/…`).
+/// A task worktree's git dir is its agent's to write: read by handle, a regular file of at
+/// most 4 KiB reached through no link (a FIFO there never blocks a merge).
 fn rebasing(r: &Repository, refname: &str) -> bool {
+    let Ok(git_dir) = byre_beneath::Dir::open(r.path()) else {
+        return false;
+    };
     ["rebase-merge", "rebase-apply"].iter().any(|d| {
-        std::fs::read_to_string(r.path().join(d).join("head-name"))
-            .is_ok_and(|h| h.trim() == refname)
+        git_dir
+            .read(
+                &Path::new(d).join("head-name"),
+                byre_beneath::Links::Refuse,
+                4096,
+            )
+            .is_ok_and(|h| String::from_utf8_lossy(&h).trim() == refname)
     })
 }
 

@@ -156,7 +156,9 @@ impl Driver for CodeboltDriver {
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
         let dir = super::session_dir(&self.data_dir, &spec.session_id);
         let home = dir.join("home");
-        let _ = std::fs::create_dir_all(&home);
+        if let Err(e) = byre_beneath::Dir::make(&home) {
+            tracing::warn!(error = %e, "cannot make the session's HOME");
+        }
         let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
         // The session's own HOME; the agent's code (every agent's directory, or none when it is
         // in the worktree) and NODE_PATH's modules read-only, as code (`Access::code`: never

@@ -143,10 +143,10 @@ impl Access {
         let common = &layout.common;
         // Made before binding, so that the read-only file is there to bind: an empty
         // `config.worktree` is read only when the repository's config enables it.
+        // The worktree's own git dir is its agent's to write: made there by handle, exclusive.
         if let Some(admin) = &layout.admin {
-            let per_worktree = admin.join("config.worktree");
-            if !per_worktree.exists() {
-                let _ = std::fs::write(&per_worktree, "");
+            if let Ok(dir) = byre_beneath::Dir::open(admin) {
+                let _ = dir.create_new(Path::new("config.worktree"), 0o644);
             }
         }
         for dir in ["objects/info", "objects/pack", "logs"] {

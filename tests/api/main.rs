@@ -32,6 +32,7 @@ mod edge;
 mod events;
 mod finish;
 mod fork;
+mod fs_rule;
 mod inbox;
 mod lead;
 mod limits;

@@ -200,8 +200,11 @@ impl Driver for ClaudeDriver {
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
         let home = self.home(&spec.session_id);
         let config_dir = self.config_dir(&spec.session_id);
-        let _ = std::fs::create_dir_all(&home);
-        let _ = std::fs::create_dir_all(&config_dir);
+        for dir in [&home, &config_dir] {
+            if let Err(e) = Dir::make(dir) {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot make the session's directory");
+            }
+        }
         let mut args: Vec<OsString> = [
             "-p",
             "--input-format",
