@@ -48,6 +48,11 @@ impl GitBox {
     /// user); [`GitError::Other`] for any other failure: the process could not start, timed
     /// out, or answered nothing valid.
     pub async fn run(&self, job: &Job) -> Result<Answer, GitError> {
+        // A worktree that is gone (or something else in its place) is the user's to know, not
+        // a sandbox that cannot start.
+        if let Err(e) = crate::git::views::Worktree::open(job.worktree()) {
+            return Err(GitError::Conflict(e.to_string()));
+        }
         if !self.sandbox.is_on() {
             let mine = job.clone();
             let answer = tokio::task::spawn_blocking(move || serve(&mine))

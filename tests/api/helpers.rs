@@ -818,6 +818,30 @@ pub fn host_pid(var: &str, value_prefix: &str, inner: u32, cmdline: &str) -> Opt
         })
 }
 
+/// The real Claude Code and Codex CLIs (installed on first use) and the agent environment that
+/// points them at the fakes `claude` and `codex`: (claude, codex, environment).
+pub async fn real_clis_on(
+    claude: &byre_fake_models::FakeAnthropic,
+    codex: &byre_fake_models::FakeOpenAi,
+) -> (PathBuf, PathBuf, Vec<(String, String)>) {
+    let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install Claude Code");
+    let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
+        .await
+        .expect("install Codex");
+    let env = vec![
+        ("ANTHROPIC_BASE_URL".to_owned(), claude.url.clone()),
+        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+        ("OPENAI_BASE_URL".into(), codex.base_url()),
+        ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
+        ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
+        ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
+    ];
+    (claude_bin, codex_bin, env)
+}
+
 /// The system's Python (`/usr/bin/python3`): a toolbox server's program must be one its
 /// sandbox shows (the system directories, node's install, the task's worktree), which a
 /// Python of the user's own (pyenv's, under `~`) is not.

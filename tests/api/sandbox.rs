@@ -35,21 +35,7 @@ struct Team {
 async fn team(codex_script: &str, sandbox: bool, reviews: bool) -> Team {
     let claude = FakeAnthropic::fixture("y_escape").await.expect("fake API");
     let codex = FakeOpenAi::fixture(codex_script).await.expect("fake API");
-    let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
-        .await
-        .expect("install Claude Code");
-    let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
-        .await
-        .expect("install Codex");
-    let env = vec![
-        ("ANTHROPIC_BASE_URL".to_owned(), claude.url.clone()),
-        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-        ("OPENAI_BASE_URL".into(), codex.base_url()),
-        ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
-        ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
-        ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
-    ];
+    let (claude_bin, codex_bin, env) = crate::helpers::real_clis_on(&claude, &codex).await;
     let tokens: HashMap<String, String> = TOKENS
         .iter()
         .map(|(t, l)| (t.to_string(), l.to_string()))

@@ -73,13 +73,7 @@ impl Outside {
 
     /// The names written into `target/` (none, unless byre wrote through a swapped symlink).
     fn written(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.target())
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
+        names_in(&self.target())
     }
 }
 
@@ -102,25 +96,11 @@ impl Team {
         let codex = FakeOpenAi::fixture("codex_y_escape")
             .await
             .expect("fake API");
-        let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
-            .await
-            .expect("install Claude Code");
-        let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
-            .await
-            .expect("install Codex");
+        let (claude_bin, codex_bin, mut env) = crate::helpers::real_clis_on(&claude, &codex).await;
         let modules = tokio::task::spawn_blocking(byre_fake_models::codeboltjs_node_modules)
             .await
             .expect("install codeboltjs");
-        let env = vec![
-            ("ANTHROPIC_BASE_URL".to_owned(), claude.url.clone()),
-            ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-            ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-            ("OPENAI_BASE_URL".into(), codex.base_url()),
-            ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
-            ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
-            ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
-            ("NODE_PATH".into(), modules.display().to_string()),
-        ];
+        env.push(("NODE_PATH".into(), modules.display().to_string()));
         let tokens: HashMap<String, String> = TOKENS
             .iter()
             .map(|(t, l)| (t.to_string(), l.to_string()))
@@ -250,6 +230,17 @@ impl Team {
             .and_then(|p| p.parse().ok())
             .expect("a port in the URL")
     }
+}
+
+/// The names in directory `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 fn id(v: &Value) -> &str {
@@ -658,15 +649,7 @@ async fn an_agent_cannot_delete_the_projects_packed_history() {
     crate::helpers::git(t.checkout.path(), &["repack", "-a", "-d", "-q"]);
     crate::helpers::git(t.checkout.path(), &["prune-packed"]);
     let git_dir = std::fs::canonicalize(t.checkout.path().join(".git")).unwrap();
-    let packs = |dir: &Path| -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir.join("objects/pack"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
+    let packs = |dir: &Path| names_in(&dir.join("objects/pack"));
     let before = packs(&git_dir);
     assert!(!before.is_empty(), "the history is packed");
     let (task, sid) = t.task("wiper", "Say hello", "sonnet").await;

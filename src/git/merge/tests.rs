@@ -116,6 +116,18 @@ fn facts(wt: &Path) -> Option<crate::git::boxed::WorktreeFacts> {
     .into_facts()
 }
 
+/// [`remove_task_worktree`] of the fixture's task, with its worktree's facts when it has one.
+fn remove(f: &Fixture) -> Result<Option<String>, GitError> {
+    remove_task_worktree(
+        &f.repo,
+        &f.wt,
+        facts(&f.wt).as_ref(),
+        "task-1",
+        "t1",
+        BRANCH,
+    )
+}
+
 fn request<'a>(
     f: &'a Fixture,
     title: &'a str,
@@ -384,16 +396,7 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
     crate::git::ensure_worktree(&f.repo, "byre/task-2", &head, &sibling, "task-2").unwrap();
     fs::write(sibling.join("sib.txt"), "sibling work\n").unwrap();
     fs::write(f.wt.join("work.txt"), "precious\n").unwrap();
-    let kept = remove_task_worktree(
-        &f.repo,
-        &f.wt,
-        facts(&f.wt).as_ref(),
-        "task-1",
-        "t1",
-        BRANCH,
-    )
-    .unwrap()
-    .expect("a snapshot ref");
+    let kept = remove(&f).unwrap().expect("a snapshot ref");
     assert_eq!(kept, "refs/byre/tasks/t1/snap/1");
     assert_eq!(
         git(&f.repo, &["show", &format!("{kept}:work.txt")]),
@@ -410,18 +413,7 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
     assert!(git(&sibling, &["status", "--porcelain"]).contains("sib.txt"));
     git(&f.repo, &["fsck", "--strict", "--no-progress"]);
     // Again: nothing left to remove, nothing fails.
-    assert_eq!(
-        remove_task_worktree(
-            &f.repo,
-            &f.wt,
-            facts(&f.wt).as_ref(),
-            "task-1",
-            "t1",
-            BRANCH
-        )
-        .unwrap(),
-        None
-    );
+    assert_eq!(remove(&f).unwrap(), None);
 }
 
 #[test]
@@ -518,16 +510,7 @@ fn a_worktree_cut_off_from_its_repository_is_kept_in_a_snapshot_then_removed() {
     // A removal cut short inside libgit2's prune (or a hand) removed
     // `.git/worktrees/task-1`; the directory and its files are still there.
     fs::remove_dir_all(f.repo.join(".git/worktrees/task-1")).unwrap();
-    let kept = remove_task_worktree(
-        &f.repo,
-        &f.wt,
-        facts(&f.wt).as_ref(),
-        "task-1",
-        "t1",
-        BRANCH,
-    )
-    .unwrap()
-    .expect("a snapshot ref");
+    let kept = remove(&f).unwrap().expect("a snapshot ref");
     assert_eq!(
         git(&f.repo, &["show", &format!("{kept}:work.txt")]),
         "precious"
@@ -561,16 +544,7 @@ fn a_worktree_left_mid_merge_with_conflicts_is_kept_and_removed() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "a conflict");
-    let kept = remove_task_worktree(
-        &f.repo,
-        &f.wt,
-        facts(&f.wt).as_ref(),
-        "task-1",
-        "t1",
-        BRANCH,
-    )
-    .unwrap()
-    .expect("a snapshot ref");
+    let kept = remove(&f).unwrap().expect("a snapshot ref");
     let text = git(&f.repo, &["show", &format!("{kept}:lib.txt")]);
     assert!(text.contains("<<<<<<<") && text.contains("TASK"), "{text}");
     assert!(!f.wt.exists());
