@@ -165,6 +165,10 @@ pub struct SquashRequest<'a> {
     pub repo_path: &'a Path,
     /// The task's worktree, as read in its sandbox.
     pub worktree: WorktreeFacts,
+    /// Where byre keeps tasks' worktrees (`DATA/worktrees`): a checkout of the default branch
+    /// in there is an agent's, which byre never reads or writes outside its sandbox for another
+    /// task's merge.
+    pub task_worktrees: &'a Path,
     /// The task's branch.
     pub task_branch: &'a str,
     /// The project's default branch.
@@ -354,6 +358,23 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
     check_no_operation(&repo, "the project's checkout")?;
     let refname = format!("refs/heads/{}", req.default_branch);
     let checkouts = checkouts_of(&repo, &refname)?;
+    // An agent may check out the default branch in its own worktree (`git switch
+    // --ignore-other-worktrees`): byre would then check that worktree's files and fast-forward
+    // them outside the sandbox, where the agent's links lead anywhere. It is refused instead.
+    let task_worktrees =
+        std::fs::canonicalize(req.task_worktrees).unwrap_or_else(|_| req.task_worktrees.to_owned());
+    if let Some(at) = checkouts
+        .iter()
+        .filter_map(|c| c.workdir())
+        .find(|w| w.starts_with(&task_worktrees))
+    {
+        return Err(MergeError::Refused(format!(
+            "{} is checked out in a task's worktree at {}; byre does not write one task's \
+             worktree for another's merge: check out that task's own branch there, then merge again",
+            req.default_branch,
+            at.display()
+        )));
+    }
     for c in &checkouts {
         check_no_operation(c, "a checkout of the default branch")?;
     }

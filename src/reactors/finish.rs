@@ -22,7 +22,7 @@
 //! same commit (a landed push is up to date) or finds it on the default branch. One effect at
 //! a time.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use byre_projections::finish::{self, MergeDone};
 use byre_projections::tasks::TaskStatus;
@@ -184,6 +184,7 @@ async fn land(git_box: &GitBox, job: &MergeJob) -> Result<Option<String>, String
         .facts(&job.worktree)
         .await
         .map_err(|e| e.to_string())?;
+    let job_worktree = job.worktree.clone();
     let (repo, branch, default_branch, title, author, co_authors) = (
         job.repo.clone(),
         job.branch.clone(),
@@ -193,9 +194,16 @@ async fn land(git_box: &GitBox, job: &MergeJob) -> Result<Option<String>, String
         job.co_authors.clone(),
     );
     tokio::task::spawn_blocking(move || {
+        // DATA/worktrees/<project>/<task>: where byre keeps tasks' worktrees.
+        let task_worktrees = job_worktree
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(&job_worktree)
+            .to_owned();
         let req = SquashRequest {
             repo_path: &repo,
             worktree,
+            task_worktrees: &task_worktrees,
             task_branch: &branch,
             default_branch: &default_branch,
             title: &title,

@@ -70,7 +70,7 @@ const ALLOWED: &[(&str, usize, &str)] = &[
     ("app/browser/chrome.rs", 7, "Chromium's profile and pid file under DATA/run: byre's alone"),
     ("codebolt/agents.rs", 3, "the configured agents directories (the operator's)"),
     ("codebolt/actions/fs.rs", 1, "the metadata byre_beneath answered"),
-    ("git/merge.rs", 10, "the user's checkouts of the default branch (fast-forward); the worktree's own path when it is removed (std's remove_dir_all does not follow links)"),
+    ("git/merge.rs", 11, "the user's checkouts of the default branch (fast-forward); byre's tasks' worktrees dir, to refuse a checkout there; the worktree's own path when it is removed (std's remove_dir_all does not follow links)"),
     ("git/mod.rs", 10, "a new project's path, worktree paths in byre's layout, the common git dir"),
     ("git/reviews.rs", 10, "DATA/reviews: the reviewer's copy, which byre writes and no sandbox can"),
     ("git/views.rs", 6, "the worktree's own path (canonicalized, then held as a handle)"),

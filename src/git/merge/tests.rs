@@ -137,6 +137,7 @@ fn request<'a>(
     SquashRequest {
         repo_path: &f.repo,
         worktree: facts(&f.wt).expect("the worktree reads"),
+        task_worktrees: f.wt.parent().expect("the tasks' worktrees"),
         task_branch: BRANCH,
         default_branch: "main",
         title,
@@ -714,6 +715,32 @@ fn an_ignored_file_in_the_users_checkout_is_never_overwritten() {
         git(&f.origin, &["rev-parse", "main"]),
         origin_main,
         "nothing pushed"
+    );
+}
+
+#[test]
+fn the_default_branch_checked_out_in_another_tasks_worktree_refuses_the_merge_untouched() {
+    let f = fixture();
+    let head = git(&f.repo, &["rev-parse", "main"]);
+    let other = f.wt.parent().unwrap().join("task-2");
+    crate::git::ensure_worktree(&f.repo, "byre/task-2", &head, &other, "task-2").unwrap();
+    // The other task's agent checks out main in its worktree, where main is checked out already.
+    git(
+        &other,
+        &["switch", "-q", "--ignore-other-worktrees", "main"],
+    );
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let (r, files) = (refs(&f.repo), snapshot(&other));
+    let err = squash_merge(&request(&f, "t", &ada(), &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("task's worktree")),
+        "{err:?}"
+    );
+    assert_eq!(refs(&f.repo), r, "nothing moved");
+    assert_eq!(
+        snapshot(&other),
+        files,
+        "the other task's worktree untouched"
     );
 }
 
