@@ -5,13 +5,7 @@
 use byre_projections as p;
 use serde::Serialize;
 
-/// Formats microseconds since the Unix epoch as RFC 3339 UTC with microseconds, e.g.
-/// `2026-11-29T21:55:07.123456Z`.
-pub fn rfc3339(us: i64) -> String {
-    chrono::DateTime::from_timestamp_micros(us)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
+pub use byre_log::rfc3339;
 
 /// Spec `User`.
 #[derive(Debug, Serialize)]

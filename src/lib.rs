@@ -29,7 +29,7 @@ pub mod config;
 pub mod git;
 pub mod http;
 pub mod identity;
-pub mod log;
+pub use byre_log as log;
 pub mod mcp;
 pub mod private_files;
 pub mod reactors;

@@ -202,7 +202,7 @@ pub fn parse_size_or_zero(text: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::store::StoredEvent;
+    use crate::store::StoredEvent;
 
     fn record(seq: u64, payload_bytes: usize) -> Arc<Record> {
         Arc::new(Record::from_stored(&StoredEvent {

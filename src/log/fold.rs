@@ -329,7 +329,7 @@ mod tests {
     use redb::ReadableDatabase;
 
     use super::*;
-    use crate::log::store::StoredEvent;
+    use crate::store::StoredEvent;
 
     /// An event of user `u{seq % 3}`, toggling its pane focus.
     fn event(seq: u64) -> Event {

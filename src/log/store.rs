@@ -183,7 +183,7 @@ impl Record {
             owner: e.owner.as_deref(),
             actor: &e.actor,
             payload,
-            created_at: crate::api::rfc3339(e.created_at_us),
+            created_at: crate::rfc3339(e.created_at_us),
         };
         let seq = e.seq.to_string();
         let mut frame = String::with_capacity(e.payload.len() + 256);

@@ -1,4 +1,4 @@
-//! The event log on redb: the only code that opens a redb write transaction or assigns a seq.
+//! byre-log: the event log on redb: the only code that opens a redb write transaction or assigns a seq.
 //!
 //! - [`store`]: the redb file, its tables, the stored envelope, reading.
 //! - `fold`: the start-up fold, decoding on a second thread while the caller applies.
@@ -13,6 +13,8 @@
 //! with `Durability::Immediate` (fsync'd). A commit error leaves the outcome unknown: the writer
 //! stops accepting (callers get 503) and a restart refolds the log.
 
+#![warn(missing_docs)]
+
 pub mod bus;
 mod fold;
 pub mod snapshot;
@@ -24,3 +26,12 @@ pub mod writer;
 pub use snapshot::Folded;
 pub use store::{OpenError, Record, Store, StoreError};
 pub use writer::{Ack, StartupFold, SubmitError, Writer};
+
+/// Formats microseconds since the Unix epoch as RFC 3339 UTC with microseconds, e.g.
+/// `2026-11-29T21:55:07.123456Z`: the `created_at` of an event's JSON (the SSE frame the
+/// store builds once per record), and every time the API shows.
+pub fn rfc3339(us: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(us)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
