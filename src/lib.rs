@@ -13,7 +13,6 @@
 //! - [`api`]: the contract's JSON types, converted from the projections.
 //! - [`codebolt`]: the WebSocket CodeBolt agents speak, and what their requests do.
 //! - [`terminal`]: task terminals: login shells on ptys, their scrollback and viewers.
-//! - [`private_files`]: the data dir 0700, the umask 077, the user's modes in their checkout.
 //! - [`archive`]: the gzipped tars of client transfers, packed and safely unpacked.
 //! - [`client`]: `byre client`, the user's machine serving agents' requests.
 //! - [`cli`]: `byre serve | client | log | rebuild | replay`.
@@ -31,7 +30,6 @@ pub mod http;
 pub mod identity;
 pub use byre_log as log;
 pub mod mcp;
-pub mod private_files;
 pub mod reactors;
 pub mod startup;
 pub mod terminal;

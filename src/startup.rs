@@ -114,10 +114,10 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         tracing::warn!("{warning}");
     }
     let mut sandbox = sandbox;
-    crate::private_files::secure_data_dir(&config.data_dir)
+    byre_process::private_files::secure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     // From here on every file byre (and every child it starts) makes is its user's alone.
-    crate::private_files::tighten_umask();
+    byre_process::private_files::tighten_umask();
     // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
     config.data_dir = std::fs::canonicalize(&config.data_dir)
         .with_context(|| format!("cannot resolve {}", config.data_dir.display()))?;
@@ -200,7 +200,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     }
     agents.codebolt().set_port(addr.port());
     if config.tailscale_bin.is_none() {
-        config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
+        config.tailscale_bin = byre_process::find_on_path("tailscale");
     }
     // Behind `tailscale serve` requests name the machine's tailnet name: serve it as given.
     if matches!(config.auth, crate::config::AuthMode::Tailscale) {

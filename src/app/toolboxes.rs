@@ -215,7 +215,7 @@ struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        crate::vendors::kill_group(self.pgid);
+        byre_process::groups::kill_group(self.pgid);
     }
 }
 
@@ -270,7 +270,7 @@ impl Servers {
             .drain()
             .collect();
         for g in groups {
-            crate::vendors::kill_group(g);
+            byre_process::groups::kill_group(g);
         }
     }
 
@@ -330,12 +330,12 @@ impl Servers {
             .env("HOME", &self.home)
             .env("LANG", "C.UTF-8")
             .envs(&config.env)
-            .env(crate::vendors::SESSION_ENV, &self.session_id)
+            .env(byre_process::groups::SESSION_ENV, &self.session_id)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true);
-        sandbox::own_session(&mut cmd);
+        byre_process::groups::own_session(cmd.as_std_mut());
         let mut child = cmd.spawn().map_err(|e| {
             Error::Unavailable(format!(
                 "the toolbox `{name}` could not start `{}`: {e}",
@@ -348,19 +348,19 @@ impl Servers {
             .unwrap_or_else(|e| e.into_inner())
             .insert(pgid);
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            crate::vendors::kill_group(pgid);
+            byre_process::groups::kill_group(pgid);
             return Err(Error::internal("the toolbox's pipes are missing"));
         };
         let service = match tokio::time::timeout(START_TIMEOUT, ().serve((stdout, stdin))).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                crate::vendors::kill_group(pgid);
+                byre_process::groups::kill_group(pgid);
                 return Err(Error::Unavailable(format!(
                     "the toolbox `{name}` did not start MCP: {e}"
                 )));
             }
             Err(_) => {
-                crate::vendors::kill_group(pgid);
+                byre_process::groups::kill_group(pgid);
                 return Err(Error::Unavailable(format!(
                     "the toolbox `{name}` did not answer MCP's initialize within {} s",
                     START_TIMEOUT.as_secs()

@@ -31,13 +31,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use super::frames::{text, Request};
 use super::Link;
 use crate::log::Writer;
-use crate::vendors::sandbox::{own_session, Access};
+use crate::vendors::sandbox::Access;
+use byre_process::runner::{self, Exit, Keep, Limits, Line};
 use fs::{fs_action, git_action, list};
 use mcp::mcp_action;
 pub use stores::store_write;
@@ -326,20 +326,19 @@ fn answer_reply(ty: &str, r: &Value) -> Value {
 
 /// `sh -c command` in the agent's sandbox (its task's worktree and project's git directory,
 /// its session's `HOME`, a private `/tmp`, the system read-only; `crate::vendors::sandbox`),
-/// working in the worktree, in a session and process group of its own.
-fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
+/// working in the worktree; the runner puts it in a session and process group of its own.
+fn shell(ctx: &Ctx, command: &str) -> std::process::Command {
     let _ = std::fs::create_dir_all(&ctx.link.home);
     let worktree = &ctx.link.worktree;
     let access = Access::new(worktree)
         .worktree(worktree)
         .write(&ctx.link.home);
     let args = ["-c".into(), command.into()];
-    let mut cmd = ctx
-        .link
-        .sandbox
-        .command(&access, Path::new("/bin/sh"), &args);
-    own_session(&mut cmd);
-    cmd.env_clear()
+    let (program, args) = ctx.link.sandbox.argv(&access, Path::new("/bin/sh"), &args);
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(worktree)
+        .env_clear()
         .env(
             "PATH",
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
@@ -348,86 +347,60 @@ fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
         .env("LANG", "C.UTF-8")
         // Marks the command as the session's, so a byre restarted after a crash finds and
         // ends what the dead one left running (`clear_leftovers`, `kill_marked`).
-        .env(crate::vendors::SESSION_ENV, &ctx.link.session_id)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .env(byre_process::groups::SESSION_ENV, &ctx.link.session_id);
     cmd
 }
 
-fn track(ctx: &Ctx, pid: Option<u32>, add: bool) {
-    let Some(pid) = pid else { return };
-    let mut t = ctx.link.terminals.lock().unwrap_or_else(|e| e.into_inner());
-    if add {
-        t.push(pid as i32);
-    } else {
-        t.retain(|p| *p != pid as i32);
+/// How an agent's terminal command runs: at most [`COMMAND_TIMEOUT_S`], [`MAX_OUTPUT`] bytes
+/// of each stream kept, its pipes read for [`DRAIN`] after its end.
+fn limits() -> Limits {
+    Limits {
+        timeout: std::time::Duration::from_secs(COMMAND_TIMEOUT_S),
+        drain: DRAIN,
+        max_output_bytes: MAX_OUTPUT,
+        keep: Keep::First,
+        merge_stderr: false,
+        new_session: true,
     }
 }
 
-/// Runs a command to its end: its shell's exit (or the time limit) ends it, and then its
-/// whole process group is killed, so a background child that still holds the output pipes
-/// neither delays the reply nor outlives the command. At most [`MAX_OUTPUT`] bytes of each
-/// stream are kept (the rest is read and dropped).
+fn track(ctx: &Ctx, pgid: i32, add: bool) {
+    let mut t = ctx.link.terminals.lock().unwrap_or_else(|e| e.into_inner());
+    if add {
+        t.push(pgid);
+    } else {
+        t.retain(|p| *p != pgid);
+    }
+}
+
+/// Runs a command to its end through the shared runner (`byre_process::runner`): its shell's
+/// exit (or the time limit) ends it, and its whole process group goes then. Its group is the
+/// link's while it runs, for `sendInterruptToTerminal`.
 async fn run_command(ctx: &Ctx, command: &str) -> (Option<i32>, String, String) {
-    let mut child = match shell(ctx, command).spawn() {
-        Ok(c) => c,
+    let mut group = None;
+    let finished = runner::run(shell(ctx, command), &limits(), |pgid| {
+        track(ctx, pgid, true);
+        group = Some(pgid);
+    })
+    .await;
+    if let Some(pgid) = group {
+        track(ctx, pgid, false);
+    }
+    let finished = match finished {
+        Ok(f) => f,
         Err(e) => return (None, String::new(), format!("cannot run the command: {e}")),
     };
-    let pid = child.id();
-    track(ctx, pid, true);
-    let stdout = tokio::spawn(read_capped(child.stdout.take()));
-    let stderr = tokio::spawn(read_capped(child.stderr.take()));
-    let status = tokio::time::timeout(
-        std::time::Duration::from_secs(COMMAND_TIMEOUT_S),
-        child.wait(),
-    )
-    .await;
-    track(ctx, pid, false);
-    if let Some(p) = pid {
-        crate::vendors::kill_group(p as i32);
-    }
-    if status.is_err() {
-        let _ = child.kill().await;
-    }
-    // A child that left the group (setsid) may hold a pipe open: what came so far is kept.
-    let drain = |h: tokio::task::JoinHandle<String>| async move {
-        let abort = h.abort_handle();
-        let r = tokio::time::timeout(DRAIN, h).await;
-        abort.abort();
-        r.ok().and_then(Result::ok).unwrap_or_default()
-    };
-    let (stdout, stderr) = tokio::join!(drain(stdout), drain(stderr));
-    match status {
-        Ok(Ok(s)) => (s.code(), stdout, stderr),
-        Ok(Err(e)) => (None, stdout, format!("{stderr}{e}")),
-        Err(_) => (
+    let stdout = String::from_utf8_lossy(&finished.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
+    match finished.exit {
+        Exit::Status(s) => (s.code(), stdout, stderr),
+        Exit::WaitFailed(e) => (None, stdout, format!("{stderr}{e}")),
+        Exit::TimedOut => (
             None,
             stdout,
             format!("{stderr}killed after {COMMAND_TIMEOUT_S} s"),
         ),
     }
-}
-
-/// A pipe's text up to [`MAX_OUTPUT`] bytes, read to its end.
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
-    use tokio::io::AsyncReadExt;
-    let Some(mut pipe) = pipe else {
-        return String::new();
-    };
-    let mut kept = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = MAX_OUTPUT.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-    String::from_utf8_lossy(&kept).into_owned()
 }
 
 /// Runs a command and streams its lines as `commandOutput` (stdout) and `commandError`
@@ -444,56 +417,28 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
             r.by_event = false;
             super::endpoint::reply(&r, fields).to_string()
         };
-        let mut child = match shell(&ctx, &command).spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = ctx.out.send(frame(
-                    "commandError",
-                    json!({"response": e.to_string(), "error": e.to_string(), "success": false}),
-                ));
-                let _ = ctx.out.send(frame(
-                    "commandFinish",
-                    json!({"response": -1, "exitCode": -1, "success": false}),
-                ));
-                return;
-            }
-        };
-        let pid = child.id();
-        track(&ctx, pid, true);
-        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-            return;
-        };
-        let mut out = tokio::io::BufReader::new(stdout).lines();
-        let mut errs = tokio::io::BufReader::new(stderr).lines();
-        let (mut o_open, mut e_open) = (true, true);
-        let deadline = tokio::time::sleep(std::time::Duration::from_secs(COMMAND_TIMEOUT_S));
-        tokio::pin!(deadline);
-        let mut status = None;
-        let (mut budget, mut line) = (STREAM_MAX, None);
-        while o_open || e_open {
-            tokio::select! {
-                // The shell's exit ends the command: its group goes (background children
-                // holding the pipes too), and what is left in the pipes is still streamed.
-                s = child.wait(), if status.is_none() => {
-                    status = Some(s.ok().and_then(|s| s.code()).unwrap_or(-1));
-                    if let Some(p) = pid {
-                        crate::vendors::kill_group(p as i32);
-                    }
-                    deadline.as_mut().reset(tokio::time::Instant::now() + DRAIN);
-                }
-                l = out.next_line(), if o_open => match l {
-                    Ok(Some(l)) => line = Some(("commandOutput", json!({"response": l, "output": l, "stdout": l}))),
-                    _ => o_open = false,
-                },
-                l = errs.next_line(), if e_open => match l {
-                    Ok(Some(l)) => line = Some(("commandError", json!({"response": l, "error": l, "stderr": l}))),
-                    _ => e_open = false,
-                },
-                _ = &mut deadline => break,
-            }
-            // Past the budget, lines are read and dropped (one notice says so): a command
-            // printing without end cannot fill byre's memory with frames.
-            if let Some((ty, fields)) = line.take() {
+        let mut group = None;
+        // Past the budget, lines are read and dropped (one notice says so): a command
+        // printing without end cannot fill byre's memory with frames.
+        let mut budget = STREAM_MAX;
+        let exit = runner::stream(
+            shell(&ctx, &command),
+            &limits(),
+            |pgid| {
+                track(&ctx, pgid, true);
+                group = Some(pgid);
+            },
+            |line| {
+                let (ty, fields) = match line {
+                    Line::Stdout(l) => (
+                        "commandOutput",
+                        json!({"response": l, "output": l, "stdout": l}),
+                    ),
+                    Line::Stderr(l) => (
+                        "commandError",
+                        json!({"response": l, "error": l, "stderr": l}),
+                    ),
+                };
                 let f = frame(ty, fields);
                 if f.len() <= budget {
                     budget -= f.len();
@@ -509,16 +454,27 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
                         json!({"response": note, "error": note, "stderr": note}),
                     ));
                 }
+            },
+        )
+        .await;
+        if let Some(pgid) = group {
+            track(&ctx, pgid, false);
+        }
+        let code = match exit {
+            Ok(Exit::Status(s)) => s.code().unwrap_or(-1),
+            Ok(_) => -1,
+            Err(e) => {
+                let _ = ctx.out.send(frame(
+                    "commandError",
+                    json!({"response": e.to_string(), "error": e.to_string(), "success": false}),
+                ));
+                let _ = ctx.out.send(frame(
+                    "commandFinish",
+                    json!({"response": -1, "exitCode": -1, "success": false}),
+                ));
+                return;
             }
-        }
-        if let Some(p) = pid {
-            crate::vendors::kill_group(p as i32);
-        }
-        let code = match status {
-            Some(c) => c,
-            None => child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1),
         };
-        track(&ctx, pid, false);
         let _ = ctx.out.send(frame(
             "commandFinish",
             json!({"response": code, "exitCode": code, "success": code == 0}),

@@ -127,7 +127,7 @@ impl Link {
             .drain(..)
             .collect();
         for g in &groups {
-            crate::vendors::kill_group(*g);
+            byre_process::groups::kill_group(*g);
         }
         groups.len()
     }

@@ -448,7 +448,7 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         {
             let mut opts = CheckoutBuilder::new();
             opts.safe().overwrite_ignored(false);
-            if let (Some(workdir), Some(_)) = (c.workdir(), crate::private_files::user_umask()) {
+            if let (Some(workdir), Some(_)) = (c.workdir(), byre_process::private_files::user_umask()) {
                 opts.notify_on(git2::CheckoutNotificationType::UPDATED)
                     .notify(|_, path, _, target, _| {
                         if let (Some(path), Some(target)) = (path, target) {
@@ -519,7 +519,7 @@ impl Written {
 fn restore_user_modes(written: &[Written]) {
     use std::os::unix::fs::PermissionsExt;
     let set = |path: &Path, exec_or_dir: bool, previous: Option<u32>| {
-        let Some(mode) = crate::private_files::user_mode(exec_or_dir) else {
+        let Some(mode) = byre_process::private_files::user_mode(exec_or_dir) else {
             return;
         };
         let mode = previous.unwrap_or(mode);

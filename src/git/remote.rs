@@ -12,7 +12,6 @@
 //! Every function blocks: call it from `spawn_blocking`.
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -57,15 +56,7 @@ pub fn run_git(
     // Its own session (so also its own process group, which the timeout kills): no
     // controlling terminal, so ssh cannot ask for a passphrase or a host key on byre's
     // terminal and fails instead of waiting for an answer that never comes.
-    // SAFETY: setsid(2) is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    byre_process::groups::own_session(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| GitError::Other(format!("cannot run git {}: {e}", args[0])))?;

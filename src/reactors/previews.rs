@@ -20,14 +20,6 @@ use crate::log::Writer;
 /// How long one `tailscale` command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// `name` in a directory of `PATH`, if there is such a file.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
-
 async fn tailscale(bin: &Path, args: &[String]) {
     let mut cmd = tokio::process::Command::new(bin);
     cmd.args(args)

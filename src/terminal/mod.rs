@@ -218,7 +218,7 @@ impl Terminals {
         for _ in 0..100 {
             let of = tasks.clone();
             let n_left = tokio::task::spawn_blocking(move || {
-                crate::vendors::reaper::kill_marked_by(TERMINAL_ENV, |v| {
+                byre_process::groups::kill_marked_by(TERMINAL_ENV, |v| {
                     v.split('/').next().is_some_and(|t| of.contains(t))
                 })
             })

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use crate::vendors::reaper::{kill_group, kill_marked_by};
+use byre_process::groups::{kill_group, kill_marked_by};
 use crate::vendors::sandbox::{Access, Sandbox};
 
 /// The environment variable every shell gets (and so every process it starts):

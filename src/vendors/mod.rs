@@ -27,7 +27,6 @@ pub mod runtime;
 pub mod sandbox;
 mod session;
 
-pub(crate) use reaper::{kill_group, SESSION_ENV};
 
 /// Why an agent could not be started or spoken to.
 #[derive(Debug, thiserror::Error)]

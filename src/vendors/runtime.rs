@@ -138,7 +138,7 @@ fn program_found(program: &str) -> bool {
     if program.contains('/') {
         Path::new(program).is_file()
     } else {
-        crate::reactors::previews::find_on_path(program).is_some()
+        byre_process::find_on_path(program).is_some()
     }
 }
 
@@ -419,7 +419,7 @@ impl Runtime {
         let _ = std::fs::create_dir_all(&self.run_dir);
         // The pid and its start time: a later start kills the group only if that same process
         // still runs (pids are reused, e.g. after a reboot).
-        let started = super::reaper::start_time(pid as i32).unwrap_or(0);
+        let started = byre_process::groups::start_time(pid as i32).unwrap_or(0);
         let _ = std::fs::write(
             self.run_dir.join(format!("{session_id}.pgid")),
             format!("{pid} {started}"),
@@ -829,7 +829,7 @@ impl Runtime {
                     .await
                     .is_err()
                 {
-                    super::reaper::kill_tree(l.pid.load(Ordering::Relaxed) as i32);
+                    byre_process::groups::kill_tree(l.pid.load(Ordering::Relaxed) as i32);
                 }
             }
         }

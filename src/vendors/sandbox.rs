@@ -446,22 +446,6 @@ impl Sandbox {
     }
 }
 
-/// Makes `cmd`'s process the leader of a session of its own before it execs (`bwrap`, or the
-/// program with the sandbox off): its own process group (pgid = pid, for `kill_group`) and no
-/// controlling terminal, so nothing in it can push input into a terminal byre runs in
-/// (`TIOCSTI`). Not for a task terminal's shell, whose pty `pty-process` makes its terminal.
-pub fn own_session(cmd: &mut tokio::process::Command) {
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 fn push(argv: &mut Vec<OsString>, option: &str, from: &Path, to: &Path) {
     argv.push(option.into());
     argv.push(from.as_os_str().to_owned());

@@ -20,7 +20,8 @@ use tokio::sync::mpsc;
 
 use super::bounds::{cut_delta, cut_item, overflow, Line, LineReader};
 use super::exits::{exit_reason, stopped_by_byre, stopped_idle, vendor_name};
-use super::reaper::{kill_tree, sweep, SESSION_ENV};
+use super::reaper::sweep;
+use byre_process::groups::{kill_tree, own_session, SESSION_ENV};
 use super::runtime::{Admit, Live, Runtime};
 use super::{Driver, Image, Reaction, SpawnSpec};
 
@@ -181,15 +182,7 @@ async fn run_process(
     cmd.env(SESSION_ENV, &spec.session_id);
     // Its own session, hence its own process group (pgid = pid) and no controlling terminal:
     // an agent cannot reach the terminal byre may run in (TIOCSTI).
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    own_session(cmd.as_std_mut());
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -463,7 +463,7 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
         404
     );
     let status = b.api.call("getStatus", &[], &[], None).await.body;
-    let installed = byre::reactors::previews::find_on_path("tailscale").is_some();
+    let installed = byre_process::find_on_path("tailscale").is_some();
     assert_eq!(status["previews_published"], json!(installed), "{status}");
     b.server.stop().await;
 }

@@ -33,9 +33,9 @@ pub(super) struct Chrome {
 
 impl Drop for Chrome {
     fn drop(&mut self) {
-        crate::vendors::kill_group(self.pgid);
+        byre_process::groups::kill_group(self.pgid);
         let marker = self.marker.clone();
-        crate::vendors::reaper::kill_marked(|s| s == marker);
+        byre_process::groups::kill_marked(|s| s == marker);
         self.handler.abort();
         let _ = std::fs::remove_file(&self.pid_file);
         let _ = std::fs::remove_dir_all(&self.profile);
@@ -78,7 +78,7 @@ pub(super) async fn launch(bin: &Path, data_dir: &Path) -> Result<Chrome, Error>
         cmd.arg("--no-sandbox");
     }
     cmd.arg("about:blank")
-        .env(crate::vendors::SESSION_ENV, &marker)
+        .env(byre_process::groups::SESSION_ENV, &marker)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -92,7 +92,7 @@ pub(super) async fn launch(bin: &Path, data_dir: &Path) -> Result<Chrome, Error>
     })?;
     let pgid = child.id().unwrap_or(0) as i32;
     let pid_file = run_dir.join(format!("{marker}.pgid"));
-    let started = crate::vendors::reaper::start_time(pgid).unwrap_or(0);
+    let started = byre_process::groups::start_time(pgid).unwrap_or(0);
     let _ = std::fs::write(&pid_file, format!("{pgid} {started}\n"));
     let guard = Guard {
         pgid,
@@ -168,7 +168,7 @@ pub(super) async fn launch(bin: &Path, data_dir: &Path) -> Result<Chrome, Error>
 /// Kills a browser's process group and reaps its main process (waiting up to 5 s); the rest
 /// happens when the last handle on it drops.
 pub(super) async fn shut(chrome: std::sync::Arc<Chrome>) {
-    crate::vendors::kill_group(chrome.pgid);
+    byre_process::groups::kill_group(chrome.pgid);
     let child = chrome
         .child
         .lock()
@@ -180,7 +180,7 @@ pub(super) async fn shut(chrome: std::sync::Arc<Chrome>) {
     let marker = chrome.marker.clone();
     let _ = tokio::task::spawn_blocking(move || {
         for _ in 0..100 {
-            if crate::vendors::reaper::kill_marked(|s| s == marker) == 0 {
+            if byre_process::groups::kill_marked(|s| s == marker) == 0 {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -201,7 +201,7 @@ struct Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         if self.armed {
-            crate::vendors::kill_group(self.pgid);
+            byre_process::groups::kill_group(self.pgid);
             let _ = std::fs::remove_file(&self.pid_file);
             let _ = std::fs::remove_dir_all(&self.profile);
         }

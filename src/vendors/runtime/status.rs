@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use byre_projections::sessions::{SessionState, Vendor};
 
 use super::{ProtocolError, Runtime, Zombie};
-use crate::vendors::reaper::group_alive;
+use byre_process::groups::group_alive;
 
 /// One session of `getStatus`: its id, task, vendor, state, the seq it was created at, and
 /// whether a turn runs.
