@@ -13,14 +13,12 @@
 //! - [`api`]: the contract's JSON types, converted from the projections.
 //! - [`codebolt`]: the WebSocket CodeBolt agents speak, and what their requests do.
 //! - [`terminal`]: task terminals: login shells on ptys, their scrollback and viewers.
-//! - [`archive`]: the gzipped tars of client transfers, packed and safely unpacked.
 //! - [`client`]: `byre client`, the user's machine serving agents' requests.
 //! - [`cli`]: `byre serve | client | log | rebuild | replay`.
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod app;
-pub mod archive;
 pub mod cli;
 pub mod client;
 pub mod codebolt;

@@ -26,11 +26,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{blocking, status, Ctx, Error};
-use crate::archive::{self, ArchiveError, MAX_TRANSFER_BYTES};
-
-/// The WebSocket close code of a connection replaced by a newer one from the same host and
-/// login (its reason says so). `byre client` stops rather than reconnect on it.
-pub const CLOSE_REPLACED: u16 = 4001;
+use byre_connect::archive::{self, ArchiveError, MAX_TRANSFER_BYTES};
+use byre_connect::CLOSE_REPLACED;
 
 /// Most requests waiting to be written to one connection; beyond, a request fails at once.
 const OUTBOX: usize = 256;
@@ -556,7 +553,7 @@ impl Receiving {
         Err(Error::TooLarge(why))
     }
 
-    /// Unpacks the whole archive at the transfer's destination (see `crate::archive`: a
+    /// Unpacks the whole archive at the transfer's destination (see `byre_connect::archive`: a
     /// refused archive changes nothing there).
     /// # Errors
     /// [`Error::Invalid`] for a refused or malformed archive, [`Error::TooLarge`] for one

@@ -10,7 +10,8 @@
 //! client instead, so two clients of one host never take turns. What it does goes to stdout,
 //! one line each; this module and `src/cli/` are the only code that prints.
 //!
-//! It imports nothing of the server (`app`, `http`, …) but `crate::archive` and the close code.
+//! It imports nothing of the server: what both ends share is byre-connect (the close code, the
+//! transfers' archives) and byre-process (the command runner).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,12 +23,11 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
+use byre_connect::CLOSE_REPLACED;
+
 pub mod hands;
 pub mod ops;
 
-/// The close code of a connection replaced by a newer one of the same host and login
-/// (`crate::app::clients::CLOSE_REPLACED`, repeated so the client needs nothing of the server).
-const CLOSE_REPLACED: u16 = 4001;
 /// First wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait before reconnecting.

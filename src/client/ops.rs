@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::{home_dir, passwd_field, Shared};
 use byre_process::runner::{self, Exit, Keep, Limits};
 
-use crate::archive;
+use byre_connect::archive;
 
 /// Most output `bash` answers: its last 64 KiB.
 pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
@@ -150,7 +150,7 @@ fn authorized(shared: &Shared, builder: reqwest::RequestBuilder) -> reqwest::Req
 }
 
 /// `upload`: gets the transfer's archive and puts its one entry at `dest` (replacing what is
-/// there; see `crate::archive::unpack_to` for what is refused).
+/// there; see `byre_connect::archive::unpack_to` for what is refused).
 pub(crate) async fn upload(shared: &Shared, request: &Value) -> Result<Value, String> {
     let url = transfer_url(shared, request)?;
     let dest = machine_path(request, "dest")?;

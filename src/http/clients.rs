@@ -22,7 +22,7 @@ const PING_EVERY: Duration = Duration::from_secs(20);
 
 /// `connectClient` — GET /api/clients/connect → 101; 400 without a `Byre-Host` header or
 /// without a WebSocket upgrade. A newer connection of the same login and host closes this one
-/// with code 4001 (`clients::CLOSE_REPLACED`); byre stopping closes it with 1001.
+/// with code 4001 (`byre_connect::CLOSE_REPLACED`); byre stopping closes it with 1001.
 pub async fn connect_client(
     caller: Caller,
     req: HttpRequest,

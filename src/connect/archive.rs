@@ -239,5 +239,4 @@ pub fn unpack_to(archive: impl Read, dest: &Path) -> Result<(), ArchiveError> {
 }
 
 #[cfg(test)]
-#[path = "archive_tests.rs"]
 mod tests;
