@@ -23,7 +23,7 @@ pub mod cli;
 pub mod client;
 pub mod codebolt;
 pub mod config;
-pub mod git;
+pub use byre_git as git;
 pub mod http;
 pub mod identity;
 pub use byre_log as log;

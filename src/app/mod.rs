@@ -24,6 +24,7 @@ use byre_projections::Rejection;
 use crate::config::Config;
 use crate::log::{SubmitError, Writer};
 
+pub mod agent_git;
 pub mod blobs;
 pub mod browser;
 pub mod choices;

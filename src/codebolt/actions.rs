@@ -3,9 +3,9 @@
 //! - fs: inside the worktree only, every path checked as the worktree views check theirs
 //!   (`git::views::WorkPath`: no `..`, no `.git`, symlinks resolved and proven inside);
 //! - git: on the task's worktree and branch (status, add, commit, logs, diff); pull merges the
-//!   default branch in and push sends the task's branch to origin, never forced
-//!   (`app::finish::pull_default_branch`, `push_task_branch`); init (the worktree is a
-//!   repository already), clone, and branch or checkout of another branch are refused;
+//!   default branch in and push sends the task's branch to origin, never forced; all through
+//!   `app::agent_git` ([`git`]); init (the worktree is a repository already), clone, and branch
+//!   or checkout of another branch are refused;
 //! - terminal: the command line through `sh -c` in the worktree, in its own process group
 //!   with a minimal environment (the agent's own shell command, as CodeBolt runs it);
 //!   `executeCommandWithStream` streams `commandOutput`/`commandError` and ends with
@@ -38,7 +38,8 @@ use super::Link;
 use crate::log::Writer;
 use crate::vendors::sandbox::Access;
 use byre_process::runner::{self, Exit, Keep, Limits, Line};
-use fs::{fs_action, git_action, list};
+use fs::{fs_action, list};
+use git::git_action;
 use mcp::mcp_action;
 pub use stores::store_write;
 use stores::{link_store_action, store_read};
@@ -46,6 +47,7 @@ use stores::{link_store_action, store_read};
 mod browser;
 mod code;
 mod fs;
+mod git;
 mod mcp;
 mod stores;
 
@@ -111,29 +113,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
                 .await
                 .unwrap_or_else(|e| err(format!("fs action failed: {e}")))
         }
-        // Pull and push act on the project's repository and origin: the app layer's.
-        "gitEvent" if action == "Pull" => {
-            match crate::app::finish::pull_default_branch(&ctx.app, &ctx.link.task_id).await {
-                Ok(m) => json!({"message": m, "data": m}),
-                Err(e) => err(e.to_string()),
-            }
-        }
-        "gitEvent" if action == "Push" => {
-            match crate::app::finish::push_task_branch(&ctx.app, &ctx.link.task_id).await {
-                Ok(sha) => {
-                    let m = format!("pushed the task's branch to origin at {sha}");
-                    json!({"message": m, "data": {"commit": sha}})
-                }
-                Err(e) => err(e.to_string()),
-            }
-        }
-        "gitEvent" => {
-            let root = ctx.link.worktree.clone();
-            let (action, f) = (action.to_owned(), f.clone());
-            tokio::task::spawn_blocking(move || git_action(&root, &action, &f))
-                .await
-                .unwrap_or_else(|e| err(format!("git action failed: {e}")))
-        }
+        "gitEvent" => git_action(ctx, action, f).await,
         "executeCommand" | "executeCommandRunUntilError" => {
             let (code, stdout, stderr) = run_command(ctx, &text(msg)).await;
             let ok = code == Some(0);

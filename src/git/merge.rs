@@ -35,7 +35,7 @@ use super::views::{changes::worktree_tree, Worktree};
 use super::GitError;
 
 /// What a task's worktree holds that the default branch doesn't (spec `Unmerged`, served as
-/// it is: `crate::api::Unmerged`).
+/// it is: byre-app's `api::Unmerged`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Unmerged {
     /// Commits on the task branch that aren't on the default branch.

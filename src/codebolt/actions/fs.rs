@@ -1,6 +1,5 @@
-//! The fs and git requests of a CodeBolt agent ([`super`]'s fs and git families): inside the
-//! worktree only, every path checked as the worktree views check theirs
-//! (`git::views::WorkPath`), and git on the task's worktree and branch.
+//! The fs requests of a CodeBolt agent ([`super`]'s fs family): inside the worktree only, every
+//! path checked as the worktree views check theirs (`git::views::WorkPath`).
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -303,113 +302,6 @@ pub(super) fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
         "edit_file_and_apply_diff" => edit_with_diff(root, &s("filePath"), &s("diff")),
         other => Err(format!("byre does not support fsEvent/{other}")),
     };
-    r.unwrap_or_else(err)
-}
-
-// ---------------------------------------------------------------- git
-
-pub(super) fn git_action(root: &Path, action: &str, f: &Value) -> Value {
-    let r = (|| -> Result<Value, String> {
-        let repo = git2::Repository::open(root).map_err(|e| e.message().to_owned())?;
-        let e = |e: git2::Error| e.message().to_owned();
-        match action {
-            "Status" => {
-                let mut opts = git2::StatusOptions::new();
-                opts.include_untracked(true).recurse_untracked_dirs(true);
-                let st = repo.statuses(Some(&mut opts)).map_err(e)?;
-                let files: Vec<Value> = st
-                    .iter()
-                    .map(|s| json!({"path": s.path().unwrap_or(""), "status": format!("{:?}", s.status())}))
-                    .collect();
-                let branch = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned));
-                Ok(json!({"data": {"current": branch, "files": files}, "files": files}))
-            }
-            "Add" => {
-                let mut idx = repo.index().map_err(e)?;
-                idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None).map_err(e)?;
-                idx.update_all(["*"], None).map_err(e)?;
-                idx.write().map_err(e)?;
-                Ok(json!({"message": "Added all changes"}))
-            }
-            "Commit" => {
-                // Mid-rebase (or merge, cherry-pick, …) HEAD is not the task branch, and a
-                // commit would leave the operation half done: the agent finishes or aborts it
-                // first (a terminal command).
-                if repo.state() != git2::RepositoryState::Clean {
-                    return Err(format!(
-                        "the worktree is in the middle of a {}: finish or abort it before committing",
-                        format!("{:?}", repo.state()).to_lowercase()
-                    ));
-                }
-                if repo.head().is_ok_and(|h| !h.is_branch()) {
-                    return Err("HEAD is detached: check out the task's branch before committing".into());
-                }
-                let message = text(&f["message"]);
-                let message = if message.trim().is_empty() { "CodeBolt agent commit".to_owned() } else { message };
-                let mut idx = repo.index().map_err(e)?;
-                let tree = repo.find_tree(idx.write_tree().map_err(e)?).map_err(e)?;
-                let sig = repo
-                    .signature()
-                    .or_else(|_| git2::Signature::now("CodeBolt agent", "codebolt@byre.invalid"))
-                    .map_err(e)?;
-                let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
-                let parents: Vec<&git2::Commit> = parent.iter().collect();
-                let id = repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents).map_err(e)?;
-                Ok(json!({"message": "Committed", "data": {"commit": id.to_string()}, "commit": id.to_string()}))
-            }
-            "Logs" | "gitLogs" => {
-                let mut walk = repo.revwalk().map_err(e)?;
-                walk.push_head().map_err(e)?;
-                let logs: Vec<Value> = walk
-                    .take(50)
-                    .filter_map(|id| repo.find_commit(id.ok()?).ok())
-                    .map(|c| json!({"hash": c.id().to_string(), "message": c.message().unwrap_or(""), "author": c.author().name().unwrap_or(""), "date": c.time().seconds()}))
-                    .collect();
-                Ok(json!({"data": logs, "logs": logs}))
-            }
-            "Diff" => {
-                let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
-                let hash = text(&f["commitHash"]);
-                let base = if hash.is_empty() {
-                    head
-                } else {
-                    Some(repo.revparse_single(&hash).and_then(|o| o.peel_to_tree()).map_err(e)?)
-                };
-                let diff = repo
-                    .diff_tree_to_workdir_with_index(base.as_ref(), None)
-                    .map_err(e)?;
-                let mut out = String::new();
-                diff.print(git2::DiffFormat::Patch, |_, _, l| {
-                    if matches!(l.origin(), '+' | '-' | ' ') {
-                        out.push(l.origin());
-                    }
-                    out.push_str(&String::from_utf8_lossy(l.content()));
-                    out.len() < MAX_OUTPUT
-                })
-                .ok();
-                Ok(json!({"data": out, "diff": out}))
-            }
-            "Checkout" | "Branch" | "gitBranch" => {
-                let current = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned)).unwrap_or_default();
-                if text(&f["branch"]) == current {
-                    Ok(json!({"message": format!("on {current}"), "branch": current}))
-                } else {
-                    Err(format!("the task's agent works on its branch `{current}` only"))
-                }
-            }
-            "Init" => {
-                let branch = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned)).unwrap_or_default();
-                Err(format!(
-                    "gitInit refused: the task's worktree {} is already a git repository, on the task's branch `{branch}`; use status, add and commit there",
-                    root.display()
-                ))
-            }
-            "Clone" => Err(
-                "git Clone is not available to agents: the task's worktree is their repository, and byre merges it".into()
-            ),
-            other => Err(format!("byre does not support gitEvent/{other}")),
-        }
-    })();
     r.unwrap_or_else(err)
 }
 

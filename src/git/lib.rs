@@ -1,9 +1,13 @@
-//! Git operations on the user's repositories, all through libgit2 (the `git2` crate).
+//! byre-git: git operations on the user's repositories, all through libgit2 (the `git2` crate)
+//! but for the `git` binary [`remote`] runs by argv.
 //!
 //! Every function here blocks (filesystem and libgit2 I/O); call them from
 //! `tokio::task::spawn_blocking`. None of them touches the user's own checkout
 //! (its HEAD, index or working files): agents work in linked worktrees.
 
+#![warn(missing_docs)]
+
+pub mod actions;
 pub mod files;
 pub mod merge;
 pub mod remote;
