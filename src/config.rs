@@ -73,13 +73,13 @@ pub struct Config {
     pub browser_allow: Vec<String>,
     /// When agent processes may start and when idle ones stop (`serve --agent-memory-floor`,
     /// `--agent-idle-stop`; both off in `Config::new`).
-    pub agents: AgentLimits,
+    pub agents: byre_agents::AgentLimits,
     /// Host names served besides the listen address and loopback (`serve --public-host`,
     /// `NAME` or `NAME:PORT`): the tailscale name, a reverse proxy's name (`http::edge`).
     pub public_hosts: Vec<String>,
     /// Whether every agent process runs in its bubblewrap sandbox (`serve --sandbox on|off`;
     /// on by default, in `Config::new` too). Off, every agent can act as every user
-    /// (`docs/sandbox.md`); `crate::vendors::sandbox::Sandbox::start` decides at start-up.
+    /// (`docs/sandbox.md`); `byre_agents::sandbox::Sandbox::start` decides at start-up.
     pub sandbox: bool,
     /// Where projects' repositories may be (`serve --repos-root`, canonical), checked by
     /// `createProject` (docs/security.md); `None`: anywhere (local mode without roots, and
@@ -112,57 +112,6 @@ pub const DEFAULT_MAX_PEER_CONNECTIONS: usize = 128;
 pub const DEFAULT_SIGNIN_ATTEMPTS: u32 = 300;
 /// `serve --signin-window`'s default.
 pub const DEFAULT_SIGNIN_WINDOW: &str = "1h";
-
-/// How many agent processes one machine holds (README.md, "Many agents on one machine").
-#[derive(Debug, Clone)]
-pub struct AgentLimits {
-    /// A new agent process starts only while the machine's available memory is at least this
-    /// many bytes; other starts wait, first come first started. 0: no floor.
-    pub memory_floor_bytes: u64,
-    /// Where the available memory is read: a Linux `/proc/meminfo` (its `MemAvailable` line).
-    /// A file that cannot be read (macOS has none) admits every start.
-    pub meminfo: PathBuf,
-    /// How often a waiting start looks at the memory again.
-    pub admission_poll: Duration,
-    /// An agent process with no turn running (and no subagent) for this long is stopped; its
-    /// session's next message resumes the conversation in a fresh process. Zero: never.
-    pub idle_stop: Duration,
-    /// The bounds on what an agent process sends (`serve --max-event-bytes`,
-    /// `--max-line-bytes`).
-    pub output: OutputLimits,
-}
-
-/// The bounds on agent output (docs/limits.md; `vendors::bounds`).
-#[derive(Debug, Clone, Copy)]
-pub struct OutputLimits {
-    /// Most bytes of one event's payload: agent text, tool inputs and outputs beyond it are
-    /// cut with a marker and kept whole as a blob; the raw vendor line is dropped.
-    pub max_event_bytes: usize,
-    /// Most bytes of one output line of an agent process: a longer line ends the process and
-    /// its turn with an error, never held whole.
-    pub max_line_bytes: usize,
-}
-
-impl Default for OutputLimits {
-    fn default() -> Self {
-        OutputLimits {
-            max_event_bytes: crate::vendors::bounds::DEFAULT_MAX_EVENT_BYTES,
-            max_line_bytes: crate::vendors::bounds::DEFAULT_MAX_LINE_BYTES,
-        }
-    }
-}
-
-impl Default for AgentLimits {
-    fn default() -> Self {
-        AgentLimits {
-            memory_floor_bytes: 0,
-            meminfo: PathBuf::from("/proc/meminfo"),
-            admission_poll: Duration::from_secs(1),
-            idle_stop: Duration::ZERO,
-            output: OutputLimits::default(),
-        }
-    }
-}
 
 /// `serve --agent-memory-floor`'s default: room for one more Claude Code process (100–350 MB)
 /// with some to spare.
@@ -258,7 +207,7 @@ impl Config {
                 .iter()
                 .map(|h| h.to_string())
                 .collect(),
-            agents: AgentLimits::default(),
+            agents: byre_agents::AgentLimits::default(),
             public_hosts: Vec::new(),
             sandbox: true,
             repos_roots: None,
@@ -267,6 +216,17 @@ impl Config {
             max_loopback_connections: 0,
             signin_attempts: DEFAULT_SIGNIN_ATTEMPTS,
             signin_window: Duration::from_secs(3600),
+        }
+    }
+
+    /// What the agent runtime starts with.
+    pub fn agent_settings(&self) -> byre_agents::Settings {
+        byre_agents::Settings {
+            data_dir: self.data_dir.clone(),
+            claude_bin: self.claude_bin.clone(),
+            codex_bin: self.codex_bin.clone(),
+            agent_env: self.agent_env.clone(),
+            limits: self.agents.clone(),
         }
     }
 

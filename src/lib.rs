@@ -31,7 +31,7 @@ pub mod mcp;
 pub mod reactors;
 pub mod startup;
 pub mod terminal;
-pub mod vendors;
+pub use byre_agents as vendors;
 
 /// The git commit this binary was built from (`build.rs`: `git rev-parse HEAD`, the
 /// `BYRE_COMMIT` build variable, else `unknown`). `getStatus` reports it as the `commit` of

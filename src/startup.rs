@@ -104,9 +104,13 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     // Before anything is made: a team server does not start without its sandbox (DESIGN.md
     // invariant 8) unless asked.
     // (Its trial run of bwrap is a process: off the async threads.)
-    let (wanted, auth) = (config.sandbox, config.auth.clone());
+    let (wanted, team_server) = (config.sandbox, config.auth.authenticates());
     let (sandbox, sandbox_warning) = tokio::task::spawn_blocking(move || {
-        crate::vendors::sandbox::Sandbox::start(wanted, &auth, std::env::var_os("PATH").as_deref())
+        byre_agents::sandbox::Sandbox::start(
+            wanted,
+            team_server,
+            std::env::var_os("PATH").as_deref(),
+        )
     })
     .await?
     .map_err(anyhow::Error::msg)?;
@@ -160,7 +164,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let (shutdown, shutdown_rx) = watch::channel(false);
     let sessions: std::collections::HashSet<String> =
         writer.read(|s| s.sessions.keys().cloned().collect());
-    let leftovers = crate::vendors::runtime::clear_leftovers(&config.data_dir, sessions).await;
+    let leftovers = byre_agents::runtime::clear_leftovers(&config.data_dir, sessions).await;
     let worktrees = crate::reactors::worktrees::Worktrees::new(writer.clone());
     // Agents' MCP servers run on this host: they reach the server at its own address
     // (loopback when it listens on every address).
@@ -175,15 +179,15 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         None => std::env::current_exe().context("cannot find byre's own executable")?,
     };
     let mcp = Arc::new(
-        crate::vendors::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
+        byre_agents::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
             .context("cannot remove the old MCP secret")?,
     );
-    let (agents, agents_task) = crate::vendors::runtime::Runtime::start(
+    let (agents, agents_task) = byre_agents::runtime::Runtime::start(
         writer.clone(),
-        &config,
+        &config.agent_settings(),
         leftovers,
         mcp.clone(),
-        worktrees.clone(),
+        Arc::new(worktrees.clone()),
         sandbox,
         shutdown_rx.clone(),
     );
@@ -240,7 +244,14 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         config.browser_allow.clone(),
         config.data_dir.clone(),
     ));
-    agents.codebolt().set_browsers(browsers.clone());
+    let toolboxes = Arc::new(crate::app::toolboxes::Toolboxes::default());
+    // A CodeBolt session's toolbox servers and browser context end with its link.
+    let (ending_toolboxes, ending_browsers) = (toolboxes.clone(), browsers.clone());
+    agents.codebolt().on_unregister(Arc::new(move |session_id: String| {
+        ending_toolboxes.end_session(&session_id);
+        let browsers = ending_browsers.clone();
+        Box::pin(async move { browsers.end_session(&session_id).await })
+    }));
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
         config: Arc::new(config),
@@ -255,6 +266,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         shutdown: shutdown_rx.clone(),
         requests: Default::default(),
         browsers: browsers.clone(),
+        toolboxes,
     });
     let reactors = vec![
         crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),

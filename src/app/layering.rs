@@ -121,7 +121,7 @@ fn the_check_sees_an_import() {
     let import = format!("use crate::{}::{{ApiError, App}};", "http");
     assert_eq!(uses_of(&import, "http").len(), 1);
     assert_eq!(
-        uses_of("    let x = crate::codebolt::Hub::default();", "codebolt").len(),
+        uses_of("    let x = byre_agents::codebolt::Hub::default();", "codebolt").len(),
         1
     );
     assert_eq!(uses_of("use crate::{api, mcp};", "mcp").len(), 1);

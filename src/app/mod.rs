@@ -72,9 +72,9 @@ pub struct Ctx {
     /// The users' machines connected over `connectClient`, and their waiting requests.
     pub machines: clients::Machines,
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
-    pub agents: Arc<crate::vendors::runtime::Runtime>,
+    pub agents: Arc<byre_agents::runtime::Runtime>,
     /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
-    pub mcp: Arc<crate::vendors::mcp::McpHost>,
+    pub mcp: Arc<byre_agents::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
     /// Task terminals (shells on ptys, their viewers).
@@ -87,6 +87,8 @@ pub struct Ctx {
     pub requests: metrics::Requests,
     /// Headless Chromium for agents' browser actions (started on first use).
     pub browsers: Arc<browser::Browsers>,
+    /// The CodeBolt agent sessions' toolbox servers.
+    pub toolboxes: Arc<toolboxes::Toolboxes>,
 }
 
 impl Ctx {

@@ -20,7 +20,7 @@
 //! # The servers
 //!
 //! Each agent session starts its own server of a toolbox when it first uses it ([`Servers`]):
-//! in the task's worktree, in the agent's sandbox (`crate::vendors::sandbox`: the worktree and
+//! in the task's worktree, in the agent's sandbox (`byre_agents::sandbox`: the worktree and
 //! its project's git directory, the session's `HOME`, a private `/tmp`, the system read-only;
 //! the program must be one the sandbox shows: [`Servers`]' `program`), with only `PATH`,
 //! `HOME` (the session's home), `LANG` and the configured `env`, in a session and process
@@ -28,7 +28,7 @@
 //! (`BYRE_AGENT_SESSION`, so the reaper ends what is left after the agent's exit or at the
 //! next start); talked to with rmcp's client over its stdin and stdout. A server whose
 //! configuration changed is replaced; one that failed is started again at the next request.
-//! All stop with the session's link ([`Servers::stop`]) and with byre.
+//! All stop with the session's link ([`Toolboxes::end_session`]) and with byre.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -44,7 +44,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Ctx, Error};
-use crate::vendors::sandbox::{self, Access, Sandbox};
+use byre_agents::codebolt::Link;
+use byre_agents::sandbox::{self, Access, Sandbox};
 
 /// How long a server may take to start and answer `initialize`.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -486,6 +487,66 @@ impl Drop for Servers {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The toolbox servers of every CodeBolt agent session that used one, by session id. A
+/// session's go when its link ends ([`Toolboxes::end_session`], which the CodeBolt hub calls
+/// through `Hub::on_unregister`) and with byre.
+#[derive(Default)]
+pub struct Toolboxes {
+    by_session: dashmap::DashMap<String, Arc<Servers>>,
+}
+
+impl Toolboxes {
+    /// The servers of `link`'s session, made at its first use. A link that ended meanwhile
+    /// gets servers already stopped, which refuse every request.
+    fn of(&self, link: &Link) -> Arc<Servers> {
+        let servers = self
+            .by_session
+            .entry(link.session_id.clone())
+            .or_insert_with(|| {
+                Arc::new(Servers::new(
+                    &link.session_id,
+                    link.worktree.clone(),
+                    link.home.clone(),
+                    link.sandbox.clone(),
+                ))
+            })
+            .clone();
+        // Checked after the insert: an unregister either ran before (seen here) or runs after
+        // (and removes these).
+        if link.ended() {
+            self.end_session(&link.session_id);
+        }
+        servers
+    }
+
+    /// Stops the servers of session `session_id`.
+    pub fn end_session(&self, session_id: &str) {
+        if let Some((_, servers)) = self.by_session.remove(session_id) {
+            servers.stop();
+        }
+    }
+}
+
+/// The tools of configured toolbox `name`, from `link`'s session's own server of it.
+/// # Errors
+/// As [`Servers::list_tools`].
+pub async fn list_tools(app: &Ctx, link: &Link, name: &str) -> Result<Vec<Tool>, Error> {
+    app.toolboxes.of(link).list_tools(app, name).await
+}
+
+/// Calls tool `tool` of configured toolbox `name` on `link`'s session's own server of it.
+/// # Errors
+/// As [`Servers::call`].
+pub async fn call(
+    app: &Ctx,
+    link: &Link,
+    name: &str,
+    tool: &str,
+    arguments: serde_json::Map<String, Value>,
+) -> Result<ToolOutput, Error> {
+    app.toolboxes.of(link).call(app, name, tool, arguments).await
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ impl ToolResult {
     }
 }
 
-/// The live session a session token (`crate::vendors::mcp::McpHost::token`) stands for.
+/// The live session a session token (`byre_agents::mcp::McpHost::token`) stands for.
 /// # Errors
 /// [`Error::Forbidden`] for a token that is not a live session's (forged, of no session, or
 /// of a completed one).
@@ -197,26 +197,6 @@ pub fn definitions_for(role: SessionRole) -> Vec<ToolSpec> {
             SessionRole::Implementer => t.name != "submit_review" && !lead(t),
         })
         .collect()
-}
-
-/// A session role as `byre mcp --role` takes it (`implementer`, `lead`, `reviewer`); `None`
-/// for anything else.
-pub fn parse_role(text: &str) -> Option<SessionRole> {
-    match text {
-        "implementer" => Some(SessionRole::Implementer),
-        "lead" => Some(SessionRole::Lead),
-        "reviewer" => Some(SessionRole::Reviewer),
-        _ => None,
-    }
-}
-
-/// The name [`parse_role`] reads.
-pub fn role_name(role: SessionRole) -> &'static str {
-    match role {
-        SessionRole::Implementer => "implementer",
-        SessionRole::Lead => "lead",
-        SessionRole::Reviewer => "reviewer",
-    }
 }
 
 /// `finish_stage`, a workflow stage agent's tool (`super::runs`).
@@ -457,17 +437,5 @@ mod tests {
         // Every tool is offered to some role.
         let all: Vec<&str> = definitions().iter().map(|t| t.name).collect();
         assert_eq!(all.len(), implementer.len() + lead.len() + 1);
-    }
-
-    #[test]
-    fn roles_read_back_from_their_names() {
-        for role in [
-            SessionRole::Implementer,
-            SessionRole::Lead,
-            SessionRole::Reviewer,
-        ] {
-            assert_eq!(parse_role(role_name(role)), Some(role));
-        }
-        assert_eq!(parse_role("admin"), None);
     }
 }

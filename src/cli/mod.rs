@@ -344,7 +344,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             config.agents.idle_stop = agent_idle_stop;
             config.public_hosts = public_hosts;
             config.sandbox = sandbox == OnOff::On;
-            config.agents.output = config::OutputLimits {
+            config.agents.output = byre_agents::OutputLimits {
                 max_event_bytes,
                 max_line_bytes: max_line_bytes.max(max_event_bytes),
             };
@@ -449,6 +449,6 @@ fn stop_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Sen
 }
 
 fn parse_role(text: &str) -> Result<byre_projections::sessions::SessionRole, String> {
-    crate::app::tools::parse_role(text)
+    byre_agents::mcp::parse_role(text)
         .ok_or_else(|| format!("unknown role `{text}`: implementer, lead or reviewer"))
 }

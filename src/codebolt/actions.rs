@@ -6,15 +6,16 @@
 //!   default branch in and push sends the task's branch to origin, never forced; all through
 //!   `app::agent_git` ([`git`]); init (the worktree is a repository already), clone, and branch
 //!   or checkout of another branch are refused;
-//! - terminal: the command line through `sh -c` in the worktree, in its own process group
-//!   with a minimal environment (the agent's own shell command, as CodeBolt runs it);
+//! - terminal: the command line through `sh -c` in the worktree, in the agent's sandbox, in
+//!   its own process group with a minimal environment (the agent's own shell command, as
+//!   CodeBolt runs it: `byre_agents::codebolt::commands`);
 //!   `executeCommandWithStream` streams `commandOutput`/`commandError` and ends with
 //!   `commandFinish`; `sendInterruptToTerminal` kills the running commands;
 //! - llm: `inference` is sent to the OpenAI-compatible `$OPENAI_BASE_URL/chat/completions`
 //!   with `$OPENAI_API_KEY`; the reply's `completion` is that chat completion;
 //! - memory, state, todos (`taskEvent`) and vector db: durable, per task, folded from the log
 //!   (`byre_projections::agent_memory`); a write is answered once its `tool.call` is logged
-//!   ([`store_write`]); tokenizer and history: kept per session while it lives ([`Store`]);
+//!   ([`store_write`]); tokenizer and history: kept per session while it lives (`byre_agents::codebolt::Store`);
 //! - chat: `getChatHistory` from the session's messages;
 //! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
 //! - mcp: byre's agent tools as the toolbox `byre`, beside the project's configured MCP
@@ -33,11 +34,10 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::frames::{text, Request};
-use super::Link;
+use byre_agents::codebolt::frames::{text, Request};
+use byre_agents::codebolt::{Link, Llm, Store};
 use crate::log::Writer;
-use crate::vendors::sandbox::Access;
-use byre_process::runner::{self, Exit, Keep, Limits, Line};
+use byre_process::runner::Line;
 use fs::{fs_action, list};
 use git::git_action;
 use mcp::mcp_action;
@@ -51,15 +51,6 @@ mod git;
 mod mcp;
 mod stores;
 
-/// The per-session data the agent keeps with byre while its process lives (its memory,
-/// state, todos and vectors are durable: [`store_write`]).
-#[derive(Debug, Default)]
-pub struct Store {
-    tokens: Vec<String>,
-    /// The conversation as the agent saw it: `{role, content}`.
-    pub history: Vec<Value>,
-}
-
 /// What serving a request needs.
 pub struct Ctx {
     /// The session's link.
@@ -72,21 +63,17 @@ pub struct Ctx {
     /// Frames to the agent.
     pub out: mpsc::UnboundedSender<String>,
     /// Where `inference` goes.
-    pub llm: super::Llm,
+    pub llm: Llm,
     /// Turns true when the socket closed.
     pub closed: tokio::sync::watch::Sender<bool>,
 }
 
-/// Longest terminal command run, in seconds; it is killed after.
-const COMMAND_TIMEOUT_S: u64 = 600;
 /// Largest file `readFile` returns, in bytes (the endpoint's frame limit).
 const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
-/// How long a finished command's pipes are still read, for output its children left.
-const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most bytes of frames one streamed command sends (its lines as `commandOutput` and
 /// `commandError`).
 const STREAM_MAX: usize = 16 * 1024 * 1024;
-/// Most output kept from a command, in bytes.
+/// Most bytes of a file's text read for searches and listings, and of a diff.
 const MAX_OUTPUT: usize = 1024 * 1024;
 
 pub(super) fn err(msg: impl Into<String>) -> Value {
@@ -115,7 +102,8 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
         }
         "gitEvent" => git_action(ctx, action, f).await,
         "executeCommand" | "executeCommandRunUntilError" => {
-            let (code, stdout, stderr) = run_command(ctx, &text(msg)).await;
+            let ran = ctx.link.run_command(&text(msg)).await;
+            let (code, stdout, stderr) = (ran.code, ran.stdout, ran.stderr);
             let ok = code == Some(0);
             let mut v = json!({"response": if ok { stdout.clone() } else { format!("{stdout}{stderr}") }, "output": stdout, "stdout": stdout, "stderr": stderr, "exitCode": code, "success": ok});
             if ty == "executeCommand" && !ok {
@@ -304,85 +292,6 @@ fn answer_reply(ty: &str, r: &Value) -> Value {
 
 // ---------------------------------------------------------------- terminal
 
-/// `sh -c command` in the agent's sandbox (its task's worktree and project's git directory,
-/// its session's `HOME`, a private `/tmp`, the system read-only; `crate::vendors::sandbox`),
-/// working in the worktree; the runner puts it in a session and process group of its own.
-fn shell(ctx: &Ctx, command: &str) -> std::process::Command {
-    let _ = std::fs::create_dir_all(&ctx.link.home);
-    let worktree = &ctx.link.worktree;
-    let access = Access::new(worktree)
-        .worktree(worktree)
-        .write(&ctx.link.home);
-    let args = ["-c".into(), command.into()];
-    let (program, args) = ctx.link.sandbox.argv(&access, Path::new("/bin/sh"), &args);
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(worktree)
-        .env_clear()
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-        )
-        .env("HOME", &ctx.link.home)
-        .env("LANG", "C.UTF-8")
-        // Marks the command as the session's, so a byre restarted after a crash finds and
-        // ends what the dead one left running (`clear_leftovers`, `kill_marked`).
-        .env(byre_process::groups::SESSION_ENV, &ctx.link.session_id);
-    cmd
-}
-
-/// How an agent's terminal command runs: at most [`COMMAND_TIMEOUT_S`], [`MAX_OUTPUT`] bytes
-/// of each stream kept, its pipes read for [`DRAIN`] after its end.
-fn limits() -> Limits {
-    Limits {
-        timeout: std::time::Duration::from_secs(COMMAND_TIMEOUT_S),
-        drain: DRAIN,
-        max_output_bytes: MAX_OUTPUT,
-        keep: Keep::First,
-        merge_stderr: false,
-        new_session: true,
-    }
-}
-
-fn track(ctx: &Ctx, pgid: i32, add: bool) {
-    let mut t = ctx.link.terminals.lock().unwrap_or_else(|e| e.into_inner());
-    if add {
-        t.push(pgid);
-    } else {
-        t.retain(|p| *p != pgid);
-    }
-}
-
-/// Runs a command to its end through the shared runner (`byre_process::runner`): its shell's
-/// exit (or the time limit) ends it, and its whole process group goes then. Its group is the
-/// link's while it runs, for `sendInterruptToTerminal`.
-async fn run_command(ctx: &Ctx, command: &str) -> (Option<i32>, String, String) {
-    let mut group = None;
-    let finished = runner::run(shell(ctx, command), &limits(), |pgid| {
-        track(ctx, pgid, true);
-        group = Some(pgid);
-    })
-    .await;
-    if let Some(pgid) = group {
-        track(ctx, pgid, false);
-    }
-    let finished = match finished {
-        Ok(f) => f,
-        Err(e) => return (None, String::new(), format!("cannot run the command: {e}")),
-    };
-    let stdout = String::from_utf8_lossy(&finished.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
-    match finished.exit {
-        Exit::Status(s) => (s.code(), stdout, stderr),
-        Exit::WaitFailed(e) => (None, stdout, format!("{stderr}{e}")),
-        Exit::TimedOut => (
-            None,
-            stdout,
-            format!("{stderr}killed after {COMMAND_TIMEOUT_S} s"),
-        ),
-    }
-}
-
 /// Runs a command and streams its lines as `commandOutput` (stdout) and `commandError`
 /// (stderr) frames, then `commandFinish` with the exit code; all echo the request's id.
 fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
@@ -397,18 +306,12 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
             r.by_event = false;
             super::endpoint::reply(&r, fields).to_string()
         };
-        let mut group = None;
         // Past the budget, lines are read and dropped (one notice says so): a command
         // printing without end cannot fill byre's memory with frames.
         let mut budget = STREAM_MAX;
-        let exit = runner::stream(
-            shell(&ctx, &command),
-            &limits(),
-            |pgid| {
-                track(&ctx, pgid, true);
-                group = Some(pgid);
-            },
-            |line| {
+        let exit = ctx
+            .link
+            .stream_command(&command, |line| {
                 let (ty, fields) = match line {
                     Line::Stdout(l) => (
                         "commandOutput",
@@ -434,15 +337,10 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
                         json!({"response": note, "error": note, "stderr": note}),
                     ));
                 }
-            },
-        )
-        .await;
-        if let Some(pgid) = group {
-            track(&ctx, pgid, false);
-        }
+            })
+            .await;
         let code = match exit {
-            Ok(Exit::Status(s)) => s.code().unwrap_or(-1),
-            Ok(_) => -1,
+            Ok(code) => code,
             Err(e) => {
                 let _ = ctx.out.send(frame(
                     "commandError",
@@ -469,7 +367,7 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
 
 // ---------------------------------------------------------------- llm
 
-async fn inference(llm: &super::Llm, msg: &Value) -> Value {
+async fn inference(llm: &Llm, msg: &Value) -> Value {
     let Some(base) = llm.base_url.clone() else {
         return err("no LLM endpoint: start byre with OPENAI_BASE_URL (and OPENAI_API_KEY)");
     };

@@ -2,7 +2,7 @@
 //! CodeBolt agents byre can run, and `startAgent` as a new task.
 //!
 //! - The agents are the directories holding an `index.js` under the agents directory
-//!   ([`crate::vendors::codebolt::agents_dir`]: `$BYRE_CODEBOLT_AGENTS`, else
+//!   ([`byre_agents::codebolt::agents_dir`]: `$BYRE_CODEBOLT_AGENTS`, else
 //!   `<data>/codebolt-agents`), the names `codebolt:<agent>` models resolve. An agent's id is
 //!   its directory name; its title, `unique_id` and descriptions come from its
 //!   `codeboltagent.yaml` when present and readable (else the id, and empty descriptions).
@@ -37,7 +37,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::actions::{closed, err, Ctx};
-use super::frames::text;
+use byre_agents::codebolt::frames::text;
 
 /// Longest title `startAgent` gives its task, in characters.
 pub const MAX_TITLE_CHARS: usize = 80;
@@ -182,7 +182,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 /// The reply fields of an `agentEvent` request `f` with action `action`.
 pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
-    let dir = crate::vendors::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let dir = byre_agents::codebolt::agents_dir(&ctx.app.config.data_dir);
     let agents = {
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || list(&dir))
@@ -233,7 +233,7 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
 pub async fn start_subagent_task(ctx: &Arc<Ctx>, f: &Value) {
     let data = &f["data"];
     let agent_id = text(&data["subagentId"]);
-    let dir = crate::vendors::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let dir = byre_agents::codebolt::agents_dir(&ctx.app.config.data_dir);
     let agents = {
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || list(&dir))

@@ -22,7 +22,7 @@ use super::{ApiError, App};
 use crate::app::events as op;
 use crate::identity::Caller;
 use crate::log::Record;
-use crate::vendors::runtime::Ephemeral;
+use byre_agents::runtime::Ephemeral;
 
 /// Query of `streamEvents`.
 #[derive(Deserialize)]

@@ -13,7 +13,7 @@
 //! ended reviews' sessions and checkouts are cleaned up before anything new starts.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,11 +26,6 @@ use tokio::sync::watch;
 use crate::config::ReviewConfig;
 use crate::log::subscription::subscribe;
 use crate::log::Writer;
-
-/// Where a review's reviewer works: `DATA/reviews/{review_id}`.
-pub fn checkout_dir(data_dir: &Path, review_id: &str) -> PathBuf {
-    data_dir.join("reviews").join(review_id)
-}
 
 /// The vendor that reviews a task whose agent runs on `task_vendor`: Claude Code tasks get a
 /// Codex reviewer; Codex and CodeBolt tasks a Claude Code one.
@@ -133,7 +128,7 @@ impl Reactor {
             review_id: review_id.into(),
         })
         .await;
-        let dir = checkout_dir(&self.data_dir, review_id);
+        let dir = byre_agents::review_checkout_dir(&self.data_dir, review_id);
         let _ = tokio::task::spawn_blocking(move || crate::git::reviews::remove_export(&dir)).await;
     }
 
@@ -249,7 +244,7 @@ impl Reactor {
             .await;
             return;
         }
-        let dir = checkout_dir(&self.data_dir, &review_id);
+        let dir = byre_agents::review_checkout_dir(&self.data_dir, &review_id);
         let (repo, commit, base, base_ref) = (
             plan.repo.clone(),
             plan.commit.clone(),

@@ -100,7 +100,8 @@ impl Worktrees {
         })
     }
 
-    /// Waits until `task_id`'s worktree is whole before a process starts in it: made by the
+    /// Waits until `task_id`'s worktree is whole before a process starts in it (the agent
+    /// runtime asks through `byre_agents::runtime::TaskWorktrees`): made by the
     /// reactor (its `task.worktree_created` folded; a new task's first agent may be started
     /// before the reactor has run), then made again if it was removed, a make under way
     /// waited for. Returns whether the worktree is there: `false` when the task is not active,
@@ -135,6 +136,16 @@ impl Worktrees {
                 .map(|t| PathBuf::from(&t.worktree_path))
         });
         path.is_some_and(|p| p.is_dir())
+    }
+}
+
+impl byre_agents::runtime::TaskWorktrees for Worktrees {
+    fn made<'a>(
+        &'a self,
+        task_id: &'a str,
+        within: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        Box::pin(Worktrees::made(self, task_id, within))
     }
 }
 

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use crate::log::subscription::subscribe;
 use crate::log::{SubmitError, Writer};
-use crate::vendors::sandbox::Sandbox;
+use byre_agents::sandbox::Sandbox;
 
 pub mod shell;
 

@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::frames::{text, Request};
+use byre_agents::codebolt::frames::{text, Request};
 use super::{err, Ctx};
 use crate::app::browser::{Direction, Shown};
 

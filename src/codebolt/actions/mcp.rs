@@ -36,10 +36,7 @@ async fn definitions(ctx: &Ctx, toolbox: &str) -> Result<Vec<Value>, String> {
     if toolbox == BYRE {
         return Ok(byre_definitions());
     }
-    let tools = ctx
-        .link
-        .toolboxes
-        .list_tools(&ctx.app, toolbox)
+    let tools = crate::app::toolboxes::list_tools(&ctx.app, &ctx.link, toolbox)
         .await
         .map_err(|e| e.to_string())?;
     Ok(tools
@@ -225,12 +222,7 @@ async fn execute_tool(ctx: &Ctx, f: &Value) -> Value {
             Err(e) => fail(e.to_string()),
         };
     }
-    match ctx
-        .link
-        .toolboxes
-        .call(&ctx.app, &toolbox, &tool, params)
-        .await
-    {
+    match crate::app::toolboxes::call(&ctx.app, &ctx.link, &toolbox, &tool, params).await {
         Ok(out) if out.is_error => fail(out.text),
         Ok(out) => json!({"data": [false, out.text]}),
         Err(e) => fail(e.to_string()),

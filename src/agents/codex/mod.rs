@@ -322,8 +322,8 @@ fn rollouts(codex_home: &Path, thread_id: &str) -> Vec<PathBuf> {
 
 /// `-c` overrides giving Codex byre's MCP server (PROTOCOL.md §9): `mcp_servers.byre.*`,
 /// with timeouts high enough for a human-paced tool.
-pub fn mcp_overrides(mcp: &crate::vendors::mcp::McpLaunch) -> Vec<String> {
-    let name = crate::vendors::mcp::SERVER_NAME;
+pub fn mcp_overrides(mcp: &crate::mcp::McpLaunch) -> Vec<String> {
+    let name = crate::mcp::SERVER_NAME;
     let command = toml::Value::String(mcp.program.to_string_lossy().into_owned());
     let args = toml::Value::Array(
         mcp.args
@@ -336,11 +336,11 @@ pub fn mcp_overrides(mcp: &crate::vendors::mcp::McpLaunch) -> Vec<String> {
         format!("mcp_servers.{name}.args={args}"),
         format!(
             "mcp_servers.{name}.startup_timeout_sec={}",
-            crate::vendors::mcp::CODEX_STARTUP_TIMEOUT_SEC
+            crate::mcp::CODEX_STARTUP_TIMEOUT_SEC
         ),
         format!(
             "mcp_servers.{name}.tool_timeout_sec={}",
-            crate::vendors::mcp::CODEX_TOOL_TIMEOUT_SEC
+            crate::mcp::CODEX_TOOL_TIMEOUT_SEC
         ),
     ]
     .into_iter()
@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn mcp_overrides_are_valid_toml_values() {
-        let launch = crate::vendors::mcp::McpLaunch {
+        let launch = crate::mcp::McpLaunch {
             program: "/opt/by re/\"byre\"".into(),
             args: vec![
                 "mcp".into(),

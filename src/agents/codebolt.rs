@@ -1,6 +1,6 @@
 //! CodeBolt agents: a Node program using `@codebolt/codeboltjs` that connects back to byre's
-//! `/codebolt` WebSocket ([`crate::codebolt`]), behind the same [`Driver`]/[`Protocol`] as the
-//! CLIs. The protocol's "lines" are the socket's frames (and the endpoint's records of the
+//! `/codebolt` WebSocket (the byre crate's endpoint, joined to the session by [`hub`]), behind
+//! the same [`Driver`]/[`Protocol`] as the CLIs. The protocol's "lines" are the socket's frames (and the endpoint's records of the
 //! requests it served), not the process's stdout.
 //!
 //! The model names the agent: `codebolt:<agent>`, where `<agent>` is a directory holding
@@ -8,13 +8,17 @@
 //! looked up under `$BYRE_CODEBOLT_AGENTS` (default `<data dir>/codebolt-agents`). byre runs
 //! `node <entry>` in the task's worktree, in its own process group, with only `PATH`, `HOME`,
 //! `SOCKET_PORT` (byre's port), `agentId` and `threadToken` (the session's secret, see
-//! [`crate::codebolt`]), `parentId=byre`, and the configured agent environment.
+//! [`hub`]), `parentId=byre`, and the configured agent environment.
 //!
 //! Mapping: the user's message → `messageResponse`; `sendMessage` and `chatnotify`
 //! `agentTextResponse` → `agent.text`; each served request → `tool.call` (`<type>/<action>`,
 //! input the frame) and `tool.result` (the reply); `*notify` `…Request`/`…Result` →
 //! `tool.call`/`tool.result` by `toolUseId`; `processStoped` → `turn.ended`;
 //! interrupt → `stopProcessClicked`.
+//!
+//! - [`hub`]: the transport, the [`Hub`] of [`Link`]s joining a socket to its session.
+//! - [`frames`]: pure: a frame's generation, its kind and the reply type its client awaits.
+//! - [`commands`]: the agent's terminal commands, in its sandbox, through the shared runner.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +31,13 @@ use serde_json::{json, Value};
 
 use super::sandbox::Sandbox;
 use super::{Driver, Image, Protocol, Reaction, SpawnSpec};
-use crate::codebolt::frames::text;
+use frames::text;
+
+pub mod commands;
+pub mod frames;
+pub mod hub;
+
+pub use hub::{Hub, Link, Llm, Store};
 
 /// The `HOME` of CodeBolt agents and their terminal commands: `<data>/agents/codebolt/home`
 /// (not the worktree, where tools would leave their dotfiles for the end-of-turn commit).
@@ -455,7 +465,7 @@ mod tests {
             socket_port: 7777,
             mcp: None,
             fork: None,
-            access: crate::vendors::sandbox::Access::new("/w"),
+            access: crate::sandbox::Access::new("/w"),
         };
         let cmd = d.command(&spec);
         let env: std::collections::HashMap<_, _> = cmd

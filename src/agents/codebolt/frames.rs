@@ -406,10 +406,7 @@ mod tests {
     /// answered with (the one its client resolved on).
     #[test]
     fn captured_frames_get_their_awaited_reply_type() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/codebolt/frames.jsonl"
-        );
+        let path = crate::fixtures().join("codebolt/frames.jsonl");
         let text = std::fs::read_to_string(path).unwrap();
         let rows: Vec<Value> = text
             .lines()

@@ -27,8 +27,8 @@ use super::codebolt::CodeboltDriver;
 use super::codex::CodexDriver;
 use super::session::{self, Input};
 use super::{Driver, Image, SpawnSpec};
-use crate::log::subscription::subscribe;
-use crate::log::Writer;
+use byre_log::subscription::subscribe;
+use byre_log::Writer;
 
 mod admission;
 mod spawn;
@@ -142,6 +142,20 @@ fn program_found(program: &str) -> bool {
     }
 }
 
+/// Makes sure a task's worktree is whole before an agent process starts in it. byre-app's
+/// worktree reactor implements it (it makes worktrees, records their outcome, and brings back
+/// one removed while byre runs); the runtime only asks, so this crate needs nothing of it.
+pub trait TaskWorktrees: Send + Sync {
+    /// Waits until `task_id`'s worktree is whole (made, or made again if it was removed);
+    /// whether it is there: `false` when the task is not active, its worktree failed, or
+    /// `within` passed first.
+    fn made<'a>(
+        &'a self,
+        task_id: &'a str,
+        within: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>;
+}
+
 /// The runtime. Shared as `Arc<Runtime>`.
 pub struct Runtime {
     me: std::sync::Weak<Runtime>,
@@ -160,9 +174,9 @@ pub struct Runtime {
     leftover_zombies: Mutex<Vec<Zombie>>,
     ephemeral: broadcast::Sender<Arc<Ephemeral>>,
     /// Session tokens and how agents start byre's MCP server.
-    mcp: Arc<crate::vendors::mcp::McpHost>,
+    mcp: Arc<crate::mcp::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a turn.
-    worktrees: crate::reactors::worktrees::Worktrees,
+    worktrees: Arc<dyn TaskWorktrees>,
     /// Set when the runtime stops: no process starts after it.
     stopping: std::sync::atomic::AtomicBool,
     /// The memory floor's queue of waiting starts (`runtime/admission.rs`).
@@ -173,7 +187,7 @@ pub struct Runtime {
     sandbox: Arc<super::sandbox::Sandbox>,
     /// Most bytes of one event's payload and of one output line (`serve --max-event-bytes`,
     /// `--max-line-bytes`; `vendors::bounds`).
-    output_limits: crate::config::OutputLimits,
+    output_limits: crate::OutputLimits,
 }
 
 impl Runtime {
@@ -181,14 +195,14 @@ impl Runtime {
     /// sessions, then follows the log until `shutdown`.
     pub fn start(
         writer: Writer,
-        config: &crate::config::Config,
+        settings: &crate::Settings,
         leftovers: Vec<Zombie>,
-        mcp: Arc<crate::vendors::mcp::McpHost>,
-        worktrees: crate::reactors::worktrees::Worktrees,
+        mcp: Arc<crate::mcp::McpHost>,
+        worktrees: Arc<dyn TaskWorktrees>,
         sandbox: Arc<super::sandbox::Sandbox>,
         mut shutdown: watch::Receiver<bool>,
     ) -> (Arc<Runtime>, tokio::task::JoinHandle<()>) {
-        let data_dir = &config.data_dir;
+        let data_dir = &settings.data_dir;
         let (ephemeral, _) = broadcast::channel(4096);
         let rt = Arc::new_cyclic(|me| Runtime {
             me: me.clone(),
@@ -197,17 +211,17 @@ impl Runtime {
             claude: Arc::new(
                 ClaudeDriver::new(
                     data_dir,
-                    config.claude_bin.clone(),
-                    config.agent_env.clone(),
+                    settings.claude_bin.clone(),
+                    settings.agent_env.clone(),
                 )
                 .sandboxed(sandbox.clone()),
             ),
             codex: Arc::new(
-                CodexDriver::new(data_dir, config.codex_bin.clone(), config.agent_env.clone())
+                CodexDriver::new(data_dir, settings.codex_bin.clone(), settings.agent_env.clone())
                     .sandboxed(sandbox.clone()),
             ),
             codebolt: Arc::new(
-                CodeboltDriver::new(data_dir, config.agent_env.clone()).sandboxed(sandbox.clone()),
+                CodeboltDriver::new(data_dir, settings.agent_env.clone()).sandboxed(sandbox.clone()),
             ),
             codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
             live: DashMap::new(),
@@ -219,10 +233,10 @@ impl Runtime {
             mcp,
             worktrees,
             stopping: std::sync::atomic::AtomicBool::new(false),
-            admission: admission::Admission::new(&config.agents),
-            idle_stop: config.agents.idle_stop,
+            admission: admission::Admission::new(&settings.limits),
+            idle_stop: settings.limits.idle_stop,
             sandbox,
-            output_limits: config.agents.output,
+            output_limits: settings.limits.output,
         });
         // Token files of sessions that are not live (a crash skipped their removal) go before
         // anything runs.
@@ -234,11 +248,11 @@ impl Runtime {
                 .collect()
         });
         rt.mcp.prune(|id| live_sessions.contains(id));
-        rt.codebolt_hub.set_llm(&config.agent_env);
+        rt.codebolt_hub.set_llm(&settings.agent_env);
         rt.codebolt_hub
-            .set_home(super::codebolt::home_dir(&config.data_dir));
+            .set_home(super::codebolt::home_dir(&settings.data_dir));
         rt.codebolt_hub
-            .set_sandbox(rt.sandbox.clone(), config.data_dir.clone());
+            .set_sandbox(rt.sandbox.clone(), settings.data_dir.clone());
         let from = writer.head();
         let me = rt.clone();
         let handle = tokio::spawn(async move {
@@ -322,8 +336,8 @@ impl Runtime {
     }
 
     /// The worktree restorer.
-    pub(crate) fn worktrees(&self) -> &crate::reactors::worktrees::Worktrees {
-        &self.worktrees
+    pub(crate) fn worktrees(&self) -> &dyn TaskWorktrees {
+        self.worktrees.as_ref()
     }
 
     pub(crate) fn writer(&self) -> &Writer {
@@ -346,7 +360,7 @@ impl Runtime {
     }
 
     /// The bounds on agent output (`vendors::bounds`).
-    pub(crate) fn output_limits(&self) -> crate::config::OutputLimits {
+    pub(crate) fn output_limits(&self) -> crate::OutputLimits {
         self.output_limits
     }
 
@@ -454,7 +468,7 @@ impl Runtime {
             owner,
             vendor: u.vendor.as_str().into(),
             session_id: session_id.into(),
-            at: crate::api::rfc3339(chrono::Utc::now().timestamp_micros()),
+            at: byre_log::rfc3339(chrono::Utc::now().timestamp_micros()),
             reason: u.reason.clone(),
             raw: u.raw.clone(),
             size: u.size,
@@ -485,7 +499,7 @@ impl Runtime {
         }));
     }
 
-    async fn react(&self, r: &crate::log::Record) {
+    async fn react(&self, r: &byre_log::Record) {
         let Some(session_id) = r.agent_session_id.as_deref() else {
             return;
         };
@@ -802,7 +816,7 @@ impl Runtime {
                 if worktree.is_empty() {
                     return String::new();
                 }
-                crate::git::worktree_head(Path::new(&worktree)).unwrap_or_default()
+                byre_git::worktree_head(Path::new(&worktree)).unwrap_or_default()
             })
             .await
             .unwrap_or_default();

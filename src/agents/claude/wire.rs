@@ -360,7 +360,7 @@ mod tests {
     /// (`fixtures/claude/<scenario>.events.json`; `UPDATE_EXPECT=1` rewrites it).
     #[test]
     fn transcripts_match_their_snapshots() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/claude");
+        let dir = crate::fixtures().join("claude");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).expect("fixtures/claude") {
             let path = entry.expect("entry").path();
@@ -410,8 +410,7 @@ mod tests {
     /// background one ends after its turn's result, and the CLI then begins a turn by itself.
     #[test]
     fn subagents_start_and_end_and_the_cli_begins_a_turn_by_itself() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/claude/w_subagents.jsonl");
+        let path = crate::fixtures().join("claude/w_subagents.jsonl");
         let text = std::fs::read_to_string(path).expect("transcript");
         let mut seen = Vec::new();
         for line in text.lines() {
@@ -485,7 +484,7 @@ mod tests {
     /// deterministic generator, parses without panicking.
     #[test]
     fn mangled_transcript_lines_never_panic() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/claude");
+        let dir = crate::fixtures().join("claude");
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for entry in std::fs::read_dir(dir).expect("fixtures") {
             let path = entry.expect("entry").path();

@@ -1,6 +1,6 @@
-//! How agent CLIs start byre's MCP server (`byre mcp`, the adapter in `crate::mcp`) for a
+//! How agent CLIs start byre's MCP server (`byre mcp`, the byre crate's `mcp` adapter) for a
 //! session, and the session tokens they present: [`McpHost`], owned by the agent runtime
-//! (which launches, revokes and prunes) and read by `crate::app::tools` (which checks a
+//! (which launches, revokes and prunes) and read by byre-app's `tools` (which checks a
 //! call's token).
 //!
 //! # Launch
@@ -17,16 +17,17 @@
 //! The file is the server's record; a token is valid while its file holds it
 //! ([`McpHost::session_of`], constant-time compare). It reaches only the session's `byre mcp`
 //! child: inside the agent's sandbox the session's own file, alone, is bound read-only at
-//! [`crate::vendors::sandbox::MCP_TOKEN_PATH`] (`--token-file`, never argv or the log); the
+//! [`crate::sandbox::MCP_TOKEN_PATH`] (`--token-file`, never argv or the log); the
 //! directory and every other session's file are not there. A completed session's token is
-//! refused (`crate::app::tools::session_of_token`) and its file removed ([`McpHost::revoke`]
+//! refused (byre-app's `tools::session_of_token`) and its file removed ([`McpHost::revoke`]
 //! when the session completes, [`McpHost::prune`] at start-up, before the server serves, for
 //! what a crash left). Each tool call is then checked against the session's own role and task
-//! from the fold (`crate::app::tools::refusal`), whatever role the child claims.
+//! from the fold (byre-app's `tools::refusal`), whatever role the child claims.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use byre_projections::sessions::SessionRole;
 use sha2::{Digest, Sha256};
 
 /// The MCP server's name in the CLIs' configs; tools reach the model as `mcp__byre__<tool>`.
@@ -172,7 +173,7 @@ impl McpHost {
     pub fn launch(
         &self,
         session_id: &str,
-        role: byre_projections::sessions::SessionRole,
+        role: SessionRole,
         token_file_seen: Option<&Path>,
     ) -> Option<McpLaunch> {
         let token = self.token(session_id);
@@ -194,10 +195,30 @@ impl McpHost {
                 "--token-file".into(),
                 seen.to_string_lossy().into_owned(),
                 "--role".into(),
-                crate::app::tools::role_name(role).into(),
+                role_name(role).into(),
             ],
             token_file: path,
         })
+    }
+}
+
+/// A session role as `byre mcp --role` takes it (`implementer`, `lead`, `reviewer`); `None`
+/// for anything else.
+pub fn parse_role(text: &str) -> Option<SessionRole> {
+    match text {
+        "implementer" => Some(SessionRole::Implementer),
+        "lead" => Some(SessionRole::Lead),
+        "reviewer" => Some(SessionRole::Reviewer),
+        _ => None,
+    }
+}
+
+/// The name [`parse_role`] reads.
+pub fn role_name(role: SessionRole) -> &'static str {
+    match role {
+        SessionRole::Implementer => "implementer",
+        SessionRole::Lead => "lead",
+        SessionRole::Reviewer => "reviewer",
     }
 }
 
@@ -257,16 +278,28 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let host = McpHost::open(dir.path(), "http://x".into(), "/bin/byre".into()).expect("open");
         let role = byre_projections::sessions::SessionRole::Implementer;
-        let inside = Path::new(crate::vendors::sandbox::MCP_TOKEN_PATH);
+        let inside = Path::new(crate::sandbox::MCP_TOKEN_PATH);
         let launch = host.launch("s1", role, Some(inside)).expect("launch");
         let at = launch
             .args
             .iter()
             .position(|a| a == "--token-file")
             .expect("flag");
-        assert_eq!(launch.args[at + 1], crate::vendors::sandbox::MCP_TOKEN_PATH);
+        assert_eq!(launch.args[at + 1], crate::sandbox::MCP_TOKEN_PATH);
         assert_eq!(launch.token_file, dir.path().join("mcp-tokens/s1.token"));
         let plain = host.launch("s1", role, None).expect("launch");
         assert_eq!(plain.args[at + 1], launch.token_file.to_string_lossy());
+    }
+
+    #[test]
+    fn roles_read_back_from_their_names() {
+        for role in [
+            SessionRole::Implementer,
+            SessionRole::Lead,
+            SessionRole::Reviewer,
+        ] {
+            assert_eq!(parse_role(role_name(role)), Some(role));
+        }
+        assert_eq!(parse_role("admin"), None);
     }
 }

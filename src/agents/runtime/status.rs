@@ -94,7 +94,7 @@ impl Runtime {
                     } else {
                         "ok"
                     };
-                    processes.push(serde_json::json!({"session_id": id, "task_id": task_id, "vendor": vendor.as_str(), "pid": pid, "state": state, "last_event_at": crate::api::rfc3339(last), "health": health}));
+                    processes.push(serde_json::json!({"session_id": id, "task_id": task_id, "vendor": vendor.as_str(), "pid": pid, "state": state, "last_event_at": byre_log::rfc3339(last), "health": health}));
                 }
                 None if turn_running => zombies.push(Zombie {
                     kind: "running_without_process",

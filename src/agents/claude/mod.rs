@@ -215,7 +215,7 @@ impl Driver for ClaudeDriver {
         }
         if let Some(mcp) = &spec.mcp {
             // PROTOCOL.md §8: a stdio server, started before the first `system/init`.
-            let config = json!({"mcpServers": {crate::vendors::mcp::SERVER_NAME: {
+            let config = json!({"mcpServers": {crate::mcp::SERVER_NAME: {
                 "type": "stdio",
                 "command": mcp.program,
                 "args": mcp.args,
@@ -223,7 +223,7 @@ impl Driver for ClaudeDriver {
             push(&["--mcp-config", &config.to_string(), "--strict-mcp-config"]);
             push(&[
                 "--allowedTools",
-                &format!("mcp__{}", crate::vendors::mcp::SERVER_NAME),
+                &format!("mcp__{}", crate::mcp::SERVER_NAME),
             ]);
         }
         // The session's own directories, read-write; the CLI's install, read-only.

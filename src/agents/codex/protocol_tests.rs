@@ -96,7 +96,7 @@ fn replay(text: &str) -> Vec<Value> {
 }
 
 fn fixtures() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codex");
+    let dir = crate::fixtures().join("codex");
     let mut paths: Vec<_> = std::fs::read_dir(dir)
         .expect("fixtures/codex")
         .map(|e| e.expect("entry").path())

@@ -339,14 +339,14 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// The sandbox `serve --sandbox` asks for, for a server in `auth` mode: off when asked
-    /// (with a warning to log); on when `bwrap` runs here; where it cannot, local mode runs
-    /// unconfined with a warning, token and tailscale modes do not start.
+    /// The sandbox `serve --sandbox` asks for: off when asked (with a warning to log); on when
+    /// `bwrap` runs here; where it cannot, a local server (`team_server` false) runs unconfined
+    /// with a warning, a team server (token and tailscale modes) does not start.
     /// # Errors
     /// One line for the operator: why the sandbox cannot run, naming `--sandbox off`.
     pub fn start(
         on: bool,
-        auth: &crate::config::AuthMode,
+        team_server: bool,
         path_var: Option<&OsStr>,
     ) -> Result<(Sandbox, Option<String>), String> {
         if !on {
@@ -360,7 +360,7 @@ impl Sandbox {
         }
         match Sandbox::probe(path_var) {
             Ok(s) => Ok((s, None)),
-            Err(why) if auth.authenticates() => Err(format!(
+            Err(why) if team_server => Err(format!(
                 "refusing to start a team server without the agent sandbox: {why}; install bubblewrap, or pass --sandbox off (every agent can then act as every user)"
             )),
             Err(why) => Ok((
@@ -694,20 +694,18 @@ mod tests {
             Sandbox::probe(Some(&path_var)).err(),
             Some(Unavailable::NotInstalled)
         );
-        let team = crate::config::AuthMode::Tailscale;
-        let err = Sandbox::start(true, &team, Some(&path_var)).expect_err("refused");
+        let team = true;
+        let err = Sandbox::start(true, team, Some(&path_var)).expect_err("refused");
         assert!(
             err.contains("--sandbox off") && err.contains("bwrap"),
             "{err}"
         );
         assert!(!err.contains('\n'), "one line: {err}");
-        let local = crate::config::AuthMode::Local {
-            login: "ada".into(),
-        };
-        let (sandbox, warning) = Sandbox::start(true, &local, Some(&path_var)).expect("local runs");
+        let local = false;
+        let (sandbox, warning) = Sandbox::start(true, local, Some(&path_var)).expect("local runs");
         assert!(!sandbox.is_on());
         assert!(warning.is_some_and(|w| w.contains("without a sandbox")));
-        let (off, warning) = Sandbox::start(false, &team, Some(&path_var)).expect("off runs");
+        let (off, warning) = Sandbox::start(false, team, Some(&path_var)).expect("off runs");
         assert!(!off.is_on());
         assert!(warning.is_some_and(|w| w.contains("every agent can act as every user")));
     }

@@ -68,7 +68,7 @@ impl Drop for Ticket<'_> {
 
 impl Admission {
     /// The admission of `limits`.
-    pub(crate) fn new(limits: &crate::config::AgentLimits) -> Admission {
+    pub(crate) fn new(limits: &crate::AgentLimits) -> Admission {
         if limits.memory_floor_bytes > 0 && mem_available_bytes(&limits.meminfo).is_none() {
             // Agents then start as if there were enough: say so once, at start-up.
             tracing::warn!(
@@ -254,7 +254,7 @@ mod tests {
 
     #[test]
     fn the_queue_admits_in_arrival_order_and_a_dropped_ticket_leaves_it() {
-        let limits = crate::config::AgentLimits {
+        let limits = crate::AgentLimits {
             memory_floor_bytes: 1,
             ..Default::default()
         };
@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_start_that_waited_is_admitted_no_sooner_than_a_poll_after_the_last() {
-        let limits = crate::config::AgentLimits {
+        let limits = crate::AgentLimits {
             memory_floor_bytes: 1,
             admission_poll: Duration::from_secs(3600),
             ..Default::default()

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use byre_projections::sessions::{SessionRole, Vendor};
 
 use super::{lead_dir, Runtime, SpawnPlan};
-use crate::vendors::sandbox::{Access, MCP_TOKEN_PATH};
-use crate::vendors::SpawnSpec;
+use crate::sandbox::{Access, MCP_TOKEN_PATH};
+use crate::SpawnSpec;
 
 impl Runtime {
     /// What starting a process for the session needs from the fold: its driver and spawn spec
@@ -36,7 +36,7 @@ impl Runtime {
             let task = s.tasks.get(&sess.task_id)?;
             // A reviewer works in its review's read-only checkout, never the task's worktree.
             let cwd = match s.review_of_session(session_id) {
-                Some(r) => crate::reactors::reviews::checkout_dir(self.data_dir(), &r.id)
+                Some(r) => crate::review_checkout_dir(self.data_dir(), &r.id)
                     .to_string_lossy()
                     .into_owned(),
                 None => task.worktree_path.clone(),
@@ -52,7 +52,7 @@ impl Runtime {
                     .find(|x| &x.task_id == from_task && x.vendor_session_id == f.vendor_session_id)
                     .map(|x| x.id.clone())
                     .unwrap_or_default();
-                Some(crate::vendors::ForkSpec {
+                Some(crate::ForkSpec {
                     session_id: from_session,
                     vendor_session_id: f.vendor_session_id.clone(),
                     at: f.at.clone(),

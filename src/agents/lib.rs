@@ -1,4 +1,4 @@
-//! Agent vendors: every CLI behind one small interface ([`Driver`] and the per-process
+//! byre-agents: every agent vendor behind one small interface ([`Driver`] and the per-process
 //! [`Protocol`] it makes), and the runtime that runs one process per live session
 //! ([`runtime`]).
 //!
@@ -10,13 +10,20 @@
 //! nearly stateless ([`claude`]); Codex's app-server speaks JSON-RPC and keeps ids, threads
 //! and turns ([`codex`]). The parsers behind them are pure and total. The runtime owns the
 //! processes: each in its own process group, reaped, none outliving the server (DESIGN.md
-//! invariant 7).
+//! invariant 7). CodeBolt's agents talk over a WebSocket instead of stdio: that transport, the
+//! [`codebolt::Hub`] of links, is this crate's too.
+//!
+//! The other modules: [`sandbox`] (the one bubblewrap spawn path of every agent process),
+//! [`mcp`] (how a CLI starts `byre mcp`, and the sessions' tokens), [`bounds`] (what an agent
+//! may send), `reaper` (what agents leave behind) and the [`Settings`] the runtime starts with.
+
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
 use byre_projections::sessions::{Vendor, VendorItem};
 
-pub(crate) mod bounds;
+pub mod bounds;
 pub mod claude;
 pub mod codebolt;
 pub mod codex;
@@ -26,6 +33,9 @@ pub(crate) mod reaper;
 pub mod runtime;
 pub mod sandbox;
 mod session;
+mod settings;
+
+pub use settings::{AgentLimits, OutputLimits, Settings};
 
 
 /// Why an agent could not be started or spoken to.
@@ -79,7 +89,7 @@ pub struct SpawnSpec {
     /// CodeBolt: the port the agent connects to (byre's own).
     pub socket_port: u16,
     /// How the CLI starts byre's MCP server for this session (`None`: no byre tools).
-    pub mcp: Option<crate::vendors::mcp::McpLaunch>,
+    pub mcp: Option<crate::mcp::McpLaunch>,
     /// A fork's first start (`forkSnapshot`): the conversation to fork and where to cut it;
     /// `None` for other sessions and once the fork has a conversation of its own.
     pub fork: Option<ForkSpec>,
@@ -122,6 +132,18 @@ pub fn session_dir(data_dir: &Path, session_id: &str) -> PathBuf {
         })
         .collect();
     data_dir.join("agents/sessions").join(name)
+}
+
+/// The repository's `fixtures/` (recorded transcripts and frames), for tests.
+#[cfg(test)]
+pub(crate) fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// Where a review's reviewer works: `{data}/reviews/{review_id}`, the read-only copy of the
+/// snapshot that byre-app's review reactor writes and the reviewer's working directory.
+pub fn review_checkout_dir(data_dir: &Path, review_id: &str) -> PathBuf {
+    data_dir.join("reviews").join(review_id)
 }
 
 /// What a fork's first start resumes (`AgentSession.forked_from` / `forked_at`).

@@ -25,7 +25,7 @@ use byre_projections::sessions::{ToolResult, TurnEnded, TurnOutcome, Usage, Vend
 use serde_json::{json, Value};
 
 use super::wire::{self, Incoming};
-use crate::vendors::{Image, Protocol, Reaction};
+use crate::{Image, Protocol, Reaction};
 
 /// What one of our requests was, by its id.
 #[derive(Debug, Clone, PartialEq)]
