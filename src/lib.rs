@@ -30,7 +30,7 @@ pub use byre_log as log;
 pub mod mcp;
 pub mod reactors;
 pub mod startup;
-pub mod terminal;
+pub use byre_terminal as terminal;
 pub use byre_agents as vendors;
 
 /// The git commit this binary was built from (`build.rs`: `git rev-parse HEAD`, the

@@ -1,4 +1,4 @@
-//! Task terminals (`getTaskTerminal`): at most one shell per task, on a pty, shared by every
+//! byre-terminal: task terminals (`getTaskTerminal`): at most one shell per task, on a pty, shared by every
 //! viewer of the task. [`Terminals`] starts a shell when a viewer opens the terminal and none
 //! runs, attaches viewers ([`Viewer`]: the scrollback once, then live output), records
 //! opens, closes and exits in the log (`terminal.*`, `projections/src/terminals.rs`), kills a
@@ -12,6 +12,8 @@
 //! in a session and process group of its own, marked with [`shell::TERMINAL_ENV`], killed and
 //! reaped with its task, at byre's stop, or at the next start; no lock held across `.await`.
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +26,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::log::subscription::subscribe;
-use crate::log::{SubmitError, Writer};
+use byre_log::subscription::subscribe;
+use byre_log::{SubmitError, Writer};
 use byre_agents::sandbox::Sandbox;
 
 pub mod shell;
