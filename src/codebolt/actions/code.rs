@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::{err, text};
-use crate::app::{code, matchers};
+use byre_code::definitions as code;
+use byre_code::matchers;
 
 /// `fsEvent/listCodeDefinitionNames {message: {path}}`: `result` is the text listing
 /// ([`code::Definitions::text`]), `definitions` the same as objects.

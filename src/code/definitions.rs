@@ -13,8 +13,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::Error;
-use crate::git::views::{WorkPath, Worktree};
+use byre_git::views::{ViewError as Error, WorkPath, Worktree};
 
 /// Most files one request parses.
 pub const MAX_FILES: usize = 500;

@@ -1,7 +1,7 @@
 //! Problem matchers: compiler and linter output turned into file:line problems. CodeBolt's
 //! `getMatcherList`, `getMatchDetail` and `performMatch` answer from here.
 //!
-//! The built-in matchers are data, `src/app/problem_matchers.json` (README "Problem
+//! The built-in matchers are data, `src/code/problem_matchers.json` (README "Problem
 //! matchers" lists them): each a `name`, an `owner`, a `description` and a `pattern`, a list
 //! of line patterns in the shape of VS Code's problem matchers, which is also what
 //! CodeBolt's `performMatch` sends. A line pattern has a `regexp` (the `regex` crate's
@@ -18,7 +18,16 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Error;
+/// Why a matcher could not be found, made or run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// No built-in matcher of that name.
+    #[error("{0}")]
+    NotFound(String),
+    /// A matcher or its patterns are malformed.
+    #[error("{0}")]
+    Invalid(String),
+}
 
 /// Most bytes of output one `performMatch` reads.
 pub const MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
