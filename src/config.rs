@@ -203,7 +203,7 @@ impl Config {
             stream_buffer_bytes: crate::log::bus::DEFAULT_LIMIT_BYTES,
             reviews: ReviewConfig::default(),
             chromium_bin: None,
-            browser_allow: crate::app::browser::DEFAULT_ALLOW
+            browser_allow: byre_browser::DEFAULT_ALLOW
                 .iter()
                 .map(|h| h.to_string())
                 .collect(),

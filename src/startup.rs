@@ -32,7 +32,7 @@ pub struct Running {
     writer_thread: WriterThread,
     reactors: Vec<tokio::task::JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
-    browsers: Arc<crate::app::browser::Browsers>,
+    browsers: Arc<byre_browser::Browsers>,
     _lock: File,
 }
 
@@ -236,7 +236,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             "removed transfer files a previous server left"
         );
     }
-    let browsers = Arc::new(crate::app::browser::Browsers::new(
+    let browsers = Arc::new(byre_browser::Browsers::new(
         config
             .chromium_bin
             .clone()
@@ -265,6 +265,8 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         sessions: crate::app::signin::Sessions::default(),
         shutdown: shutdown_rx.clone(),
         requests: Default::default(),
+    });
+    let codebolt = web::Data::new(crate::codebolt::endpoint::Subsystems {
         browsers: browsers.clone(),
         toolboxes,
     });
@@ -304,7 +306,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         app.agents
             .codebolt()
             .set_port(loopback.local_addr()?.port());
-        let agent_app = app.clone();
+        let (agent_app, agent_codebolt) = (app.clone(), codebolt.clone());
         // The agents' listener serves loopback only, on its own port.
         let agent_edge = web::Data::new(
             http::edge::Edge::new(loopback.local_addr()?, &[]).map_err(anyhow::Error::msg)?,
@@ -312,6 +314,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         let server = HttpServer::new(move || {
             ActixApp::new()
                 .app_data(agent_app.clone())
+                .app_data(agent_codebolt.clone())
                 .app_data(agent_edge.clone())
                 .wrap(middleware::from_fn(http::json_errors))
                 .wrap(middleware::from_fn(http::edge::edge_guard))
@@ -331,6 +334,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
+            .app_data(codebolt.clone())
             .app_data(edge.clone())
             .app_data(limits.clone())
             .wrap(middleware::from_fn(http::limits::body_deadline))

@@ -83,10 +83,6 @@ pub struct Ctx {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// HTTP requests served, for `GET /metrics` (recorded by the HTTP adapter).
     pub requests: metrics::Requests,
-    /// Headless Chromium for agents' browser actions (started on first use).
-    pub browsers: Arc<browser::Browsers>,
-    /// The CodeBolt agent sessions' toolbox servers.
-    pub toolboxes: Arc<toolboxes::Toolboxes>,
 }
 
 impl Ctx {

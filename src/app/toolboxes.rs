@@ -532,8 +532,13 @@ impl Toolboxes {
 /// The tools of configured toolbox `name`, from `link`'s session's own server of it.
 /// # Errors
 /// As [`Servers::list_tools`].
-pub async fn list_tools(app: &Ctx, link: &Link, name: &str) -> Result<Vec<Tool>, Error> {
-    app.toolboxes.of(link).list_tools(app, name).await
+pub async fn list_tools(
+    app: &Ctx,
+    toolboxes: &Toolboxes,
+    link: &Link,
+    name: &str,
+) -> Result<Vec<Tool>, Error> {
+    toolboxes.of(link).list_tools(app, name).await
 }
 
 /// Calls tool `tool` of configured toolbox `name` on `link`'s session's own server of it.
@@ -541,12 +546,13 @@ pub async fn list_tools(app: &Ctx, link: &Link, name: &str) -> Result<Vec<Tool>,
 /// As [`Servers::call`].
 pub async fn call(
     app: &Ctx,
+    toolboxes: &Toolboxes,
     link: &Link,
     name: &str,
     tool: &str,
     arguments: serde_json::Map<String, Value>,
 ) -> Result<ToolOutput, Error> {
-    app.toolboxes.of(link).call(app, name, tool, arguments).await
+    toolboxes.of(link).call(app, name, tool, arguments).await
 }
 
 #[cfg(test)]

@@ -60,6 +60,10 @@ pub struct Ctx {
     /// The application layer's context (`startAgent` creates tasks and sessions, `executeTool`
     /// calls byre's tools, through [`crate::app`]).
     pub app: actix_web::web::Data<crate::app::Ctx>,
+    /// Headless Chromium, for the browser and crawler families.
+    pub browsers: Arc<byre_browser::Browsers>,
+    /// The sessions' toolbox servers, for the mcp family.
+    pub toolboxes: Arc<crate::app::toolboxes::Toolboxes>,
     /// Frames to the agent.
     pub out: mpsc::UnboundedSender<String>,
     /// Where `inference` goes.

@@ -65,6 +65,15 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// What CodeBolt requests use beside the application layer: the subsystems the agents'
+/// browser and toolbox actions run on (startup registers it beside the routes).
+pub struct Subsystems {
+    /// Headless Chromium for the browser and crawler families.
+    pub browsers: Arc<byre_browser::Browsers>,
+    /// The sessions' toolbox servers, for the mcp family.
+    pub toolboxes: Arc<crate::app::toolboxes::Toolboxes>,
+}
+
 /// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent` (GET; another
 /// method answers 405 with `Allow: GET`). `startup` registers them beside `http::routes`
 /// (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md).
@@ -82,6 +91,7 @@ pub async fn socket(
     req: HttpRequest,
     body: web::Payload,
     app: web::Data<App>,
+    subsystems: web::Data<Subsystems>,
 ) -> Result<HttpResponse, Error> {
     let hub = app.agents.codebolt();
     let link = token_of(req.query_string())
@@ -103,6 +113,8 @@ pub async fn socket(
         link: link.clone(),
         writer: app.writer.clone(),
         app: app.clone(),
+        browsers: subsystems.browsers.clone(),
+        toolboxes: subsystems.toolboxes.clone(),
         out: tx,
         llm: hub.llm(),
         closed: tokio::sync::watch::channel(false).0,

@@ -36,7 +36,7 @@ async fn definitions(ctx: &Ctx, toolbox: &str) -> Result<Vec<Value>, String> {
     if toolbox == BYRE {
         return Ok(byre_definitions());
     }
-    let tools = crate::app::toolboxes::list_tools(&ctx.app, &ctx.link, toolbox)
+    let tools = crate::app::toolboxes::list_tools(&ctx.app, &ctx.toolboxes, &ctx.link, toolbox)
         .await
         .map_err(|e| e.to_string())?;
     Ok(tools
@@ -222,7 +222,7 @@ async fn execute_tool(ctx: &Ctx, f: &Value) -> Value {
             Err(e) => fail(e.to_string()),
         };
     }
-    match crate::app::toolboxes::call(&ctx.app, &ctx.link, &toolbox, &tool, params).await {
+    match crate::app::toolboxes::call(&ctx.app, &ctx.toolboxes, &ctx.link, &toolbox, &tool, params).await {
         Ok(out) if out.is_error => fail(out.text),
         Ok(out) => json!({"data": [false, out.text]}),
         Err(e) => fail(e.to_string()),

@@ -9,7 +9,7 @@ use chromiumoxide::Browser;
 use futures_util::StreamExt;
 use tokio::io::AsyncBufReadExt;
 
-use super::super::Error;
+use super::Error;
 
 /// The viewport pages get, in CSS pixels.
 const VIEWPORT: (u32, u32) = (1280, 800);
