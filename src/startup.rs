@@ -244,7 +244,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         config.browser_allow.clone(),
         config.data_dir.clone(),
     ));
-    let toolboxes = Arc::new(crate::app::toolboxes::Toolboxes::default());
+    let toolboxes = Arc::new(byre_toolboxes::Toolboxes::default());
     // A CodeBolt session's toolbox servers and browser context end with its link.
     let (ending_toolboxes, ending_browsers) = (toolboxes.clone(), browsers.clone());
     agents.codebolt().on_unregister(Arc::new(move |session_id: String| {

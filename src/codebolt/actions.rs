@@ -63,7 +63,7 @@ pub struct Ctx {
     /// Headless Chromium, for the browser and crawler families.
     pub browsers: Arc<byre_browser::Browsers>,
     /// The sessions' toolbox servers, for the mcp family.
-    pub toolboxes: Arc<crate::app::toolboxes::Toolboxes>,
+    pub toolboxes: Arc<byre_toolboxes::Toolboxes>,
     /// Frames to the agent.
     pub out: mpsc::UnboundedSender<String>,
     /// Where `inference` goes.

@@ -71,7 +71,7 @@ pub struct Subsystems {
     /// Headless Chromium for the browser and crawler families.
     pub browsers: Arc<byre_browser::Browsers>,
     /// The sessions' toolbox servers, for the mcp family.
-    pub toolboxes: Arc<crate::app::toolboxes::Toolboxes>,
+    pub toolboxes: Arc<byre_toolboxes::Toolboxes>,
 }
 
 /// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent` (GET; another

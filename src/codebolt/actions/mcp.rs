@@ -14,7 +14,7 @@
 use serde_json::{json, Value};
 
 use super::{err, text, Ctx};
-use crate::app::toolboxes::BYRE;
+use byre_toolboxes::BYRE;
 
 /// byre's tools as OpenAI function tools named `byre--<tool>`.
 fn byre_definitions() -> Vec<Value> {
