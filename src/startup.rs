@@ -227,7 +227,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     .await;
     let data_dir = config.data_dir.clone();
     let swept =
-        tokio::task::spawn_blocking(move || crate::app::clients::sweep_transfers(&data_dir))
+        tokio::task::spawn_blocking(move || byre_machines::sweep_transfers(&data_dir))
             .await
             .unwrap_or(0);
     if swept > 0 {
@@ -257,7 +257,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         config: Arc::new(config),
         started_at_us: chrono::Utc::now().timestamp_micros(),
         clients: Clients::default(),
-        machines: crate::app::clients::Machines::default(),
+        machines: byre_machines::Machines::default(),
         agents,
         mcp,
         worktrees: worktrees.clone(),

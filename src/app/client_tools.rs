@@ -18,7 +18,7 @@ use base64::Engine;
 use byre_projections::tasks::TaskStatus;
 use serde_json::{json, Value};
 
-use super::clients::Machine;
+use byre_machines::Machine;
 use super::tools::{ToolResult, ToolSpec};
 use super::{blocking, Ctx, Error};
 use crate::git::views::{TreePath, ViewError, WorkPath, Worktree};

@@ -29,7 +29,7 @@ pub mod blobs;
 pub mod browser;
 pub mod choices;
 pub mod client_tools;
-pub mod clients;
+pub mod machines;
 pub mod events;
 pub mod finish;
 pub mod fork;
@@ -68,7 +68,7 @@ pub struct Ctx {
     /// Open event streams, for `getStatus`.
     pub clients: status::Clients,
     /// The users' machines connected over `connectClient`, and their waiting requests.
-    pub machines: clients::Machines,
+    pub machines: byre_machines::Machines,
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
     pub agents: Arc<byre_agents::runtime::Runtime>,
     /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).

@@ -12,7 +12,8 @@ use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::{status, ApiError, App};
-use crate::app::clients::{self, Connection, Outgoing};
+use crate::app::{self, machines};
+use byre_machines::{Connection, Outgoing};
 use crate::identity::Caller;
 
 /// Largest WebSocket message from a machine (a `read_file` reply carries a whole file, base64).
@@ -37,7 +38,7 @@ pub async fn connect_client(
     }
     let (response, session, stream) = actix_ws::handle(&req, body)
         .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
-    let conn = clients::connect(&app, &caller.login, &host, &commit)?;
+    let conn = machines::connect(&app, &caller.login, &host, &commit)?;
     actix_web::rt::spawn(serve(conn, session, stream, app.shutdown.clone()));
     Ok(response)
 }
@@ -135,7 +136,7 @@ pub async fn get_client_transfer(
     id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let file = clients::get_transfer(&app, &caller.login, &id).await?;
+    let file = machines::get_transfer(&app, &caller.login, &id).await?;
     let body = futures_util::stream::unfold(Some(file), |file| async move {
         let mut file = file?;
         let mut buf = vec![0u8; 64 * 1024];
@@ -165,7 +166,7 @@ pub async fn put_client_transfer(
     mut payload: web::Payload,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut receiving = clients::put_transfer(&app, &caller.login, &id).await?;
+    let mut receiving = machines::put_transfer(&app, &caller.login, &id).await?;
     // Refused before a byte is read when it says it is too large.
     let announced = req
         .headers()
@@ -173,13 +174,13 @@ pub async fn put_client_transfer(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if let Some(n) = announced {
-        receiving.within_limit(n)?;
+        receiving.within_limit(n).map_err(app::Error::from)?;
     }
     while let Some(chunk) = payload.next().await {
         let chunk =
             chunk.map_err(|e| ApiError::BadRequest(format!("could not read the body: {e}")))?;
-        receiving.write(&chunk).await?;
+        receiving.write(&chunk).await.map_err(app::Error::from)?;
     }
-    receiving.finish().await?;
+    receiving.finish().await.map_err(app::Error::from)?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -1,7 +1,7 @@
-//! The users' own machines as clients (`connectClient`, `getClientTransfer`,
-//! `putClientTransfer`): the registry of connected machines, the requests agents send them
-//! and the transfers those requests move. The agents' tools that use them are
-//! [`super::client_tools`]; the WebSocket and HTTP framing is the HTTP adapter's.
+//! byre-machines: the users' own machines, each running `byre client` (`connectClient`,
+//! `getClientTransfer`, `putClientTransfer`): the registry of connected machines, the requests
+//! agents send them and the transfers those requests move. The agents' tools that use them are
+//! byre-app's; the WebSocket and HTTP framing is the HTTP adapter's.
 //!
 //! A machine is named by its `Byre-Host` header and belongs to the login that connected it;
 //! one connection per (login, host): a newer one replaces the older, which is closed with
@@ -15,6 +15,8 @@
 //! archive once while its request waits; otherwise both are not found. Both serve only the
 //! login whose machine the request went to: to any other login the transfer does not exist.
 
+#![warn(missing_docs)]
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,9 +27,40 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{blocking, status, Ctx, Error};
 use byre_connect::archive::{self, ArchiveError, MAX_TRANSFER_BYTES};
 use byre_connect::CLOSE_REPLACED;
+
+/// Why a machine could not be connected or a transfer served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A malformed request or a refused archive.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such transfer waiting (for this login).
+    #[error("{0}")]
+    NotFound(String),
+    /// An archive beyond the transfer limit.
+    #[error("{0}")]
+    TooLarge(String),
+    /// Anything else: an outside failure, the cause for the log.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    fn internal(cause: impl std::fmt::Display) -> Error {
+        Error::Internal(cause.to_string())
+    }
+}
+
+/// Runs blocking work (files, archives) off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(Error::internal)?
+}
 
 /// Most requests waiting to be written to one connection; beyond, a request fails at once.
 const OUTBOX: usize = 256;
@@ -88,7 +121,7 @@ struct Inner {
 }
 
 /// The connected machines, their waiting requests and transfers. Cheap to clone; one per
-/// server ([`Ctx::machines`]).
+/// server.
 #[derive(Clone, Default)]
 pub struct Machines {
     inner: Arc<Inner>,
@@ -103,7 +136,8 @@ pub struct Connection {
     inner: Arc<Inner>,
     /// Requests and the close order for this socket.
     pub outbox: mpsc::Receiver<Outgoing>,
-    _listed: status::Registration,
+    /// Whatever keeps the machine listed in `getStatus` while it is connected.
+    _listed: Box<dyn Send + Sync>,
 }
 
 impl Connection {
@@ -177,55 +211,6 @@ fn fail_waiting(inner: &Inner, conn_id: u64, why: &str) {
     }
 }
 
-/// `connectClient`: registers `host`'s connection for `login`, replacing (and closing with
-/// [`CLOSE_REPLACED`]) an older one of the same login and host, whose waiting requests fail.
-/// The machine is listed in `getStatus`'s `clients` while connected.
-/// # Errors
-/// [`Error::Invalid`] for an empty host (no `Byre-Host` header).
-pub fn connect(app: &Ctx, login: &str, host: &str, commit: &str) -> Result<Connection, Error> {
-    let host = host.trim();
-    if host.is_empty() {
-        return Err(Error::Invalid(
-            "connectClient needs a Byre-Host header naming the machine".into(),
-        ));
-    }
-    let inner = &app.machines.inner;
-    let older: Vec<u64> = inner
-        .conns
-        .iter()
-        .filter(|c| c.login == login && c.host == host)
-        .map(|c| *c.key())
-        .collect();
-    for id in older {
-        if let Some((_, old)) = inner.conns.remove(&id) {
-            let reason = "replaced by a newer connection from the same host".to_owned();
-            let _ = old.outbox.try_send(Outgoing::Close {
-                code: CLOSE_REPLACED,
-                reason: reason.clone(),
-            });
-            fail_waiting(inner, id, &format!("the machine `{host}` was {reason}"));
-        }
-    }
-    let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-    let (tx, rx) = mpsc::channel(OUTBOX);
-    inner.conns.insert(
-        id,
-        Conn {
-            login: login.to_owned(),
-            host: host.to_owned(),
-            outbox: tx,
-        },
-    );
-    tracing::info!(login, host, "client connected");
-    Ok(Connection {
-        id,
-        host: host.to_owned(),
-        inner: inner.clone(),
-        outbox: rx,
-        _listed: app.clients.open(login, host, commit),
-    })
-}
-
 /// A connected machine chosen for a request.
 pub struct Machine {
     id: u64,
@@ -236,6 +221,60 @@ pub struct Machine {
 }
 
 impl Machines {
+    /// `connectClient`: registers `host`'s connection for `login`, replacing (and closing with
+    /// [`CLOSE_REPLACED`]) an older one of the same login and host, whose waiting requests fail.
+    /// `listed` (what lists the machine in `getStatus`'s `clients`) lives as long as the connection.
+    /// # Errors
+    /// [`Error::Invalid`] for an empty host (no `Byre-Host` header).
+    pub fn connect(
+        &self,
+        login: &str,
+        host: &str,
+        listed: Box<dyn Send + Sync>,
+    ) -> Result<Connection, Error> {
+        let host = host.trim();
+        if host.is_empty() {
+            return Err(Error::Invalid(
+                "connectClient needs a Byre-Host header naming the machine".into(),
+            ));
+        }
+        let inner = &self.inner;
+        let older: Vec<u64> = inner
+            .conns
+            .iter()
+            .filter(|c| c.login == login && c.host == host)
+            .map(|c| *c.key())
+            .collect();
+        for id in older {
+            if let Some((_, old)) = inner.conns.remove(&id) {
+                let reason = "replaced by a newer connection from the same host".to_owned();
+                let _ = old.outbox.try_send(Outgoing::Close {
+                    code: CLOSE_REPLACED,
+                    reason: reason.clone(),
+                });
+                fail_waiting(inner, id, &format!("the machine `{host}` was {reason}"));
+            }
+        }
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(OUTBOX);
+        inner.conns.insert(
+            id,
+            Conn {
+                login: login.to_owned(),
+                host: host.to_owned(),
+                outbox: tx,
+            },
+        );
+        tracing::info!(login, host, "client connected");
+        Ok(Connection {
+            id,
+            host: host.to_owned(),
+            inner: inner.clone(),
+            outbox: rx,
+            _listed: listed,
+        })
+    }
+
     /// The newest connection of `login`.
     pub fn of(&self, login: &str) -> Option<Machine> {
         self.inner
@@ -451,17 +490,20 @@ fn no_transfer(id: &str) -> Error {
 /// # Errors
 /// [`Error::NotFound`] unless `id` is an upload whose request waits, sent to a machine of
 /// `login` (to another login it does not exist).
-pub async fn get_transfer(app: &Ctx, login: &str, id: &str) -> Result<tokio::fs::File, Error> {
+pub async fn get_transfer(
+    machines: &Machines,
+    login: &str,
+    id: &str,
+) -> Result<tokio::fs::File, Error> {
     let path = {
-        let t = app
-            .machines
+        let t = machines
             .inner
             .transfers
             .get(id)
             .filter(|t| t.login == login)
             .ok_or_else(|| no_transfer(id))?;
         match &t.kind {
-            TransferKind::Upload(path) if app.machines.live(&t) => path.to_path_buf(),
+            TransferKind::Upload(path) if machines.live(&t) => path.to_path_buf(),
             _ => return Err(no_transfer(id)),
         }
     };
@@ -481,20 +523,25 @@ pub struct Receiving {
     finished: bool,
 }
 
-/// `putClientTransfer`: starts receiving transfer `id`'s archive from `login`, once.
+/// `putClientTransfer`: starts receiving transfer `id`'s archive from `login`, once, into a
+/// temporary file under [`transfers_dir`] of `data_dir`.
 /// # Errors
 /// [`Error::NotFound`] unless `id` is a download whose request waits, sent to a machine of
 /// `login`, and whose archive has not come yet.
-pub async fn put_transfer(app: &Ctx, login: &str, id: &str) -> Result<Receiving, Error> {
+pub async fn put_transfer(
+    machines: &Machines,
+    data_dir: &Path,
+    login: &str,
+    id: &str,
+) -> Result<Receiving, Error> {
     {
-        let mut t = app
-            .machines
+        let mut t = machines
             .inner
             .transfers
             .get_mut(id)
             .filter(|t| t.login == login)
             .ok_or_else(|| no_transfer(id))?;
-        let live = app.machines.live(&t);
+        let live = machines.live(&t);
         match &mut t.kind {
             TransferKind::Download { received, .. } if live && *received == Received::Waiting => {
                 *received = Received::Receiving;
@@ -502,7 +549,7 @@ pub async fn put_transfer(app: &Ctx, login: &str, id: &str) -> Result<Receiving,
             _ => return Err(no_transfer(id)),
         }
     }
-    let data_dir = app.config.data_dir.clone();
+    let data_dir = data_dir.to_owned();
     let made = blocking(move || {
         let dir = transfers_dir(&data_dir);
         std::fs::create_dir_all(&dir).map_err(Error::internal)?;
@@ -512,7 +559,7 @@ pub async fn put_transfer(app: &Ctx, login: &str, id: &str) -> Result<Receiving,
     })
     .await;
     let mut receiving = Receiving {
-        machines: app.machines.clone(),
+        machines: machines.clone(),
         id: id.to_owned(),
         file: None,
         n_bytes: 0,
