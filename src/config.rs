@@ -4,30 +4,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How callers are identified (DESIGN.md "Identity").
-#[derive(Debug, Clone)]
-pub enum AuthMode {
-    /// One local user; the listener must be loopback.
-    Local {
-        /// The one login every request runs as.
-        login: String,
-    },
-    /// `tailscale serve` in front: the `Tailscale-User-Login` (and `-Name`) headers, trusted
-    /// only from a loopback peer.
-    Tailscale,
-    /// `Authorization: Bearer <token>`, each token mapped to a login.
-    Token {
-        /// Token → login.
-        tokens: HashMap<String, String>,
-    },
-}
-
-impl AuthMode {
-    /// Whether this mode authenticates callers, so byre may listen beyond loopback.
-    pub fn authenticates(&self) -> bool {
-        !matches!(self, AuthMode::Local { .. })
-    }
-}
+pub use byre_app::settings::{
+    AuthMode, ReviewConfig, DEFAULT_CLAUDE_REVIEWER, DEFAULT_CODEX_REVIEWER,
+};
 
 /// Everything `startup::run` needs besides the listener.
 #[derive(Debug, Clone)]
@@ -153,38 +132,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("`{text}` is too long"))
 }
 
-/// How snapshots are reviewed (README.md, "Reviews").
-#[derive(Debug, Clone)]
-pub struct ReviewConfig {
-    /// Whether each snapshot gets a review.
-    pub enabled: bool,
-    /// The Claude Code reviewer's model (reviews Codex and CodeBolt tasks).
-    pub claude_model: String,
-    /// The Codex reviewer's model (reviews Claude Code tasks).
-    pub codex_model: String,
-    /// At most this many reviewers run at once across the server; the rest wait.
-    pub max_running: usize,
-    /// A reviewer running longer is stopped and its review failed.
-    pub timeout: Duration,
-}
-
-impl Default for ReviewConfig {
-    fn default() -> Self {
-        ReviewConfig {
-            enabled: false,
-            claude_model: DEFAULT_CLAUDE_REVIEWER.into(),
-            codex_model: DEFAULT_CODEX_REVIEWER.into(),
-            max_running: 2,
-            timeout: Duration::from_secs(600),
-        }
-    }
-}
-
-/// The Claude Code reviewer's default model.
-pub const DEFAULT_CLAUDE_REVIEWER: &str = "sonnet";
-/// The Codex reviewer's default model.
-pub const DEFAULT_CODEX_REVIEWER: &str = "gpt-5.5";
-
 impl Config {
     /// A config with defaults for `data_dir` and `auth`.
     pub fn new(data_dir: PathBuf, auth: AuthMode) -> Config {
@@ -219,6 +166,19 @@ impl Config {
         }
     }
 
+    /// What the application layer starts with.
+    pub fn app_settings(&self) -> byre_app::settings::Settings {
+        byre_app::settings::Settings {
+            data_dir: self.data_dir.clone(),
+            auth: self.auth.clone(),
+            default_model: self.default_model.clone(),
+            stuck_after_seconds: self.stuck_after_seconds,
+            tailscale_bin: self.tailscale_bin.clone(),
+            reviews: self.reviews.clone(),
+            repos_roots: self.repos_roots.clone(),
+        }
+    }
+
     /// What the agent runtime starts with.
     pub fn agent_settings(&self) -> byre_agents::Settings {
         byre_agents::Settings {
@@ -233,11 +193,6 @@ impl Config {
     /// The log file.
     pub fn log_path(&self) -> PathBuf {
         log_path(&self.data_dir)
-    }
-
-    /// Where task worktrees go: `{data_dir}/worktrees/{project_id}/{task_id}`.
-    pub fn worktrees_root(&self) -> PathBuf {
-        self.data_dir.join("worktrees")
     }
 }
 

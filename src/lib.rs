@@ -17,21 +17,17 @@
 //! - [`cli`]: `byre serve | client | log | rebuild | replay`.
 #![warn(missing_docs)]
 
-pub mod api;
-pub mod app;
 pub mod cli;
 pub mod client;
 pub mod codebolt;
 pub mod config;
 pub use byre_git as git;
 pub mod http;
-pub mod identity;
 pub use byre_log as log;
 pub mod mcp;
-pub mod reactors;
 pub mod startup;
-pub use byre_terminal as terminal;
 pub use byre_agents as vendors;
+pub use byre_terminal as terminal;
 
 /// The git commit this binary was built from (`build.rs`: `git rev-parse HEAD`, the
 /// `BYRE_COMMIT` build variable, else `unknown`). `getStatus` reports it as the `commit` of

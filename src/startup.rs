@@ -15,10 +15,10 @@ use actix_web::{dev::ServerHandle, middleware, web, App as ActixApp, HttpServer}
 use anyhow::Context;
 use tokio::sync::watch;
 
-use crate::app::{status::Clients, Ctx};
 use crate::config::Config;
 use crate::http;
 use crate::log::{writer::WriterThread, Store, Writer};
+use byre_app::{status::Clients, Ctx};
 
 /// A running byre server.
 pub struct Running {
@@ -165,7 +165,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let sessions: std::collections::HashSet<String> =
         writer.read(|s| s.sessions.keys().cloned().collect());
     let leftovers = byre_agents::runtime::clear_leftovers(&config.data_dir, sessions).await;
-    let worktrees = crate::reactors::worktrees::Worktrees::new(writer.clone());
+    let worktrees = byre_app::reactors::worktrees::Worktrees::new(writer.clone());
     // Agents' MCP servers run on this host: they reach the server at its own address
     // (loopback when it listens on every address).
     let mcp_addr = if addr.ip().is_unspecified() {
@@ -209,7 +209,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     // Behind `tailscale serve` requests name the machine's tailnet name: serve it as given.
     if matches!(config.auth, crate::config::AuthMode::Tailscale) {
         if let Some(bin) = &config.tailscale_bin {
-            if let Some(name) = crate::reactors::previews::tailnet_name(bin).await {
+            if let Some(name) = byre_app::reactors::previews::tailnet_name(bin).await {
                 tracing::info!(host = %name, "serving the tailnet name");
                 config.public_hosts.push(name);
             }
@@ -226,10 +226,9 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     )
     .await;
     let data_dir = config.data_dir.clone();
-    let swept =
-        tokio::task::spawn_blocking(move || byre_machines::sweep_transfers(&data_dir))
-            .await
-            .unwrap_or(0);
+    let swept = tokio::task::spawn_blocking(move || byre_machines::sweep_transfers(&data_dir))
+        .await
+        .unwrap_or(0);
     if swept > 0 {
         tracing::info!(
             n_files = swept,
@@ -247,14 +246,17 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let toolboxes = Arc::new(byre_toolboxes::Toolboxes::default());
     // A CodeBolt session's toolbox servers and browser context end with its link.
     let (ending_toolboxes, ending_browsers) = (toolboxes.clone(), browsers.clone());
-    agents.codebolt().on_unregister(Arc::new(move |session_id: String| {
-        ending_toolboxes.end_session(&session_id);
-        let browsers = ending_browsers.clone();
-        Box::pin(async move { browsers.end_session(&session_id).await })
-    }));
+    agents
+        .codebolt()
+        .on_unregister(Arc::new(move |session_id: String| {
+            ending_toolboxes.end_session(&session_id);
+            let browsers = ending_browsers.clone();
+            Box::pin(async move { browsers.end_session(&session_id).await })
+        }));
+    let config = web::Data::new(config);
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
-        config: Arc::new(config),
+        settings: Arc::new(config.app_settings()),
         started_at_us: chrono::Utc::now().timestamp_micros(),
         clients: Clients::default(),
         machines: byre_machines::Machines::default(),
@@ -262,7 +264,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         mcp,
         worktrees: worktrees.clone(),
         terminals,
-        sessions: crate::app::signin::Sessions::default(),
+        sessions: byre_app::signin::Sessions::default(),
         shutdown: shutdown_rx.clone(),
         requests: Default::default(),
     });
@@ -271,26 +273,30 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         toolboxes,
     });
     let reactors = vec![
-        crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
-        crate::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
-        crate::reactors::previews::start(
-            writer.clone(),
-            app.config.tailscale_bin.clone(),
-            shutdown_rx.clone(),
-        ),
-        crate::reactors::snapshots::start(
+        byre_app::reactors::worktrees::start(
             writer.clone(),
             worktrees.clone(),
-            app.config.reviews.enabled,
             shutdown_rx.clone(),
         ),
-        crate::reactors::reviews::start(
+        byre_app::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
+        byre_app::reactors::previews::start(
+            writer.clone(),
+            app.settings.tailscale_bin.clone(),
+            shutdown_rx.clone(),
+        ),
+        byre_app::reactors::snapshots::start(
+            writer.clone(),
+            worktrees.clone(),
+            app.settings.reviews.enabled,
+            shutdown_rx.clone(),
+        ),
+        byre_app::reactors::reviews::start(
             app.clone().into_inner(),
-            app.config.reviews.clone(),
-            app.config.data_dir.clone(),
+            app.settings.reviews.clone(),
+            app.settings.data_dir.clone(),
             shutdown_rx.clone(),
         ),
-        crate::reactors::runs::start(app.clone().into_inner(), shutdown_rx.clone()),
+        byre_app::reactors::runs::start(app.clone().into_inner(), shutdown_rx.clone()),
         agents_task,
         terminals_task,
     ];
@@ -329,11 +335,12 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         let handle = server.handle();
         Some((handle, tokio::spawn(server)))
     };
-    let limits = web::Data::new(http::limits::Limits::new(&app.config));
+    let limits = web::Data::new(http::limits::Limits::new(&config));
     let connections = limits.connections.clone();
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
+            .app_data(config.clone())
             .app_data(codebolt.clone())
             .app_data(edge.clone())
             .app_data(limits.clone())

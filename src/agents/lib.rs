@@ -37,7 +37,6 @@ mod settings;
 
 pub use settings::{AgentLimits, OutputLimits, Settings};
 
-
 /// Why an agent could not be started or spoken to.
 #[derive(Debug, thiserror::Error)]
 pub enum VendorError {

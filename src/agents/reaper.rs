@@ -107,4 +107,3 @@ pub async fn clear_leftovers(
     }
     zombies
 }
-

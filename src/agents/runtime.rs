@@ -217,11 +217,16 @@ impl Runtime {
                 .sandboxed(sandbox.clone()),
             ),
             codex: Arc::new(
-                CodexDriver::new(data_dir, settings.codex_bin.clone(), settings.agent_env.clone())
-                    .sandboxed(sandbox.clone()),
+                CodexDriver::new(
+                    data_dir,
+                    settings.codex_bin.clone(),
+                    settings.agent_env.clone(),
+                )
+                .sandboxed(sandbox.clone()),
             ),
             codebolt: Arc::new(
-                CodeboltDriver::new(data_dir, settings.agent_env.clone()).sandboxed(sandbox.clone()),
+                CodeboltDriver::new(data_dir, settings.agent_env.clone())
+                    .sandboxed(sandbox.clone()),
             ),
             codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
             live: DashMap::new(),

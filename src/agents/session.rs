@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 use super::bounds::{cut_delta, cut_item, overflow, Line, LineReader};
 use super::exits::{exit_reason, stopped_by_byre, stopped_idle, vendor_name};
 use super::reaper::sweep;
-use byre_process::groups::{kill_tree, own_session, SESSION_ENV};
 use super::runtime::{Admit, Live, Runtime};
 use super::{Driver, Image, Reaction, SpawnSpec};
+use byre_process::groups::{kill_tree, own_session, SESSION_ENV};
 
 /// What the runtime asks of a live session.
 #[derive(Debug, Clone)]

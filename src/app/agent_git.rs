@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use byre_projections::tasks::TaskStatus;
 
 use super::{blocking, Ctx, Error};
-use crate::git::actions::{self, LogEntry, Status};
-use crate::git::GitError;
+use byre_git::actions::{self, LogEntry, Status};
+use byre_git::GitError;
 
 /// Most commits [`log`] lists.
 const LOG_LENGTH: usize = 50;
@@ -74,10 +74,8 @@ pub async fn stage_all(app: &Ctx, task_id: &str) -> Result<(), Error> {
 pub async fn commit(app: &Ctx, task_id: &str, message: &str) -> Result<String, Error> {
     let (worktree, branch) = worktree_of(app, task_id)?;
     let message = message.to_owned();
-    blocking(move || {
-        actions::commit(&worktree, &branch, &message, AGENT_AUTHOR).map_err(git_error)
-    })
-    .await
+    blocking(move || actions::commit(&worktree, &branch, &message, AGENT_AUTHOR).map_err(git_error))
+        .await
 }
 
 /// The newest commits of the worktree's HEAD, newest first.
@@ -98,8 +96,7 @@ pub async fn diff(
     max_bytes: usize,
 ) -> Result<String, Error> {
     let (worktree, _) = worktree_of(app, task_id)?;
-    blocking(move || actions::diff(&worktree, base.as_deref(), max_bytes).map_err(git_error))
-        .await
+    blocking(move || actions::diff(&worktree, base.as_deref(), max_bytes).map_err(git_error)).await
 }
 
 /// What the git work of [`pull_default_branch`] and [`push_task_branch`] needs of a task.
@@ -108,7 +105,7 @@ struct RemoteFacts {
     worktree: PathBuf,
     branch: String,
     default_branch: String,
-    identity: crate::git::merge::Identity,
+    identity: byre_git::merge::Identity,
 }
 
 /// The facts of an open task that no merge, discard or merge into its parent is working on.
@@ -120,11 +117,11 @@ fn remote_facts(app: &Ctx, task_id: &str) -> Result<RemoteFacts, Error> {
             .users
             .get(&t.created_by)
             .filter(|u| !u.git_name.is_empty() && !u.git_email.is_empty())
-            .map(|u| crate::git::merge::Identity {
+            .map(|u| byre_git::merge::Identity {
                 name: u.git_name.clone(),
                 email: u.git_email.clone(),
             })
-            .unwrap_or_else(|| crate::git::merge::Identity {
+            .unwrap_or_else(|| byre_git::merge::Identity {
                 name: "byre agent".into(),
                 email: "agent@byre.invalid".into(),
             });
@@ -154,10 +151,10 @@ fn remote_facts(app: &Ctx, task_id: &str) -> Result<RemoteFacts, Error> {
     Ok(facts)
 }
 
-fn refused(e: crate::git::merge::MergeError) -> Error {
+fn refused(e: byre_git::merge::MergeError) -> Error {
     match e {
-        crate::git::merge::MergeError::Refused(m) => Error::Conflict(m),
-        crate::git::merge::MergeError::Git(g) => Error::internal(g),
+        byre_git::merge::MergeError::Refused(m) => Error::Conflict(m),
+        byre_git::merge::MergeError::Git(g) => Error::internal(g),
     }
 }
 
@@ -172,7 +169,7 @@ pub async fn pull_default_branch(app: &Ctx, task_id: &str) -> Result<String, Err
     let f = remote_facts(app, task_id)?;
     blocking(move || {
         let pulled =
-            crate::git::remote::pull_default(&f.repo, &f.worktree, &f.default_branch, &f.identity)
+            byre_git::remote::pull_default(&f.repo, &f.worktree, &f.default_branch, &f.identity)
                 .map_err(refused)?;
         Ok(if pulled.head_before == pulled.head_after {
             format!(
@@ -197,6 +194,5 @@ pub async fn pull_default_branch(app: &Ctx, task_id: &str) -> Result<String, Err
 /// no origin, or origin refused the push (git's message).
 pub async fn push_task_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
     let f = remote_facts(app, task_id)?;
-    blocking(move || crate::git::remote::push_task_branch(&f.repo, &f.branch).map_err(refused))
-        .await
+    blocking(move || byre_git::remote::push_task_branch(&f.repo, &f.branch).map_err(refused)).await
 }

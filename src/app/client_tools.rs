@@ -18,10 +18,10 @@ use base64::Engine;
 use byre_projections::tasks::TaskStatus;
 use serde_json::{json, Value};
 
-use byre_machines::Machine;
 use super::tools::{ToolResult, ToolSpec};
 use super::{blocking, Ctx, Error};
-use crate::git::views::{TreePath, ViewError, WorkPath, Worktree};
+use byre_git::views::{TreePath, ViewError, WorkPath, Worktree};
+use byre_machines::Machine;
 
 /// The names of these tools.
 pub const NAMES: [&str; 6] = [
@@ -247,7 +247,7 @@ async fn run(app: &Ctx, session_id: &str, tool: &str, args: &Value) -> Result<To
             })
             .await
             .map_err(|e| e.to_string())?;
-            let data_dir = app.config.data_dir.clone();
+            let data_dir = app.settings.data_dir.clone();
             machines
                 .upload(&machine, data_dir, resolved, &dest, REQUEST_TIMEOUT)
                 .await?;

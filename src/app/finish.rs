@@ -11,8 +11,8 @@ use super::sessions::worktree_head;
 use super::tasks::get_task;
 use super::{blocking, Ctx, Error};
 use crate::api;
-use crate::git::GitError;
-use crate::log::Ack;
+use byre_git::GitError;
+use byre_log::Ack;
 
 /// Submits the intent `make` builds from the HEAD of task `task_id`'s worktree (the head the
 /// intent records); the writer's ack, or the HEAD lookup's or the writer's error.
@@ -31,7 +31,7 @@ async fn submit_at_head(
 /// # Errors
 /// Not found; conflict when the task is closed, its worktree is missing or its branches
 /// share no history.
-pub async fn get_unmerged(app: &Ctx, task_id: &str) -> Result<crate::git::merge::Unmerged, Error> {
+pub async fn get_unmerged(app: &Ctx, task_id: &str) -> Result<byre_git::merge::Unmerged, Error> {
     let facts = app.writer.read(|s| {
         let t = s.tasks.get(task_id)?;
         let p = s.projects.get(&t.project_id)?;
@@ -51,8 +51,7 @@ pub async fn get_unmerged(app: &Ctx, task_id: &str) -> Result<crate::git::merge:
         )));
     }
     blocking(move || {
-        crate::git::merge::unmerged(&repo, &worktree, &branch, &default_branch).map_err(|e| match e
-        {
+        byre_git::merge::unmerged(&repo, &worktree, &branch, &default_branch).map_err(|e| match e {
             GitError::Conflict(m) | GitError::NotARepository(m) => Error::Conflict(m),
             other => Error::internal(other),
         })

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::tools::{ToolResult, ToolSpec};
 use super::{Ctx, Error};
-use crate::log::SubmitError;
+use byre_log::SubmitError;
 
 /// How many of a task's latest events `lead_read_transcript` reads.
 const TRANSCRIPT_EVENTS: usize = 400;
@@ -334,7 +334,7 @@ async fn run(
     }
 }
 
-async fn submit(app: &Ctx, cmd: Command) -> Result<crate::log::Ack, Error> {
+async fn submit(app: &Ctx, cmd: Command) -> Result<byre_log::Ack, Error> {
     match app.writer.submit(cmd, None).await {
         Ok(ack) => Ok(ack),
         Err(SubmitError::Rejected(r)) => Err(Error::Invalid(r.to_string())),

@@ -28,7 +28,7 @@ pub async fn get_transfer(app: &Ctx, login: &str, id: &str) -> Result<tokio::fs:
 /// [`Error::NotFound`] unless `id` is a download whose request waits, sent to a machine of
 /// `login`, and whose archive has not come yet.
 pub async fn put_transfer(app: &Ctx, login: &str, id: &str) -> Result<Receiving, Error> {
-    Ok(byre_machines::put_transfer(&app.machines, &app.config.data_dir, login, id).await?)
+    Ok(byre_machines::put_transfer(&app.machines, &app.settings.data_dir, login, id).await?)
 }
 
 impl From<byre_machines::Error> for Error {

@@ -24,7 +24,7 @@ pub async fn ensure_user(
         let cmd = Command::EnsureUser {
             display_name: display_name.unwrap_or_else(|| login.to_owned()),
             login: login.to_owned(),
-            default_model: app.config.default_model.clone(),
+            default_model: app.settings.default_model.clone(),
         };
         app.writer.submit(cmd, None).await?;
     }

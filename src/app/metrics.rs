@@ -2,7 +2,7 @@
 //! Prometheus text exposition format (OpenMetrics 1.0 text, through the `prometheus-client`
 //! crate). Gauges are read at scrape time from the same figures `getStatus` serves
 //! ([`super::status::status`]) and from the fold; counters and histograms are kept as they
-//! happen: the writer's group commits ([`crate::log::stats::CommitStats`]) and HTTP requests
+//! happen: the writer's group commits ([`byre_log::stats::CommitStats`]) and HTTP requests
 //! ([`Requests`], recorded by the HTTP adapter's middleware).
 
 use prometheus_client::encoding::{text::encode, EncodeLabelSet};

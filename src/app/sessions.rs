@@ -20,7 +20,7 @@ pub async fn worktree_head(app: &Ctx, task_id: &str) -> Result<String, Error> {
         .writer
         .read(|s| s.tasks.get(task_id).map(|t| t.worktree_path.clone()))
         .ok_or_else(|| Error::NotFound(format!("no task `{task_id}`")))?;
-    blocking(move || Ok(crate::git::worktree_head(&PathBuf::from(worktree)).unwrap_or_default()))
+    blocking(move || Ok(byre_git::worktree_head(&PathBuf::from(worktree)).unwrap_or_default()))
         .await
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::{Ctx, Error};
-use crate::config::AuthMode;
+use crate::settings::AuthMode;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "byre_session";
@@ -102,7 +102,7 @@ impl Sessions {
 /// # Errors
 /// Not found outside token mode: there is nothing to sign in to.
 pub fn token_mode(app: &Ctx) -> Result<&HashMap<String, String>, Error> {
-    match &app.config.auth {
+    match &app.settings.auth {
         AuthMode::Token { tokens } => Ok(tokens),
         AuthMode::Local { .. } => Err(Error::NotFound(
             "this server runs with --auth local: there is nothing to sign in to".into(),
@@ -119,7 +119,7 @@ pub fn token_mode(app: &Ctx) -> Result<&HashMap<String, String>, Error> {
 /// Unauthenticated for an unknown token; not found outside token mode.
 pub fn sign_in(app: &Ctx, token: &str) -> Result<(String, String), Error> {
     let tokens = token_mode(app)?;
-    let login = crate::identity::login_for_token(tokens, token.trim())
+    let login = crate::settings::login_for_token(tokens, token.trim())
         .ok_or_else(|| Error::Unauthenticated("unknown token".into()))?;
     let id = app.sessions.open(&login);
     tracing::info!(login = %login, "signed in");

@@ -128,7 +128,7 @@ pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error>
     let db_bytes = tokio::task::spawn_blocking(move || store.file_bytes())
         .await
         .map_err(Error::internal)?;
-    let agents = app.agents.status(viewer, app.config.stuck_after_seconds);
+    let agents = app.agents.status(viewer, app.settings.stuck_after_seconds);
     Ok(json!({
         "started_at": rfc3339(app.started_at_us),
         "db_bytes": db_bytes,
@@ -142,14 +142,14 @@ pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error>
         "rate_limits": agents["rate_limits"],
         "agent_processes": agents["agent_processes"],
         "zombies": agents["zombies"],
-        "stuck_after_seconds": app.config.stuck_after_seconds,
+        "stuck_after_seconds": app.settings.stuck_after_seconds,
         "protocol_errors": agents["protocol_errors"],
-        "previews_published": app.config.tailscale_bin.is_some(),
+        "previews_published": app.settings.tailscale_bin.is_some(),
         "agent_clis": app.agents.agent_clis(),
-        "auth_mode": match app.config.auth {
-            crate::config::AuthMode::Local { .. } => "local",
-            crate::config::AuthMode::Tailscale => "tailscale",
-            crate::config::AuthMode::Token { .. } => "token",
+        "auth_mode": match app.settings.auth {
+            crate::settings::AuthMode::Local { .. } => "local",
+            crate::settings::AuthMode::Tailscale => "tailscale",
+            crate::settings::AuthMode::Token { .. } => "token",
         },
         "sandbox": app.agents.sandbox().is_on(),
     }))

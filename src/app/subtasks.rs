@@ -83,8 +83,8 @@ pub async fn start_subtask(app: &Ctx, session_id: &str, new: NewSubtask) -> Resu
     let base = new.base;
     let base_ref = blocking(move || {
         match base {
-            Base::ParentHead => crate::git::worktree_head(&worktree),
-            Base::DefaultBranch => crate::git::branch_tip(&repo, &default_branch),
+            Base::ParentHead => byre_git::worktree_head(&worktree),
+            Base::DefaultBranch => byre_git::branch_tip(&repo, &default_branch),
         }
         .map_err(|e| Error::Conflict(format!("cannot read the subtask's base commit: {e}")))
     })
@@ -137,7 +137,7 @@ pub struct SubtaskReport {
     /// While active: what its worktree holds that the parent's branch doesn't (`getUnmerged`'s
     /// figures against the parent's branch); absent when closed or unreadable.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub unmerged: Option<crate::git::merge::Unmerged>,
+    pub unmerged: Option<byre_git::merge::Unmerged>,
 }
 
 /// The subtasks of session `session_id`'s task, oldest first.
@@ -197,7 +197,7 @@ pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskRep
             }
             if let Some((repo, worktree, parent_branch)) = git {
                 report.unmerged =
-                    crate::git::merge::unmerged(&repo, &worktree, &report.branch, &parent_branch)
+                    byre_git::merge::unmerged(&repo, &worktree, &report.branch, &parent_branch)
                         .ok();
             }
             out.push(report);

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 
 use super::{blocking, Ctx, Error};
 use crate::api;
-use crate::log::subscription::subscribe;
+use byre_log::subscription::subscribe;
 
 /// How long `createTask` waits for the worktree reactor's outcome.
 const WORKTREE_WAIT: Duration = Duration::from_secs(120);
@@ -127,7 +127,7 @@ pub async fn default_branch_tip(app: &Ctx, project_id: &str) -> Result<String, E
         })
         .ok_or_else(|| Error::NotFound(format!("no project `{project_id}`")))?;
     blocking(move || {
-        crate::git::branch_tip(&PathBuf::from(&repo_path), &default_branch)
+        byre_git::branch_tip(&PathBuf::from(&repo_path), &default_branch)
             .map_err(|e| Error::Conflict(format!("cannot read the default branch: {e}")))
     })
     .await
@@ -247,7 +247,7 @@ pub async fn list_task_events(
             return Err(Error::Invalid("give after or before, not both".into()));
         }
         return blocking(move || {
-            let mut visible: Vec<std::sync::Arc<crate::log::Record>> = Vec::new();
+            let mut visible: Vec<std::sync::Arc<byre_log::Record>> = Vec::new();
             let mut upto = before;
             loop {
                 let chunk = store

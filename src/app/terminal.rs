@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 
 use super::{Ctx, Error};
-use crate::log::SubmitError;
-use crate::terminal::{OpenError, TerminalSize, Viewer};
+use byre_log::SubmitError;
+use byre_terminal::{OpenError, TerminalSize, Viewer};
 
-pub use crate::terminal::Ended;
+pub use byre_terminal::Ended;
 
 /// Parses `getTaskTerminal`'s `cols` and `rows` query values.
 /// # Errors

@@ -23,7 +23,7 @@ fn project_of(app: &Ctx, session_id: &str) -> Result<String, Error> {
 /// As `byre_toolboxes::read_config`; not found: an unknown session.
 pub fn configured(app: &Ctx, session_id: &str) -> Result<Config, Error> {
     Ok(byre_toolboxes::read_config(
-        &app.config.data_dir,
+        &app.settings.data_dir,
         &project_of(app, session_id)?,
     )?)
 }
@@ -44,7 +44,7 @@ pub async fn configure(
     byre_toolboxes::check_name(name)?;
     let server = byre_toolboxes::parse_server_config(config)?;
     let project_id = project_of(app, session_id)?;
-    Ok(byre_toolboxes::write_config(&app.config.data_dir, &project_id, name, server).await?)
+    Ok(byre_toolboxes::write_config(&app.settings.data_dir, &project_id, name, server).await?)
 }
 
 /// The tools of configured toolbox `name`, from `link`'s session's own server of it.
@@ -57,7 +57,10 @@ pub async fn list_tools(
     link: &Link,
     name: &str,
 ) -> Result<Vec<rmcp::model::Tool>, Error> {
-    let project = (app.config.data_dir.clone(), project_of(app, &link.session_id)?);
+    let project = (
+        app.settings.data_dir.clone(),
+        project_of(app, &link.session_id)?,
+    );
     Ok(toolboxes.of(link, project).list_tools(name).await?)
 }
 
@@ -72,7 +75,10 @@ pub async fn call(
     tool: &str,
     arguments: serde_json::Map<String, Value>,
 ) -> Result<ToolOutput, Error> {
-    let project = (app.config.data_dir.clone(), project_of(app, &link.session_id)?);
+    let project = (
+        app.settings.data_dir.clone(),
+        project_of(app, &link.session_id)?,
+    );
     Ok(toolboxes
         .of(link, project)
         .call(name, tool, arguments)

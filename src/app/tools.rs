@@ -12,7 +12,7 @@ use byre_projections::{Command, EventBody};
 use serde_json::{json, Value};
 
 use super::{Ctx, Error};
-use crate::log::SubmitError;
+use byre_log::SubmitError;
 
 /// Largest tool call arguments, in bytes (JSON); larger ones are a tool error.
 pub const MAX_TOOL_ARGS_BYTES: usize = 256 * 1024;
@@ -374,7 +374,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
 }
 
 /// The tool result the agent reads after `tool` succeeded.
-pub fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
+pub fn success_text(tool: &str, ack: &byre_log::Ack) -> String {
     match tool {
         "ask_human" => {
             let id = ack

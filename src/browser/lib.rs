@@ -257,12 +257,7 @@ impl Browsers {
     /// # Errors
     /// Forbidden off the allow-list (also where a redirect led); unavailable when the
     /// browser fails, invalid when the page does not load.
-    pub async fn go_to(
-        &self,
-        session_id: &str,
-        ports: Ports,
-        url: &str,
-    ) -> Result<Shown, Error> {
+    pub async fn go_to(&self, session_id: &str, ports: Ports, url: &str) -> Result<Shown, Error> {
         allowed(url, &self.allow, ports.clone()).map_err(Error::Forbidden)?;
         let tab = self.tab(session_id);
         let mut tab = tab.lock().await;

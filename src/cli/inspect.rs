@@ -56,7 +56,7 @@ pub fn log(
             format!(
                 "{:>8}  {}  {:<32} {:<12} task={} {}",
                 e.seq,
-                crate::api::rfc3339(e.created_at_us),
+                byre_app::api::rfc3339(e.created_at_us),
                 e.kind,
                 e.actor,
                 e.task_id.as_deref().unwrap_or("-"),
@@ -196,7 +196,7 @@ pub fn replay(data: &Path, task: &str, until: u64) -> anyhow::Result<i32> {
     };
     println!(
         "{}",
-        serde_json::to_string_pretty(&crate::api::Task::from(t))?
+        serde_json::to_string_pretty(&byre_app::api::Task::from(t))?
     );
     println!("-- its events up to seq {until}:");
     store.for_each(1, until, |e| {

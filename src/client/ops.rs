@@ -74,7 +74,10 @@ pub async fn bash(request: &Value) -> Result<Value, String> {
     let timeout =
         Duration::from_millis(request["timeout_ms"].as_u64().unwrap_or(DEFAULT_TIMEOUT_MS));
     let mut cmd = std::process::Command::new(shell());
-    cmd.arg("-l").arg("-c").arg(&command).current_dir(home_dir());
+    cmd.arg("-l")
+        .arg("-c")
+        .arg(&command)
+        .current_dir(home_dir());
     let limits = Limits {
         timeout,
         // A process that left the group may still hold the pipe: given up on after a while.

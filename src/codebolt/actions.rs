@@ -25,7 +25,7 @@
 //! - agent: the CodeBolt agents byre can run, and `startAgent` as a new task
 //!   ([`super::agents`]);
 //! - browser and crawler: on byre's headless Chromium, one context per session, URLs limited
-//!   to the allow-list ([`crate::app::browser`], replies shaped in [`browser`]);
+//!   to the allow-list ([`byre_app::browser`], replies shaped in [`browser`]);
 //! - the rest answer at once with `success: false` and an `error` saying so: never a hang.
 
 use std::path::Path;
@@ -34,9 +34,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::log::Writer;
 use byre_agents::codebolt::frames::{text, Request};
 use byre_agents::codebolt::{Link, Llm, Store};
-use crate::log::Writer;
 use byre_process::runner::Line;
 use fs::{fs_action, list};
 use git::git_action;
@@ -58,8 +58,8 @@ pub struct Ctx {
     /// The writer (for reads of the fold).
     pub writer: Writer,
     /// The application layer's context (`startAgent` creates tasks and sessions, `executeTool`
-    /// calls byre's tools, through [`crate::app`]).
-    pub app: actix_web::web::Data<crate::app::Ctx>,
+    /// calls byre's tools, through `byre_app`).
+    pub app: actix_web::web::Data<byre_app::Ctx>,
     /// Headless Chromium, for the browser and crawler families.
     pub browsers: Arc<byre_browser::Browsers>,
     /// The sessions' toolbox servers, for the mcp family.
@@ -180,7 +180,7 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
         attachments: Vec::new(),
     };
     let session_id = ctx.link.session_id.clone();
-    let item_id = match crate::app::inbox::ask_human(&ctx.app, &session_id, question).await {
+    let item_id = match byre_app::inbox::ask_human(&ctx.app, &session_id, question).await {
         Ok(id) => id,
         Err(e) => return question_failed(ty, &format!("the question could not be asked: {e}")),
     };

@@ -182,7 +182,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 /// The reply fields of an `agentEvent` request `f` with action `action`.
 pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
-    let dir = byre_agents::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let dir = byre_agents::codebolt::agents_dir(&ctx.app.settings.data_dir);
     let agents = {
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || list(&dir))
@@ -233,7 +233,7 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
 pub async fn start_subagent_task(ctx: &Arc<Ctx>, f: &Value) {
     let data = &f["data"];
     let agent_id = text(&data["subagentId"]);
-    let dir = byre_agents::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let dir = byre_agents::codebolt::agents_dir(&ctx.app.settings.data_dir);
     let agents = {
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || list(&dir))
@@ -289,15 +289,15 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         return err("startAgent needs a non-empty task");
     }
     let app = &ctx.app;
-    let started = crate::app::subtasks::start_subtask(
+    let started = byre_app::subtasks::start_subtask(
         app,
         &ctx.link.session_id,
-        crate::app::subtasks::NewSubtask {
+        byre_app::subtasks::NewSubtask {
             title: title_of(task),
             prompt: task.to_owned(),
             model: Some(format!("codebolt:{}", agent.id)),
             agent: agent.id.clone(),
-            base: crate::app::subtasks::Base::DefaultBranch,
+            base: byre_app::subtasks::Base::DefaultBranch,
         },
     )
     .await;

@@ -18,9 +18,10 @@ use actix_ws::AggregatedMessage;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::http::ApiError;
 use byre_agents::codebolt::frames::{self, Frame, Request};
 use byre_agents::codebolt::Link;
-use crate::app::{Ctx as App, Error};
+use byre_app::Ctx as App;
 
 /// The reply type of a request no reply is sent for (a fire-and-forget call byre acts on).
 const SILENT: &str = "";
@@ -92,21 +93,21 @@ pub async fn socket(
     body: web::Payload,
     app: web::Data<App>,
     subsystems: web::Data<Subsystems>,
-) -> Result<HttpResponse, Error> {
+) -> Result<HttpResponse, ApiError> {
     let hub = app.agents.codebolt();
     let link = token_of(req.query_string())
         .and_then(|t| hub.link(&t))
         .ok_or_else(|| {
-            Error::Unauthenticated(
+            ApiError::Unauthorized(
                 "a CodeBolt socket needs the token byre started its agent with".into(),
             )
         })?;
     let (response, session, stream) = actix_ws::handle(&req, body)
-        .map_err(|e| Error::Invalid(format!("not a WebSocket upgrade: {e}")))?;
+        .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
     let (tx, rx) = mpsc::unbounded_channel::<String>();
     if !link.connect(tx.clone()) {
         let _ = session.close(None).await;
-        return Err(Error::Conflict("this agent is already connected".into()));
+        return Err(ApiError::Conflict("this agent is already connected".into()));
     }
     tracing::info!(session_id = %link.session_id, "CodeBolt agent connected");
     let ctx = Arc::new(super::actions::Ctx {

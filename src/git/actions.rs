@@ -114,9 +114,9 @@ pub fn commit(
 ) -> Result<String, GitError> {
     let repo = open(worktree)?;
     check_worktree(&repo, branch).map_err(|e| match e {
-        GitError::Conflict(why) => {
-            GitError::Conflict(format!("{why}: finish it or check out `{branch}` before committing"))
-        }
+        GitError::Conflict(why) => GitError::Conflict(format!(
+            "{why}: finish it or check out `{branch}` before committing"
+        )),
         other => other,
     })?;
     let parent = repo.head()?.peel_to_commit()?;
@@ -130,9 +130,11 @@ pub fn commit(
     let moved = repo.reference_matching(&branch_ref, id, true, parent.id(), &reflog);
     match moved {
         Ok(_) => Ok(id.to_string()),
-        Err(e) if e.code() == ErrorCode::Modified || e.code() == ErrorCode::Exists => Err(
-            GitError::Conflict(format!("the branch `{branch}` moved meanwhile; commit again")),
-        ),
+        Err(e) if e.code() == ErrorCode::Modified || e.code() == ErrorCode::Exists => {
+            Err(GitError::Conflict(format!(
+                "the branch `{branch}` moved meanwhile; commit again"
+            )))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -193,9 +195,11 @@ mod tests {
     /// A repository on [`BRANCH`] with one commit of `a.txt`.
     fn repo() -> (TempDir, Repository) {
         let dir = TempDir::new().unwrap();
-        let repo =
-            Repository::init_opts(dir.path(), RepositoryInitOptions::new().initial_head(BRANCH))
-                .unwrap();
+        let repo = Repository::init_opts(
+            dir.path(),
+            RepositoryInitOptions::new().initial_head(BRANCH),
+        )
+        .unwrap();
         fs::write(dir.path().join("a.txt"), "a\n").unwrap();
         stage_all(dir.path()).unwrap();
         {
@@ -218,7 +222,9 @@ mod tests {
         assert_eq!(st.files.len(), 1, "{st:?}");
         stage_all(dir.path()).unwrap();
         let id = commit(dir.path(), BRANCH, "adds b", ("A", "a@example.com")).unwrap();
-        let tip = repo.find_reference(&format!("refs/heads/{BRANCH}")).unwrap();
+        let tip = repo
+            .find_reference(&format!("refs/heads/{BRANCH}"))
+            .unwrap();
         assert_eq!(tip.target().unwrap().to_string(), id);
         let entries = log(dir.path(), 50).unwrap();
         assert_eq!(entries.len(), 2);

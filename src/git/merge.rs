@@ -448,7 +448,9 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         {
             let mut opts = CheckoutBuilder::new();
             opts.safe().overwrite_ignored(false);
-            if let (Some(workdir), Some(_)) = (c.workdir(), byre_process::private_files::user_umask()) {
+            if let (Some(workdir), Some(_)) =
+                (c.workdir(), byre_process::private_files::user_umask())
+            {
                 opts.notify_on(git2::CheckoutNotificationType::UPDATED)
                     .notify(|_, path, _, target, _| {
                         if let (Some(path), Some(target)) = (path, target) {

@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::{ApiError, App};
-use crate::app::tools::{self, ToolResult, MAX_TOOL_ARGS_BYTES};
+use byre_app::tools::{self, ToolResult, MAX_TOOL_ARGS_BYTES};
 
 fn answer(result: ToolResult) -> HttpResponse {
     let mut body = json!({"is_error": result.is_error, "text": result.text});

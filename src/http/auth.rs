@@ -18,13 +18,13 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
+use super::identity;
 use super::limits::{Limits, MAX_SIGNIN_BYTES};
 use super::{ApiError, App};
-use crate::app::signin;
 use crate::config::AuthMode;
-use crate::identity;
+use byre_app::signin;
 
-pub use crate::app::signin::{
+pub use byre_app::signin::{
     Sessions, CSRF_HEADER, MAX_SESSIONS_PER_LOGIN, SESSION_COOKIE, SESSION_LIFETIME,
 };
 
@@ -121,7 +121,7 @@ pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpRespon
 /// redirect to `/`.
 pub async fn signin_page(req: HttpRequest, app: web::Data<App>) -> HttpResponse {
     let signed_in = identity::resolve(&req, &app).is_ok();
-    if !matches!(app.config.auth, AuthMode::Token { .. }) || signed_in {
+    if !matches!(app.settings.auth, AuthMode::Token { .. }) || signed_in {
         return HttpResponse::SeeOther()
             .insert_header((header::LOCATION, "/"))
             .finish();
@@ -170,10 +170,10 @@ pub async fn page_guard(
         actix_web::http::Method::GET | actix_web::http::Method::HEAD
     ) && !NOT_PAGES.iter().any(|p| req.path().starts_with(p))
         && req.app_data::<web::Data<App>>().is_some_and(|app| {
-            matches!(app.config.auth, AuthMode::Token { .. })
+            matches!(app.settings.auth, AuthMode::Token { .. })
                 && matches!(
                     identity::resolve(req.request(), app),
-                    Err(crate::app::Error::Unauthenticated(_))
+                    Err(ApiError::Unauthorized(_))
                 )
         });
     if guarded {

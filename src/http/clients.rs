@@ -1,6 +1,6 @@
 //! `connectClient` (the WebSocket a user's machine opens), `getClientTransfer` and
 //! `putClientTransfer` (the archives its `upload` and `download` requests move). What a
-//! connection, request and transfer are is `crate::app::clients`; here is the WebSocket and
+//! connection, request and transfer are is `byre_app::clients`; here is the WebSocket and
 //! HTTP framing: text messages both ways, pings to notice a half-open socket, the close
 //! codes, and the archives' bytes streamed in and out.
 
@@ -11,10 +11,10 @@ use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
+use super::identity::Caller;
 use super::{status, ApiError, App};
-use crate::app::{self, machines};
+use byre_app::{self, machines};
 use byre_machines::{Connection, Outgoing};
-use crate::identity::Caller;
 
 /// Largest WebSocket message from a machine (a `read_file` reply carries a whole file, base64).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -174,13 +174,16 @@ pub async fn put_client_transfer(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if let Some(n) = announced {
-        receiving.within_limit(n).map_err(app::Error::from)?;
+        receiving.within_limit(n).map_err(byre_app::Error::from)?;
     }
     while let Some(chunk) = payload.next().await {
         let chunk =
             chunk.map_err(|e| ApiError::BadRequest(format!("could not read the body: {e}")))?;
-        receiving.write(&chunk).await.map_err(app::Error::from)?;
+        receiving
+            .write(&chunk)
+            .await
+            .map_err(byre_app::Error::from)?;
     }
-    receiving.finish().await.map_err(app::Error::from)?;
+    receiving.finish().await.map_err(byre_app::Error::from)?;
     Ok(HttpResponse::NoContent().finish())
 }

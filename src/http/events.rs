@@ -8,7 +8,7 @@
 //! caller's lead agent's events. Events with an owner reach only that user. A stream signed
 //! in with the session cookie ends when its session does. An idle stream gets a `: heartbeat`
 //! comment every `Config::heartbeat`. Which records a stream sends is
-//! [`crate::app::events`]; this module frames them, adds the live-only deltas and heartbeats.
+//! [`byre_app::events`]; this module frames them, adds the live-only deltas and heartbeats.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
@@ -18,11 +18,11 @@ use futures_util::{stream, Stream, StreamExt};
 use serde::Deserialize;
 use tokio::sync::broadcast;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::events as op;
-use crate::identity::Caller;
 use crate::log::Record;
 use byre_agents::runtime::Ephemeral;
+use byre_app::events as op;
 
 /// Query of `streamEvents`.
 #[derive(Deserialize)]
@@ -40,6 +40,7 @@ pub async fn stream_events(
     req: HttpRequest,
     query: web::Query<StreamQuery>,
     app: web::Data<App>,
+    config: web::Data<crate::config::Config>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
     let last_event_id = match req.headers().get("Last-Event-ID") {
@@ -64,7 +65,7 @@ pub async fn stream_events(
     let (records, filter) = op::open_stream(&app, &caller.login, cursor, query.task_id, lead)?;
     let (host, commit, _) = super::status::client_of(&req);
     let registration = app.clients.open(&caller.login, &host, &commit);
-    let heartbeat = app.config.heartbeat;
+    let heartbeat = config.heartbeat;
     let login = caller.login;
     let deltas = app.agents.ephemeral();
     let shutdown = app.shutdown.clone();

@@ -1,12 +1,12 @@
 //! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`:
-//! parse, call [`crate::app::finish`], answer.
+//! parse, call [`byre_app::finish`], answer.
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::finish as op;
-use crate::identity::Caller;
+use byre_app::finish as op;
 
 /// `getUnmerged` — GET /api/tasks/{taskId}/unmerged → 200 `Unmerged`: commits on the task
 /// branch not on the default branch, and files, insertions, deletions and uncommitted paths

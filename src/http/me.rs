@@ -1,15 +1,15 @@
 //! The calling user: `getMe`, `updateMe`, `updateNotificationPrefs`, `updateDefaultModel`,
 //! `getFocus`, `setFocus`, `getSummaryReads`, `setPaneFocus`, and `markSummaryRead`: parse,
-//! call [`crate::app::me`], answer.
+//! call [`byre_app::me`], answer.
 
 use actix_web::{web, HttpResponse};
 use byre_projections::focus::{Focus, TaskTab};
 use byre_projections::users::NotificationPrefs;
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::me as op;
-use crate::identity::Caller;
+use byre_app::me as op;
 
 /// `getMe` — GET /api/me → 200 `User`.
 pub async fn get_me(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {

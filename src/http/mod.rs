@@ -1,6 +1,6 @@
 //! The HTTP surface of `schema/byre.openapi.yaml`: the route table ([`routes`]) with all 64
 //! operations, and one module per family of handlers. Handlers parse, call one
-//! [`crate::app`] function, and answer (an `app::Error` becomes its status in `error.rs`);
+//! `byre_app` function, and answer (an `app::Error` becomes its status in `error.rs`);
 //! they never open a redb write transaction, write git or spawn processes.
 
 use actix_web::http::Method;
@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod finish;
 mod fork;
+pub mod identity;
 mod lead;
 pub mod limits;
 mod me;
@@ -32,7 +33,7 @@ pub mod ui;
 mod views;
 mod workflows;
 
-pub use crate::app::tools::MAX_TOOL_ARGS_BYTES;
+pub use byre_app::tools::MAX_TOOL_ARGS_BYTES;
 pub use error::ApiError;
 pub use table::json_errors;
 use table::RouteTable;
@@ -41,7 +42,7 @@ use table::RouteTable;
 pub const MAX_JSON_BYTES: usize = 1024 * 1024;
 
 /// What every handler shares: the application layer's context (`web::Data<App>`).
-pub(crate) use crate::app::Ctx as App;
+pub(crate) use byre_app::Ctx as App;
 
 /// An optional field of a JSON request body that may be absent but not `null`, as the contract
 /// types it (`type: string` without `nullable`): use as
@@ -450,8 +451,8 @@ pub async fn trace_request(
         if let Some(app) = req.app_data::<web::Data<App>>() {
             let (host, commit, page) = status::client_of(req.request());
             // A page's reads follow from what it shows; its state changes are the human's.
-            if !host.is_empty() || (page && crate::identity::changes_state(req.method())) {
-                if let Ok((login, _)) = crate::identity::resolve(req.request(), app) {
+            if !host.is_empty() || (page && crate::http::identity::changes_state(req.method())) {
+                if let Ok((login, _)) = crate::http::identity::resolve(req.request(), app) {
                     app.clients.acted(&login, &host, &commit);
                 }
             }

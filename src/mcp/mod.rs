@@ -9,6 +9,6 @@
 //! `-c mcp_servers.byre.*`). It forwards each tool call to the running server over loopback
 //! HTTP (`POST /internal/mcp/tools/{tool}`, not part of the public contract;
 //! `src/http/agent_tools.rs`) with the session's token (`byre_agents::mcp`), and hands back
-//! the answer as the tool's result. What a tool does is `crate::app::tools`.
+//! the answer as the tool's result. What a tool does is `byre_app::tools`.
 
 pub mod stdio;

@@ -331,9 +331,13 @@ mod tests {
         assert!(matches!(timed_out.exit, Exit::TimedOut));
         // A background child holding the pipe is killed with the group when the shell exits.
         let started = std::time::Instant::now();
-        let done = run(sh("sleep 30 & echo done"), &limits(Keep::First, false), |_| {})
-            .await
-            .unwrap();
+        let done = run(
+            sh("sleep 30 & echo done"),
+            &limits(Keep::First, false),
+            |_| {},
+        )
+        .await
+        .unwrap();
         assert_eq!(done.stdout, b"done\n");
         assert!(started.elapsed() < Duration::from_secs(10));
     }

@@ -26,9 +26,9 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
+use byre_agents::sandbox::Sandbox;
 use byre_log::subscription::subscribe;
 use byre_log::{SubmitError, Writer};
-use byre_agents::sandbox::Sandbox;
 
 pub mod shell;
 

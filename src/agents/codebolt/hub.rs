@@ -20,9 +20,7 @@ use crate::sandbox::Sandbox;
 /// What ends with a link ([`Hub::on_unregister`]): given the link's session id, it stops what
 /// the layers above started for that session (its toolbox servers, its browser context).
 pub type LinkEnded = Arc<
-    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-        + Send
-        + Sync,
+    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
 >;
 
 /// The live links, by secret token, and the port agents connect to.
@@ -295,11 +293,7 @@ impl Hub {
         if let Some((_, link)) = self.links.remove(token) {
             *link.out.lock().unwrap_or_else(|e| e.into_inner()) = Outbox::Closed;
             link.kill_terminals();
-            let ended = self
-                .ended
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
+            let ended = self.ended.lock().unwrap_or_else(|e| e.into_inner()).clone();
             for end in ended {
                 end(link.session_id.clone()).await;
             }

@@ -1,5 +1,5 @@
 //! The browser and crawler families on byre's headless Chromium (byre-browser; a task's
-//! preview ports and a screenshot's blob through [`crate::app::browser`]),
+//! preview ports and a screenshot's blob through [`byre_app::browser`]),
 //! replies shaped as `@codebolt/codeboltjs` reads them (PROTOCOL.md §4: v1 resolves
 //! `screenshot` with the reply's `payload` and `getHTML` with its `htmlResponse`).
 //!
@@ -11,9 +11,9 @@
 
 use serde_json::{json, Value};
 
-use byre_agents::codebolt::frames::{text, Request};
 use super::{err, Ctx};
-use crate::app::{browser, Error};
+use byre_agents::codebolt::frames::{text, Request};
+use byre_app::{browser, Error};
 use byre_browser::{Direction, Shown};
 
 /// How far a crawler scroll goes, in pixels (the client names only a direction).

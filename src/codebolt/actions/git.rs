@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::{err, text, Ctx, MAX_OUTPUT};
-use crate::app::agent_git;
+use byre_app::agent_git;
 
 /// The reply fields of one `gitEvent` request.
 pub(super) async fn git_action(ctx: &Ctx, action: &str, f: &Value) -> Value {

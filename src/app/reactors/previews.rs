@@ -14,8 +14,8 @@ use byre_projections::tasks::TaskStatus;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::log::subscription::subscribe;
-use crate::log::Writer;
+use byre_log::subscription::subscribe;
+use byre_log::Writer;
 
 /// How long one `tailscale` command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);

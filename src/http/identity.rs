@@ -15,8 +15,11 @@ use std::pin::Pin;
 
 use actix_web::{dev::Payload, http::Method, web, FromRequest, HttpRequest};
 
-use crate::app::signin::{CSRF_HEADER, SESSION_COOKIE};
-use crate::app::{Ctx as App, Error};
+use byre_app::settings::login_for_token;
+use byre_app::signin::{CSRF_HEADER, SESSION_COOKIE};
+use byre_app::Ctx as App;
+
+use super::ApiError;
 use crate::config::AuthMode;
 
 /// The calling user, resolved from the auth mode and known to the projections.
@@ -34,14 +37,14 @@ pub fn changes_state(method: &Method) -> bool {
 /// Refuses a state-changing request that a browser says comes from another site.
 /// # Errors
 /// `Forbidden` naming the header.
-pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), Error> {
+pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), ApiError> {
     let site = req
         .headers()
         .get("Sec-Fetch-Site")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if changes_state(req.method()) && matches!(site, "cross-site" | "same-site") {
-        return Err(Error::Forbidden(format!(
+        return Err(ApiError::Forbidden(format!(
             "a browser request from another site (Sec-Fetch-Site: {site}) may not change byre's state"
         )));
     }
@@ -51,13 +54,13 @@ pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), Error> {
 /// Refuses a state-changing request without `X-Byre-CSRF: 1`.
 /// # Errors
 /// `Forbidden` naming the header.
-pub fn require_csrf_header(req: &HttpRequest) -> Result<(), Error> {
+pub fn require_csrf_header(req: &HttpRequest) -> Result<(), ApiError> {
     let ok = req
         .headers()
         .get(CSRF_HEADER)
         .is_some_and(|v| v.as_bytes() == b"1");
     if changes_state(req.method()) && !ok {
-        return Err(Error::Forbidden(format!(
+        return Err(ApiError::Forbidden(format!(
             "a request signed in with the session cookie must carry the header `{CSRF_HEADER}: 1` to change anything"
         )));
     }
@@ -77,36 +80,21 @@ pub fn bearer(req: &HttpRequest) -> Option<&str> {
         .map(str::trim)
 }
 
-/// The login a token maps to, compared with every token in constant time so timing tells
-/// nothing about them.
-pub fn login_for_token(
-    tokens: &std::collections::HashMap<String, String>,
-    given: &str,
-) -> Option<String> {
-    let mut found = None;
-    for (token, login) in tokens {
-        if constant_time_eq(token.as_bytes(), given.as_bytes()) {
-            found = Some(login.clone());
-        }
-    }
-    found
-}
-
 /// Resolves the login of a request, without touching the log.
 /// # Errors
 /// `Unauthorized` when the mode's credentials are missing or wrong, or (Tailscale) the peer
 /// is not loopback; `Forbidden` for a state-changing request from another site, or on the
 /// session cookie without `X-Byre-CSRF: 1`.
-pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>), Error> {
+pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>), ApiError> {
     refuse_cross_site(req)?;
-    match &app.config.auth {
+    match &app.settings.auth {
         AuthMode::Local { login } => Ok((login.clone(), None)),
         AuthMode::Tailscale => {
             let peer_is_loopback = req
                 .peer_addr()
                 .is_some_and(|a| a.ip().to_canonical().is_loopback());
             if !peer_is_loopback {
-                return Err(Error::Unauthenticated("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
+                return Err(ApiError::Unauthorized("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
             }
             let header = |name: &str| {
                 req.headers()
@@ -116,10 +104,10 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
                     .filter(|v| !v.is_empty())
             };
             let login = header("Tailscale-User-Login").ok_or_else(|| {
-                Error::Unauthenticated("missing Tailscale-User-Login header".into())
+                ApiError::Unauthorized("missing Tailscale-User-Login header".into())
             })?;
             if crate::config::check_login(login).is_err() {
-                return Err(Error::Unauthenticated(
+                return Err(ApiError::Unauthorized(
                     "invalid Tailscale-User-Login header".into(),
                 ));
             }
@@ -132,15 +120,15 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
             if let Some(given) = bearer(req) {
                 return login_for_token(tokens, given)
                     .map(|l| (l, None))
-                    .ok_or_else(|| Error::Unauthenticated("unknown bearer token".into()));
+                    .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()));
             }
             let Some(cookie) = req.cookie(SESSION_COOKIE) else {
-                return Err(Error::Unauthenticated(
+                return Err(ApiError::Unauthorized(
                     "missing Authorization: Bearer token (or sign in at /signin)".into(),
                 ));
             };
             let login = app.sessions.login(cookie.value()).ok_or_else(|| {
-                Error::Unauthenticated("the session has ended: sign in again at /signin".into())
+                ApiError::Unauthorized("the session has ended: sign in again at /signin".into())
             })?;
             require_csrf_header(req)?;
             Ok((login, None))
@@ -149,26 +137,18 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
 }
 
 impl FromRequest for Caller {
-    type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Caller, Error>>>>;
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Caller, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
             let app = req
                 .app_data::<web::Data<App>>()
-                .ok_or_else(|| Error::Internal("app data missing".into()))?;
+                .ok_or_else(|| ApiError::Internal("app data missing".into()))?;
             let (login, display_name) = resolve(&req, app)?;
-            crate::app::me::ensure_user(app, &login, display_name).await?;
+            byre_app::me::ensure_user(app, &login, display_name).await?;
             Ok(Caller { login })
         })
     }
-}
-
-/// Whether two byte strings are equal, in time that depends only on their lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

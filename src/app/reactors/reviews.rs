@@ -23,9 +23,9 @@ use byre_projections::{Command, State};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::config::ReviewConfig;
-use crate::log::subscription::subscribe;
-use crate::log::Writer;
+use crate::settings::ReviewConfig;
+use byre_log::subscription::subscribe;
+use byre_log::Writer;
 
 /// The vendor that reviews a task whose agent runs on `task_vendor`: Claude Code tasks get a
 /// Codex reviewer; Codex and CodeBolt tasks a Claude Code one.
@@ -40,7 +40,7 @@ struct Reactor {
     writer: Writer,
     /// The application layer, for the operations this reactor makes as a human (a merge
     /// after review).
-    app: Arc<crate::app::Ctx>,
+    app: Arc<crate::Ctx>,
     cfg: ReviewConfig,
     data_dir: PathBuf,
     /// When each running review started here (for the timeout).
@@ -49,7 +49,7 @@ struct Reactor {
 
 /// Starts the reactor; it ends when `shutdown` turns true.
 pub fn start(
-    app: Arc<crate::app::Ctx>,
+    app: Arc<crate::Ctx>,
     cfg: ReviewConfig,
     data_dir: PathBuf,
     mut shutdown: watch::Receiver<bool>,
@@ -129,10 +129,10 @@ impl Reactor {
         })
         .await;
         let dir = byre_agents::review_checkout_dir(&self.data_dir, review_id);
-        let _ = tokio::task::spawn_blocking(move || crate::git::reviews::remove_export(&dir)).await;
+        let _ = tokio::task::spawn_blocking(move || byre_git::reviews::remove_export(&dir)).await;
     }
 
-    async fn react(&mut self, rec: &crate::log::Record) {
+    async fn react(&mut self, rec: &byre_log::Record) {
         match rec.kind.as_str() {
             "review.requested" => self.schedule().await,
             "review.done" | "review.failed" | "review.skipped" => {
@@ -189,12 +189,12 @@ impl Reactor {
             return;
         };
         // mergeTask's own path, as the human who asked for it.
-        let merge = crate::app::finish::Merge {
+        let merge = crate::finish::Merge {
             merge_title: Some(p.merge_title.clone()),
             target: None,
             after_review: false,
         };
-        if let Err(e) = crate::app::finish::merge_task(&self.app, &p.by, &task_id, merge).await {
+        if let Err(e) = crate::finish::merge_task(&self.app, &p.by, &task_id, merge).await {
             self.submit(Command::CancelMergeAfterReview {
                 actor: "byre".into(),
                 task_id,
@@ -253,11 +253,11 @@ impl Reactor {
         );
         let export_dir = dir.clone();
         let step = tokio::task::spawn_blocking(move || {
-            let step = crate::git::reviews::step(&repo, &commit, base.as_deref(), &base_ref)?;
+            let step = byre_git::reviews::step(&repo, &commit, base.as_deref(), &base_ref)?;
             if !step.files.is_empty() {
-                crate::git::reviews::export(&repo, &commit, &export_dir)?;
+                byre_git::reviews::export(&repo, &commit, &export_dir)?;
             }
-            Ok::<_, crate::git::GitError>(step)
+            Ok::<_, byre_git::GitError>(step)
         })
         .await
         .map_err(|e| e.to_string())
@@ -392,7 +392,7 @@ fn turn_error(p: &serde_json::Value) -> String {
 
 /// The reviewer's one message: the task, the step's human messages, files and stat, and how
 /// to report.
-async fn instructions(plan: &Plan, step: &crate::git::reviews::Step, writer: &Writer) -> String {
+async fn instructions(plan: &Plan, step: &byre_git::reviews::Step, writer: &Writer) -> String {
     let store = writer.store().clone();
     let (task_id, from, to) = (plan.review.task_id.clone(), plan.from_seq, plan.to_seq);
     let messages = tokio::task::spawn_blocking(move || {

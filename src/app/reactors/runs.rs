@@ -18,9 +18,9 @@ use byre_projections::tasks::TaskStatus;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::app::runs as app;
-use crate::app::Ctx;
-use crate::log::subscription::subscribe;
+use crate::runs as app;
+use crate::Ctx;
+use byre_log::subscription::subscribe;
 
 /// Starts the reactor; it ends when `shutdown` turns true.
 pub fn start(ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
@@ -52,7 +52,7 @@ fn run_of(ctx: &Ctx, task_id: &str) -> Option<String> {
         .read(|s| s.attempt(task_id).map(|(r, _)| r.id.clone()))
 }
 
-async fn react(ctx: &Ctx, rec: &crate::log::Record) {
+async fn react(ctx: &Ctx, rec: &byre_log::Record) {
     let Some(run) = rec.task_id.as_deref().and_then(|t| run_of(ctx, t)) else {
         return;
     };
@@ -109,7 +109,7 @@ async fn reconcile(ctx: &Ctx, head: u64) {
             .read(|s| s.tasks.get(&task_id).map(|t| t.created_seq))
             .unwrap_or(0);
         let started = async {
-            crate::app::tasks::wait_for_worktree(ctx, &task_id, created_seq).await?;
+            crate::tasks::wait_for_worktree(ctx, &task_id, created_seq).await?;
             app::start_stage_session(ctx, &task_id).await
         };
         if let Err(e) = started.await {

@@ -21,10 +21,10 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::git::snapshots::{take_snapshot, SnapshotJob};
-use crate::log::subscription::subscribe;
-use crate::log::Writer;
 use crate::reactors::worktrees::Worktrees;
+use byre_git::snapshots::{take_snapshot, SnapshotJob};
+use byre_log::subscription::subscribe;
+use byre_log::Writer;
 
 /// One cause to answer, with what the git work needs.
 struct Job {

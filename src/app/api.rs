@@ -1,6 +1,6 @@
 //! The contract's JSON types (schema/byre.openapi.yaml `components/schemas`), converted from
 //! projection models. Projection models are never returned as they are; `Unmerged` is git's
-//! own count (`crate::git::merge::Unmerged`), which has exactly the contract's fields.
+//! own count (`byre_git::merge::Unmerged`), which has exactly the contract's fields.
 
 use byre_projections as p;
 use serde::Serialize;
@@ -202,7 +202,7 @@ impl From<&p::users::User> for Participant {
 
 /// Spec `Unmerged`: git's count of what a task's worktree holds that the default branch
 /// doesn't has exactly the contract's fields, so it is served as it is.
-pub use crate::git::merge::Unmerged;
+pub use byre_git::merge::Unmerged;
 
 /// Spec `Blob`.
 #[derive(Debug, Serialize)]

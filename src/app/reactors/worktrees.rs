@@ -12,8 +12,8 @@ use byre_projections::Command;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::log::subscription::subscribe;
-use crate::log::Writer;
+use byre_log::subscription::subscribe;
+use byre_log::Writer;
 
 struct Job {
     task_id: String,
@@ -162,7 +162,7 @@ async fn handle(writer: &Writer, job: Job) {
     } = job;
     let name = task_id.clone();
     let outcome = tokio::task::spawn_blocking(move || {
-        crate::git::ensure_worktree(&repo_path, &branch, &base_ref, &worktree_path, &name)
+        byre_git::ensure_worktree(&repo_path, &branch, &base_ref, &worktree_path, &name)
     })
     .await
     .map_err(|e| e.to_string())

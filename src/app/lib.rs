@@ -1,49 +1,55 @@
-//! The application layer: every operation byre offers, once, for every caller. The HTTP
-//! handlers (`src/http`), the agents' MCP tool route, the CodeBolt actions
-//! (`crate::codebolt`) and the reactors call these functions; none of them calls another
-//! adapter. An operation takes a [`Ctx`] and typed input, gathers the outside facts it needs
-//! (git, the fold), submits commands to the writer, and answers typed output or an [`Error`]
-//! that says what went wrong in domain terms. Choosing an HTTP status for an [`Error`] is the
-//! HTTP adapter's job (`src/http/error.rs`).
+//! byre-app: the application layer. Every operation byre offers, once, for every caller —
+//! the HTTP handlers, the agents' MCP tool route and the CodeBolt actions of the byre crate's
+//! adapters, and the [`reactors`] here — and the effects that follow committed events. An
+//! operation takes a [`Ctx`] and typed input, gathers the outside facts it needs (git, the
+//! fold), submits commands to the writer, and answers typed output ([`api`], the contract's
+//! JSON types) or an [`Error`] that says what went wrong in domain terms. Choosing an HTTP
+//! status for an [`Error`] is the HTTP adapter's job.
 //!
 //! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
-//! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`], [`workflows`],
-//! [`runs`] (workflow runs),
-//! [`events`], [`signin`], [`tools`] (the agents' byre tools; [`choices`] reads a question's
-//! choices), [`subtasks`], [`todo`], [`status`] (the server's figures and open clients),
-//! [`lead`] (each user's lead agent) and [`lead_tools`] (its tools), [`terminal`] (attaching
-//! to a task's terminal), [`clients`] (the users' machines connected as clients, their
-//! requests and transfers) and [`client_tools`] (the agents' tools that use them); for
-//! agents' code work, [`code`] (definitions from tree-sitter parsers), [`matchers`] (problem
-//! matchers over compiler and linter output) and [`toolboxes`] (third-party MCP servers).
+//! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`],
+//! [`workflows`], [`runs`] (workflow runs), [`events`], [`signin`], [`tools`] (the agents'
+//! byre tools; [`choices`] reads a question's choices), [`subtasks`], [`todo`], [`status`]
+//! (the server's figures and open streams), [`metrics`], [`lead`] (each user's lead agent)
+//! and [`lead_tools`] (its tools), [`terminal`] (attaching to a task's terminal),
+//! [`machines`] (the users' connected machines) and [`client_tools`] (the agents' tools that
+//! use them); for a CodeBolt agent, [`agent_git`] (its own git), [`toolboxes`] (third-party
+//! MCP servers) and [`browser`] (the application's part of the browser actions).
+//!
+//! The subsystems these operations drive are crates of their own beside git: byre-terminal,
+//! byre-machines, byre-browser, byre-toolboxes and byre-code; the operations never reach past
+//! them to a process or a socket. [`settings`] is what the server starts the layer with.
+
+#![warn(missing_docs)]
 
 use std::sync::Arc;
 
 use byre_projections::Rejection;
 
-use crate::config::Config;
-use crate::log::{SubmitError, Writer};
+use crate::settings::Settings;
+use byre_log::{SubmitError, Writer};
 
 pub mod agent_git;
+pub mod api;
 pub mod blobs;
 pub mod browser;
 pub mod choices;
 pub mod client_tools;
-pub mod machines;
 pub mod events;
 pub mod finish;
 pub mod fork;
 pub mod inbox;
-#[cfg(test)]
-mod layering;
 pub mod lead;
 pub mod lead_tools;
+pub mod machines;
 pub mod me;
 pub mod metrics;
 pub mod projects;
+pub mod reactors;
 pub mod reviews;
 pub mod runs;
 pub mod sessions;
+pub mod settings;
 pub mod signin;
 pub mod snapshots;
 pub mod status;
@@ -56,13 +62,13 @@ pub mod tools;
 pub mod views;
 pub mod workflows;
 
-/// What every operation shares: the writer, configuration, agent runtime and the rest of the
-/// running server's state. One per server; HTTP, MCP and CodeBolt hold the same one.
+/// What every operation shares: the writer, the settings, the agent runtime and the
+/// subsystems operations drive. One per server; HTTP, MCP and CodeBolt hold the same one.
 pub struct Ctx {
     /// The single writer (and, through it, the shared projections and the log).
     pub writer: Writer,
-    /// Configuration.
-    pub config: Arc<Config>,
+    /// What the layer was started with.
+    pub settings: Arc<Settings>,
     /// When this server started, in microseconds since the epoch.
     pub started_at_us: i64,
     /// Open event streams, for `getStatus`.
@@ -76,7 +82,7 @@ pub struct Ctx {
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
     /// Task terminals (shells on ptys, their viewers).
-    pub terminals: Arc<crate::terminal::Terminals>,
+    pub terminals: Arc<byre_terminal::Terminals>,
     /// Signed-in browser sessions (token mode).
     pub sessions: signin::Sessions,
     /// Turns true when the server shuts down; event streams end then.
@@ -89,7 +95,7 @@ impl Ctx {
     /// Submits a command to the writer.
     /// # Errors
     /// The rejection, or [`Error::Unavailable`] when the writer stopped.
-    pub async fn submit(&self, cmd: byre_projections::Command) -> Result<crate::log::Ack, Error> {
+    pub async fn submit(&self, cmd: byre_projections::Command) -> Result<byre_log::Ack, Error> {
         Ok(self.writer.submit(cmd, None).await?)
     }
 }

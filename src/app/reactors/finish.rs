@@ -30,9 +30,9 @@ use byre_projections::Command;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::git::merge::{Identity, MergeError, SquashRequest};
-use crate::log::subscription::subscribe;
-use crate::log::Writer;
+use byre_git::merge::{Identity, MergeError, SquashRequest};
+use byre_log::subscription::subscribe;
+use byre_log::Writer;
 
 /// The event kinds after which the reactor scans.
 const TRIGGERS: &[&str] = &[
@@ -198,7 +198,7 @@ async fn land(job: &MergeJob) -> Result<Option<String>, String> {
             co_authors: &co_authors,
             time_us,
         };
-        crate::git::merge::squash_merge(&req).map_err(|e| match e {
+        byre_git::merge::squash_merge(&req).map_err(|e| match e {
             MergeError::Refused(m) => m,
             MergeError::Git(e) => e.to_string(),
         })
@@ -246,7 +246,7 @@ async fn run_merge(writer: &Writer, job: MergeJob) -> Result<MergeDone, String> 
 
 async fn run_cleanup(job: CleanupJob) -> Result<String, String> {
     tokio::task::spawn_blocking(move || {
-        crate::git::merge::remove_task_worktree(
+        byre_git::merge::remove_task_worktree(
             &job.repo,
             &job.worktree,
             &job.task_id,
@@ -265,7 +265,7 @@ async fn run_cleanup(job: CleanupJob) -> Result<String, String> {
 async fn into_parent(writer: &Writer, job: CleanupJob, parent_worktree: PathBuf) -> bool {
     let branch = job.branch.clone();
     let merged = tokio::task::spawn_blocking(move || {
-        crate::git::subtasks::merged_into_head(&parent_worktree, &branch)
+        byre_git::subtasks::merged_into_head(&parent_worktree, &branch)
     })
     .await;
     let parent_head = match merged {
@@ -343,7 +343,7 @@ async fn scan(writer: &Writer) {
                 }
                 Work::StartHeld(task_id, worktree) => {
                     let head = tokio::task::spawn_blocking(move || {
-                        crate::git::worktree_head(&worktree).unwrap_or_default()
+                        byre_git::worktree_head(&worktree).unwrap_or_default()
                     })
                     .await
                     .unwrap_or_default();
