@@ -18,7 +18,6 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod client;
 pub mod codebolt;
 pub mod config;
 pub use byre_git as git;

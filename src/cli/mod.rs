@@ -385,13 +385,14 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 ),
                 None => token,
             };
-            let options = crate::client::Options {
+            let options = byre_client::Options {
                 server,
-                host: host.unwrap_or_else(crate::client::host_name),
+                host: host.unwrap_or_else(byre_client::host_name),
                 token,
                 hands_mcp,
+                commit: crate::BUILD_COMMIT,
             };
-            crate::client::run(options).await
+            byre_client::run(options).await
         }
         Cmd::Log {
             data,

@@ -1,4 +1,4 @@
-//! `byre client --server URL`: the user's own machine (macOS or Linux) serving the requests of
+//! byre-client: `byre client --server URL`: the user's own machine (macOS or Linux) serving the requests of
 //! the agents of the server's tasks (`connectClient`; spec `ClientRequest`/`ClientReply`).
 //!
 //! It opens the WebSocket `/api/clients/connect` named by `--host` (the `Byre-Host` header,
@@ -8,10 +8,12 @@
 //! [`hands`]). When the socket ends it reconnects after 1 s, doubling to at most 30 s; a
 //! connection that is replaced by a newer one of the same host (close code 4001) stops the
 //! client instead, so two clients of one host never take turns. What it does goes to stdout,
-//! one line each; this module and `src/cli/` are the only code that prints.
+//! one line each; this crate and the byre crate's `cli` are the only code that prints.
 //!
 //! It imports nothing of the server: what both ends share is byre-connect (the close code, the
 //! transfers' archives) and byre-process (the command runner).
+
+#![warn(missing_docs)]
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +48,8 @@ pub struct Options {
     pub token: Option<String>,
     /// The byre-hands MCP server's command line (words split on whitespace), if any.
     pub hands_mcp: Option<String>,
+    /// The commit this binary was built from (`Byre-Commit`; the byre crate's `BUILD_COMMIT`).
+    pub commit: &'static str,
 }
 
 /// What one connection's end means for the client.
@@ -142,7 +146,7 @@ async fn connect_once(url: &str, options: &Options, shared: &Arc<Shared>) -> End
         }
     };
     set("byre-host", &options.host);
-    set("byre-commit", crate::BUILD_COMMIT);
+    set("byre-commit", options.commit);
     if let Some(token) = &options.token {
         set("authorization", &format!("Bearer {token}"));
     }
