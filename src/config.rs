@@ -103,7 +103,7 @@ pub const DEFAULT_AGENT_IDLE_STOP: &str = "15m";
 /// # Errors
 /// What is wrong with the text, for the user.
 pub fn parse_memory_floor(text: &str) -> Result<u64, String> {
-    crate::log::bus::parse_size_or_zero(text).map(|n| n as u64)
+    byre_log::bus::parse_size_or_zero(text).map(|n| n as u64)
 }
 
 /// Parses a duration for `--agent-idle-stop`: `0` (never), or a whole number with a unit of
@@ -147,7 +147,7 @@ impl Config {
             agent_env: Vec::new(),
             byre_bin: None,
             tailscale_bin: None,
-            stream_buffer_bytes: crate::log::bus::DEFAULT_LIMIT_BYTES,
+            stream_buffer_bytes: byre_log::bus::DEFAULT_LIMIT_BYTES,
             reviews: ReviewConfig::default(),
             chromium_bin: None,
             browser_allow: byre_browser::DEFAULT_ALLOW

@@ -17,8 +17,8 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::http;
-use crate::log::{writer::WriterThread, Store, Writer};
 use byre_app::{status::Clients, Ctx};
+use byre_log::{writer::WriterThread, Store, Writer};
 
 /// A running byre server.
 pub struct Running {
@@ -142,7 +142,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })?;
 
     let log_path = config.log_path();
-    crate::log::snapshot::remove_leftover(&log_path);
+    byre_log::snapshot::remove_leftover(&log_path);
     let (store, mut folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let store = Store::open(&log_path)?;
         let started = std::time::Instant::now();
@@ -218,7 +218,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let edge = web::Data::new(
         http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?,
     );
-    let (terminals, terminals_task) = crate::terminal::Terminals::start(
+    let (terminals, terminals_task) = byre_terminal::Terminals::start(
         writer.clone(),
         shutdown_rx.clone(),
         agents.sandbox().clone(),

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use byre::log::store::StoredEvent;
+use byre_log::store::StoredEvent;
 use byre_projections::focus::{Focus, TaskTab};
 use byre_projections::workflows::{Stage, WorkflowDefinition};
 use byre_projections::{decide, derived_events, Command, DecideCtx, Event, State};

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use byre::log::Store;
+use byre_log::Store;
 use byre_projections::State;
 use redb::ReadableDatabase;
 use serde_json::{json, Value};

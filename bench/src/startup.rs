@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use byre::log::{snapshot, Store, Writer};
+use byre_log::{snapshot, Store, Writer};
 use serde_json::json;
 
 use crate::gen;

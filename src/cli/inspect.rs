@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::config::log_path;
-use crate::log::store::{ReadOnlyStore, Record};
+use byre_log::store::{ReadOnlyStore, Record};
 
 fn open(data: &Path) -> anyhow::Result<ReadOnlyStore> {
     let path = log_path(data);
@@ -151,7 +151,7 @@ fn verify_checkpoint(
 fn verify_snapshot(store: &ReadOnlyStore, state: &byre_projections::State) -> anyhow::Result<bool> {
     let snapshot = match store.snapshot() {
         Ok(s) => s,
-        Err(crate::log::snapshot::Unusable::Missing) => {
+        Err(byre_log::snapshot::Unusable::Missing) => {
             println!("snapshot    none; start-up folds from seq 1");
             return Ok(true);
         }

@@ -34,11 +34,11 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::log::Writer;
 use byre_agents::codebolt::frames::{text, Request};
 use byre_agents::codebolt::{Link, Llm, Store};
+use byre_log::Writer;
 use byre_process::runner::Line;
-use fs::{fs_action, list};
+use fs::fs_action;
 use git::git_action;
 use mcp::mcp_action;
 pub use stores::store_write;
@@ -72,12 +72,10 @@ pub struct Ctx {
     pub closed: tokio::sync::watch::Sender<bool>,
 }
 
-/// Largest file `readFile` returns, in bytes (the endpoint's frame limit).
-const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 /// Most bytes of frames one streamed command sends (its lines as `commandOutput` and
 /// `commandError`).
 const STREAM_MAX: usize = 16 * 1024 * 1024;
-/// Most bytes of a file's text read for searches and listings, and of a diff.
+/// Most bytes of a diff the agent is sent.
 const MAX_OUTPUT: usize = 1024 * 1024;
 
 pub(super) fn err(msg: impl Into<String>) -> Value {
@@ -431,8 +429,7 @@ fn project_action(worktree: &Path, action: &str) -> Value {
     match action {
         "getProjectPath" => json!({"projectPath": worktree, "projectName": name}),
         "getRepoMap" => {
-            let mut out = Vec::new();
-            list(worktree, worktree, true, &mut out);
+            let out = byre_git::worktree_files::list_all(worktree);
             json!({"repoMap": out.join("\n"), "data": out})
         }
         "getEditorFileStatus" => json!({"editorStatus": "", "data": []}),

@@ -307,10 +307,7 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
     };
     // Everything after the link (the log keeps what came meanwhile), so the new session's
     // turn end cannot be missed.
-    let mut events = Box::pin(crate::log::subscription::subscribe(
-        app.writer.clone(),
-        after,
-    ));
+    let mut events = Box::pin(byre_log::subscription::subscribe(app.writer.clone(), after));
     let fail = |why: String| {
         let mut v = err(why);
         v["task_id"] = task_id.clone().into();

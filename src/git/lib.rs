@@ -15,6 +15,7 @@ pub mod reviews;
 pub mod snapshots;
 pub mod subtasks;
 pub mod views;
+pub mod worktree_files;
 
 use std::ffi::OsStr;
 use std::fs;

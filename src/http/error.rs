@@ -5,8 +5,8 @@
 use actix_web::{http::StatusCode, HttpResponse, ResponseError};
 use byre_projections::Rejection;
 
-use crate::log::SubmitError;
 use byre_app as app;
+use byre_log::SubmitError;
 
 /// An error answered to an HTTP client.
 #[derive(Debug, thiserror::Error)]

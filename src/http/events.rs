@@ -20,9 +20,9 @@ use tokio::sync::broadcast;
 
 use super::identity::Caller;
 use super::{ApiError, App};
-use crate::log::Record;
 use byre_agents::runtime::Ephemeral;
 use byre_app::events as op;
+use byre_log::Record;
 
 /// Query of `streamEvents`.
 #[derive(Deserialize)]

@@ -15,9 +15,9 @@ use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 
 use super::identity::Caller;
 use super::{ApiError, App};
-use crate::terminal::shell::INPUT_QUEUE;
-use crate::terminal::InputRefused;
 use byre_app::terminal as op;
+use byre_terminal::shell::INPUT_QUEUE;
+use byre_terminal::InputRefused;
 
 /// Largest input message, in bytes (a paste).
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -50,7 +50,7 @@ pub async fn get_task_terminal(
 
 /// One viewer's socket until it or the shell ends.
 async fn serve(
-    mut viewer: crate::terminal::Viewer,
+    mut viewer: byre_terminal::Viewer,
     mut session: actix_ws::Session,
     stream: actix_ws::MessageStream,
     ping_every: Duration,

@@ -41,7 +41,7 @@ impl Bench {
         until_kind(&mut sse, "turn.ended", WAIT).await;
         let session_id = api.first_session_id(task["id"].as_str().unwrap()).await;
         let host =
-            byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
+            byre_agents::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
                 .expect("the server's MCP secret");
         let token = host.token(&session_id);
         Bench {
