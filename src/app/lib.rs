@@ -30,6 +30,7 @@ use crate::settings::Settings;
 use byre_log::{SubmitError, Writer};
 
 pub mod agent_git;
+pub mod agent_memory;
 pub mod api;
 pub mod blobs;
 pub mod browser;

@@ -294,3 +294,33 @@ async fn start_tool(app: &Ctx, session_id: &str, args: &Value) -> Result<ToolRes
             started.task_id
     )))
 }
+
+/// Follows the log after seq `after` until session `session_id`'s turn ends; that
+/// `turn.ended`'s payload and the last `agent.text` before it. `None` when the log ends first
+/// (the server stops). CodeBolt's `startAgent` waits on it for the subtask it started.
+pub async fn turn_end(
+    app: &Ctx,
+    session_id: &str,
+    after: u64,
+) -> Option<(serde_json::Value, String)> {
+    use futures_util::StreamExt;
+    let mut events = Box::pin(byre_log::subscription::subscribe(app.writer.clone(), after));
+    let mut last_text = String::new();
+    while let Some(r) = events.next().await {
+        let Ok(r) = r else { continue };
+        if r.agent_session_id.as_deref() != Some(session_id) {
+            continue;
+        }
+        let payload = serde_json::from_str::<serde_json::Value>(&r.json)
+            .map(|v| v["payload"].clone())
+            .unwrap_or_default();
+        match r.kind.as_str() {
+            "agent.text" => {
+                last_text = payload["text"].as_str().unwrap_or_default().to_owned();
+            }
+            "turn.ended" => return Some((payload, last_text)),
+            _ => {}
+        }
+    }
+    None
+}

@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 
 use byre_agents::codebolt::frames::{text, Request};
 use byre_agents::codebolt::{Link, Llm, Store};
-use byre_log::Writer;
+use byre_app::inbox::Waited;
 use byre_process::runner::Line;
 use fs::fs_action;
 use git::git_action;
@@ -55,8 +55,6 @@ mod stores;
 pub struct Ctx {
     /// The session's link.
     pub link: Arc<Link>,
-    /// The writer (for reads of the fold).
-    pub writer: Writer,
     /// The application layer's context (`startAgent` creates tasks and sessions, `executeTool`
     /// calls byre's tools, through `byre_app`).
     pub app: actix_web::web::Data<byre_app::Ctx>,
@@ -157,7 +155,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
 // ---------------------------------------------------------------- questions
 
 /// `waitforReply` and `confirmationRequest`: an inbox question (`buttons` its options), then
-/// the first human's answer, sent back as the reply (`RecordAnswersDelivered` by the runtime).
+/// the first human's answer, sent back as the reply (`byre_app::inbox::ask_and_wait`).
 async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
     let question_text = text(&f["message"]);
     let options: Vec<String> = f["buttons"]
@@ -177,65 +175,10 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
         recommended: Vec::new(),
         attachments: Vec::new(),
     };
-    let session_id = ctx.link.session_id.clone();
-    let item_id = match byre_app::inbox::ask_human(&ctx.app, &session_id, question).await {
-        Ok(id) => id,
-        Err(e) => return question_failed(ty, &format!("the question could not be asked: {e}")),
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    ctx.link
-        .questions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(item_id.clone(), tx);
-    // An answer (or a newer question) that came before the wait was registered.
-    let settled = ctx.writer.read(|s| {
-        s.inbox
-            .get(&item_id)
-            .and_then(|i| match i.responses.first() {
-                Some(r) => Some(Ok(serde_json::to_value(&r.response).unwrap_or_default())),
-                None if i.state != byre_projections::inbox::InboxState::Open => Some(Err(())),
-                None => None,
-            })
-    });
-    if let Some(settled) = settled {
-        let mine = ctx
-            .link
-            .questions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&item_id);
-        if mine.is_some() {
-            return match settled {
-                Ok(response) => {
-                    let _ = ctx
-                        .writer
-                        .submit(
-                            byre_projections::Command::RecordAnswersDelivered {
-                                session_id: session_id.clone(),
-                                response_ids: vec![text(&response["id"])],
-                            },
-                            None,
-                        )
-                        .await;
-                    answer_reply(ty, &response)
-                }
-                Err(()) => question_failed(ty, "no answer: a newer question replaced this one"),
-            };
-        }
-    }
-    let answered = tokio::select! {
-        r = rx => r,
-        // The socket closed: nobody to hand the answer to (dropping the receiver tells the
-        // runtime, which then leaves the answer to be delivered as a message).
-        _ = closed(ctx) => return question_failed(ty, "the agent disconnected"),
-    };
-    match answered {
-        Ok(response) => answer_reply(ty, &response),
-        Err(_) => question_failed(
-            ty,
-            "no answer: a newer question replaced this one, or the session ended",
-        ),
+    match byre_app::inbox::ask_and_wait(&ctx.app, &ctx.link, question, closed(ctx)).await {
+        Ok(Waited::Answered(response)) => answer_reply(ty, &response),
+        Ok(Waited::NoAnswer(why)) => question_failed(ty, why),
+        Err(e) => question_failed(ty, &format!("the question could not be asked: {e}")),
     }
 }
 

@@ -33,7 +33,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::actions::{closed, err, Ctx};
@@ -305,33 +304,15 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         Ok(s) => (s.task_id, s.session_id, s.linked_seq),
         Err(e) => return err(format!("the agent's task could not be started: {e}")),
     };
-    // Everything after the link (the log keeps what came meanwhile), so the new session's
-    // turn end cannot be missed.
-    let mut events = Box::pin(byre_log::subscription::subscribe(app.writer.clone(), after));
     let fail = |why: String| {
         let mut v = err(why);
         v["task_id"] = task_id.clone().into();
         v["session_id"] = session_id.clone().into();
         v
     };
-    let ended = async {
-        let mut last_text = String::new();
-        while let Some(r) = events.next().await {
-            let Ok(r) = r else { continue };
-            if r.agent_session_id.as_deref() != Some(session_id.as_str()) {
-                continue;
-            }
-            let payload = serde_json::from_str::<Value>(&r.json)
-                .map(|v| v["payload"].clone())
-                .unwrap_or_default();
-            match r.kind.as_str() {
-                "agent.text" => last_text = text(&payload["text"]),
-                "turn.ended" => return Some((payload, last_text)),
-                _ => {}
-            }
-        }
-        None
-    };
+    // Everything after the link (the log keeps what came meanwhile), so the new session's
+    // turn end cannot be missed.
+    let ended = byre_app::subtasks::turn_end(app, &session_id, after);
     let (payload, last_text) = tokio::select! {
         e = ended => match e {
             Some(e) => e,

@@ -112,7 +112,6 @@ pub async fn socket(
     tracing::info!(session_id = %link.session_id, "CodeBolt agent connected");
     let ctx = Arc::new(super::actions::Ctx {
         link: link.clone(),
-        writer: app.writer.clone(),
         app: app.clone(),
         browsers: subsystems.browsers.clone(),
         toolboxes: subsystems.toolboxes.clone(),
