@@ -32,7 +32,6 @@ pub mod mcp;
 pub(crate) mod reaper;
 pub mod runtime;
 pub mod sandbox;
-mod session;
 mod settings;
 
 pub use settings::{AgentLimits, OutputLimits, Settings};

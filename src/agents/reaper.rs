@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use byre_process::groups::{group_alive, kill_group, kill_marked, start_time};
 
-use super::runtime::Zombie;
+use serde::Serialize;
 
 /// SIGKILLs what an ended agent process may have left: its own process group, and every
 /// group holding a process marked with its session ([`SESSION_ENV`]), such as a tool command
@@ -106,4 +106,22 @@ pub async fn clear_leftovers(
         }
     }
     zombies
+}
+
+/// Spec `Zombie`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Zombie {
+    /// `running_without_process` or `process_without_session`.
+    pub(crate) kind: &'static str,
+    /// What is wrong, for a human.
+    pub(crate) detail: String,
+    /// The session concerned, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) session_id: Option<String>,
+    /// Its task, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) task_id: Option<String>,
+    /// The process (group), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
 }

@@ -25,18 +25,20 @@ use tokio::sync::{broadcast, mpsc, watch};
 use super::claude::ClaudeDriver;
 use super::codebolt::CodeboltDriver;
 use super::codex::CodexDriver;
-use super::session::{self, Input};
 use super::{Driver, Image, SpawnSpec};
 use byre_log::subscription::subscribe;
 use byre_log::Writer;
 
 mod admission;
+mod session;
 mod spawn;
 mod status;
 
+use session::Input;
+
 pub(crate) use admission::Admit;
 
-pub use super::reaper::clear_leftovers;
+pub use super::reaper::{clear_leftovers, Zombie};
 
 /// Most recent protocol errors kept for `getStatus`.
 const RECENT_PROTOCOL_ERRORS: usize = 50;
@@ -80,24 +82,6 @@ pub struct ProtocolError {
     /// A lead session's user (only they see it); empty for a task's session.
     #[serde(skip)]
     owner: String,
-}
-
-/// Spec `Zombie`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Zombie {
-    /// `running_without_process` or `process_without_session`.
-    pub(crate) kind: &'static str,
-    /// What is wrong, for a human.
-    pub(crate) detail: String,
-    /// The session concerned, if known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) session_id: Option<String>,
-    /// Its task, if known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) task_id: Option<String>,
-    /// The process (group), if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) pid: Option<u32>,
 }
 
 /// The directory a user's lead agent works in: `{data}/lead/{login}`, the login's bytes

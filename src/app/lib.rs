@@ -9,11 +9,10 @@
 //! One module per family of the contract: [`me`], [`projects`], [`tasks`], [`sessions`],
 //! [`inbox`], [`finish`], [`fork`], [`reviews`], [`snapshots`], [`views`], [`blobs`],
 //! [`workflows`], [`runs`] (workflow runs), [`events`], [`signin`], [`tools`] (the agents'
-//! byre tools; [`choices`] reads a question's choices), [`subtasks`], [`todo`], [`status`]
-//! (the server's figures and open streams), [`metrics`], [`lead`] (each user's lead agent)
-//! and [`lead_tools`] (its tools), [`terminal`] (attaching to a task's terminal),
-//! [`machines`] (the users' connected machines) and [`client_tools`] (the agents' tools that
-//! use them); for a CodeBolt agent, [`agent_git`] (its own git), [`toolboxes`] (third-party
+//! byre tools, every tool's definition in it or its submodules), [`subtasks`], [`todo`],
+//! [`status`] (the server's figures and open streams), [`metrics`], [`lead`] (each user's lead
+//! agent), [`terminal`] (attaching to a task's terminal), [`machines`] (the users' connected
+//! machines); for a CodeBolt agent, [`agent_git`] (its own git), [`toolboxes`] (third-party
 //! MCP servers) and [`browser`] (the application's part of the browser actions).
 //!
 //! The subsystems these operations drive are crates of their own beside git: byre-terminal,
@@ -34,14 +33,11 @@ pub mod agent_memory;
 pub mod api;
 pub mod blobs;
 pub mod browser;
-pub mod choices;
-pub mod client_tools;
 pub mod events;
 pub mod finish;
 pub mod fork;
 pub mod inbox;
 pub mod lead;
-pub mod lead_tools;
 pub mod machines;
 pub mod me;
 pub mod metrics;
@@ -55,6 +51,7 @@ pub mod signin;
 pub mod snapshots;
 pub mod status;
 pub mod subtasks;
+pub mod task_creation;
 pub mod tasks;
 pub mod terminal;
 pub mod todo;

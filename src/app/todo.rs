@@ -271,8 +271,8 @@ pub async fn start_todo_item(
         byre_projections::users::check_model(model)?;
     }
     let title = task_title(&item.title);
-    let base_ref = super::tasks::default_branch_tip(app, project_id).await?;
-    let task_id = super::tasks::create_with(
+    let base_ref = super::task_creation::default_branch_tip(app, project_id).await?;
+    let task_id = super::task_creation::create_with(
         app,
         Command::StartTodoItem {
             actor: actor.to_owned(),

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod binary;
 pub mod files;
 pub mod merge;
 pub mod remote;

@@ -549,10 +549,10 @@ pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
 /// own credential helpers and ssh configuration apply; no terminal prompt and a time limit
-/// ([`super::remote::run_git`]'s rules). Also the task branch's push (`gitPush`).
+/// ([`super::binary::run_git`]'s rules). Also the task branch's push (`gitPush`).
 pub(crate) fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
     let refspec = format!("{commit}:refs/heads/{branch}");
-    let ran = super::remote::run_git(
+    let ran = super::binary::run_git(
         repo_path,
         &["push", "--porcelain", "origin", &refspec],
         &[],

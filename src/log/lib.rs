@@ -1,7 +1,7 @@
 //! byre-log: the event log on redb: the only code that opens a redb write transaction or assigns a seq.
 //!
-//! - [`store`]: the redb file, its tables, the stored envelope, reading.
-//! - `fold`: the start-up fold, decoding on a second thread while the caller applies.
+//! - [`store`]: the redb file, its tables, the stored envelope, reading, and the fold
+//!   (`store::fold`: decoding on a second thread while the caller applies).
 //! - [`writer`]: the single writer thread: decide, group commit, fold, publish.
 //! - [`bus`]: the live fan-out of committed records, bounded in bytes.
 //! - [`subscription`]: replay from a seq, then follow live, never skipping.
@@ -16,7 +16,6 @@
 #![warn(missing_docs)]
 
 pub mod bus;
-mod fold;
 pub mod snapshot;
 pub mod stats;
 pub mod store;

@@ -45,7 +45,7 @@ use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::store::{Store, StoreError, CHECKPOINTS, EVENTS};
+use super::store::{ReadOnlyStore, Store, StoreError, CHECKPOINTS, EVENTS};
 
 /// The file layout's version (the first line). A file of another version is ignored.
 pub const SNAPSHOT_FORMAT: u32 = 1;
@@ -264,7 +264,7 @@ impl Store {
                 (State::default(), 0)
             }
         };
-        let state = super::fold::fold_into(&txn, start, u64::MAX)?;
+        let state = super::store::fold::fold_into(&txn, start, u64::MAX)?;
         Ok(Folded {
             n_events_folded: state.last_seq - snapshot_seq,
             state,
@@ -510,6 +510,20 @@ fn record(
         Err(e) => {
             tracing::warn!(error = %e, path = %path.display(), "cannot write the projection snapshot")
         }
+    }
+}
+
+impl ReadOnlyStore {
+    /// The projection snapshot beside this log, read and checked as start-up does
+    /// ([`read_for`]).
+    /// # Errors
+    /// Why start-up would not use it.
+    pub fn snapshot(&self) -> Result<Snapshot, Unusable> {
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(|e| Unusable::Io(std::io::Error::other(e)))?;
+        read_for(&snapshot_path(&self.path), &txn)
     }
 }
 

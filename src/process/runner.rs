@@ -172,7 +172,8 @@ pub async fn run(
 
 /// Runs `cmd`, handing each line of its stdout and stderr to `line` as it comes, and returns
 /// how it ended. The shell's exit ends the command: its group is killed and what is left in
-/// the pipes is still read for [`Limits::drain`]. `started` as for [`run`].
+/// the pipes is still read for [`Limits::drain`]; pipes that close before the exit leave it
+/// the rest of the time limit. `started` as for [`run`].
 /// # Errors
 /// The command could not be started.
 pub async fn stream(
@@ -199,6 +200,7 @@ pub async fn stream(
     let deadline = tokio::time::sleep(limits.timeout);
     tokio::pin!(deadline);
     let mut exit = None;
+    let mut timed_out = false;
     while out_open || err_open {
         tokio::select! {
             status = child.wait(), if exit.is_none() => {
@@ -219,17 +221,29 @@ pub async fn stream(
                 Ok(Some(l)) => line(Line::Stderr(l)),
                 _ => err_open = false,
             },
-            _ = &mut deadline => break,
+            _ = &mut deadline => {
+                timed_out = exit.is_none();
+                break;
+            }
         }
     }
-    drop(group);
-    Ok(match exit {
+    let exit = match exit {
         Some(exit) => exit,
-        None => {
-            let _ = child.kill().await;
-            Exit::TimedOut
+        // The pipes closed first: the command is ending; its exit comes within the time left.
+        None if !timed_out => {
+            match tokio::time::timeout_at(deadline.deadline(), child.wait()).await {
+                Ok(Ok(s)) => Exit::Status(s),
+                Ok(Err(e)) => Exit::WaitFailed(e),
+                Err(_) => Exit::TimedOut,
+            }
         }
-    })
+        None => Exit::TimedOut,
+    };
+    drop(group);
+    if matches!(exit, Exit::TimedOut) {
+        let _ = child.kill().await;
+    }
+    Ok(exit)
 }
 
 /// A pipe's read end as tokio reads it.
@@ -340,6 +354,27 @@ mod tests {
         .unwrap();
         assert_eq!(done.stdout, b"done\n");
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn a_stream_whose_pipes_close_before_its_exit_still_gets_its_exit_code() {
+        let mut n_lines = 0;
+        let exit = stream(
+            sh("exec >&- 2>&-; sleep 0.2; exit 0"),
+            &limits(Keep::First, false),
+            |_| {},
+            |_| n_lines += 1,
+        )
+        .await
+        .unwrap();
+        assert_eq!(exit.code_or_signal(), Some(0), "{exit:?}");
+        assert_eq!(n_lines, 0);
+        let mut l = limits(Keep::First, false);
+        l.timeout = Duration::from_millis(300);
+        let exit = stream(sh("exec >&- 2>&-; sleep 30"), &l, |_| {}, |_| {})
+            .await
+            .unwrap();
+        assert!(matches!(exit, Exit::TimedOut), "{exit:?}");
     }
 
     #[tokio::test]

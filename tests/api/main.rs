@@ -32,6 +32,7 @@ mod events;
 mod finish;
 mod fork;
 mod inbox;
+mod layering;
 mod lead;
 mod limits;
 mod me;

@@ -4,7 +4,7 @@
 //!   (`app::runs::advance`: `StartStage`, which records nothing for a stage that has an
 //!   attempt already, then the task's worktree and its agent session).
 //! - After `workflow.run_finished`: discards the run's other active tasks as `byre`
-//!   (`app::runs::clean_up`); the final stage's task stays for the human to merge.
+//!   ([`clean_up`]); the final stage's task stays for the human to merge.
 //!
 //! At start-up, before following the log, it redoes what a crash may have cut short: every
 //! unfinished run is advanced (a stage that finished just before a `kill -9` starts its next
@@ -59,7 +59,7 @@ async fn react(ctx: &Ctx, rec: &byre_log::Record) {
     match rec.kind.as_str() {
         "workflow.stage_finished" => advance(ctx, &run).await,
         "workflow.run_finished" => {
-            app::clean_up(ctx, &run).await;
+            clean_up(ctx, &run).await;
         }
         _ => {}
     }
@@ -109,7 +109,7 @@ async fn reconcile(ctx: &Ctx, head: u64) {
             .read(|s| s.tasks.get(&task_id).map(|t| t.created_seq))
             .unwrap_or(0);
         let started = async {
-            crate::tasks::wait_for_worktree(ctx, &task_id, created_seq).await?;
+            crate::task_creation::wait_for_worktree(ctx, &task_id, created_seq).await?;
             app::start_stage_session(ctx, &task_id).await
         };
         if let Err(e) = started.await {
@@ -120,6 +120,27 @@ async fn reconcile(ctx: &Ctx, head: u64) {
         advance(ctx, &run).await;
     }
     for run in finished {
-        app::clean_up(ctx, &run).await;
+        clean_up(ctx, &run).await;
     }
+}
+
+/// Once run `run_id` finished: discards its other active tasks as `byre`; the ones it
+/// discarded. A refused discard is logged and skipped.
+async fn clean_up(app: &Ctx, run_id: &str) -> Vec<String> {
+    let tasks: Vec<String> = app.writer.read(|s| {
+        s.runs
+            .get(run_id)
+            .map(|r| r.to_clean_up(s).into_iter().map(str::to_owned).collect())
+            .unwrap_or_default()
+    });
+    let mut done = Vec::new();
+    for task_id in tasks {
+        match crate::finish::discard_task(app, "byre", &task_id).await {
+            Ok(_) => done.push(task_id),
+            Err(e) => {
+                tracing::warn!(run = run_id, task_id, error = %e, "a finished run's task was not discarded")
+            }
+        }
+    }
+    done
 }

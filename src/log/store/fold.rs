@@ -17,7 +17,7 @@ use byre_projections::upcast::{upcast, UpcastError};
 use byre_projections::{Event, State};
 use serde::Deserialize;
 
-use super::store::{OpenError, StoreError, StoredEvent, EVENTS};
+use super::{OpenError, StoreError, StoredEvent, EVENTS};
 
 /// Entries per chunk sent from the scanning thread: large enough that the channel's cost per
 /// event is nil, small enough that the first chunk is applied soon.

@@ -18,11 +18,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 
-use super::bounds::{cut_delta, cut_item, overflow, Line, LineReader};
-use super::exits::{exit_reason, stopped_by_byre, stopped_idle, vendor_name};
-use super::reaper::sweep;
-use super::runtime::{Admit, Live, Runtime};
-use super::{Driver, Image, Reaction, SpawnSpec};
+use super::{Admit, Live, Runtime};
+use crate::bounds::{cut_delta, cut_item, overflow, Line, LineReader};
+use crate::exits::{exit_reason, stopped_by_byre, stopped_idle, vendor_name};
+use crate::reaper::sweep;
+use crate::{Driver, Image, Reaction, SpawnSpec};
 use byre_process::groups::{kill_tree, own_session, SESSION_ENV};
 
 /// What the runtime asks of a live session.
@@ -149,7 +149,7 @@ impl Handed {
 async fn hand(
     stdin: &mut ChildStdin,
     link: Option<&crate::codebolt::Link>,
-    protocol: &mut dyn super::Protocol,
+    protocol: &mut dyn crate::Protocol,
     handed: &mut Handed,
     input: Input,
 ) {
@@ -208,7 +208,7 @@ async fn run_process(
     // Confined, a missing CLI would be bwrap's failure to exec it: say so before, as the
     // spawn itself would unconfined.
     let missing = rt.sandbox().is_on()
-        && super::sandbox::resolve(
+        && crate::sandbox::resolve(
             std::path::Path::new(&driver.program().0),
             std::env::var_os("PATH").as_deref(),
         )
@@ -225,12 +225,12 @@ async fn run_process(
         Err(source) => {
             let (program, env_var) = driver.program();
             let err = match source {
-                Some(source) => super::VendorError::Spawn {
+                Some(source) => crate::VendorError::Spawn {
                     program,
                     env_var,
                     source,
                 },
-                None => super::VendorError::NoWorktree(spec.cwd.display().to_string()),
+                None => crate::VendorError::NoWorktree(spec.cwd.display().to_string()),
             };
             tracing::error!(error = %err, "agent did not start");
             rx.close();
@@ -694,7 +694,7 @@ fn dir_identity(path: &std::path::Path) -> Option<(u64, u64)> {
 }
 
 /// The lines that hand `input` (a message or an interrupt) to the agent; none for the others.
-fn input_lines(protocol: &mut dyn super::Protocol, input: Input) -> Vec<String> {
+fn input_lines(protocol: &mut dyn crate::Protocol, input: Input) -> Vec<String> {
     match input {
         Input::Message {
             text,

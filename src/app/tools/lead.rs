@@ -12,8 +12,8 @@ use byre_projections::sessions::SessionRole;
 use byre_projections::Command;
 use serde_json::{json, Value};
 
-use super::tools::{ToolResult, ToolSpec};
-use super::{Ctx, Error};
+use super::{ToolResult, ToolSpec};
+use crate::{Ctx, Error};
 use byre_log::SubmitError;
 
 /// How many of a task's latest events `lead_read_transcript` reads.
@@ -279,7 +279,7 @@ async fn run(
             ok("The user's right pane shows it now.")
         }
         "lead_list_projects" => {
-            let list: Vec<Value> = super::projects::list_projects(app)
+            let list: Vec<Value> = crate::projects::list_projects(app)
                 .into_iter()
                 .map(|p| json!({"id": p.id, "name": p.name, "default_branch": p.default_branch}))
                 .collect();
@@ -292,14 +292,14 @@ async fn run(
         }
         "lead_create_task" => {
             let project_id = project_of(app, &required(args, "project_id")?)?;
-            let new = super::tasks::NewTask {
+            let new = crate::tasks::NewTask {
                 title: required(args, "title")?,
                 prompt: str_arg(args, "prompt")?,
                 model: str_arg(args, "model")?,
                 images: Vec::new(),
                 workflow: str_arg(args, "workflow")?,
             };
-            let task = super::tasks::create_task(app, owner, &project_id, new).await?;
+            let task = crate::tasks::create_task(app, owner, &project_id, new).await?;
             ok(format!(
                 "Created task {} ({}) on branch `{}`.",
                 task.id, task.title, task.branch
@@ -308,12 +308,12 @@ async fn run(
         "lead_message_task" => message_task(app, owner, args).await,
         "lead_start_todo_item" => {
             let project_id = project_of(app, &required(args, "project_id")?)?;
-            let start = super::todo::TodoStart {
+            let start = crate::todo::TodoStart {
                 title: required(args, "title")?,
                 model: str_arg(args, "model")?,
                 discuss: args["discuss"].as_bool().unwrap_or(false),
             };
-            let task = super::todo::start_todo_item(app, owner, &project_id, start).await?;
+            let task = crate::todo::start_todo_item(app, owner, &project_id, start).await?;
             ok(format!("Started task {} ({}).", task.id, task.title))
         }
         "lead_snapshot_task" => {
@@ -365,7 +365,7 @@ fn parse_focus(args: &Value) -> Result<Focus, Error> {
 async fn list_tasks(app: &Ctx, args: &Value) -> Result<ToolResult, Error> {
     let project_id = project_of(app, &required(args, "project_id")?)?;
     let include_closed = args["include_closed"].as_bool().unwrap_or(false);
-    let tasks = super::tasks::list_tasks(app, &project_id)?;
+    let tasks = crate::tasks::list_tasks(app, &project_id)?;
     let mut out = Vec::new();
     for t in tasks {
         let active = t.status == byre_projections::tasks::TaskStatus::Active;
@@ -393,7 +393,7 @@ async fn list_tasks(app: &Ctx, args: &Value) -> Result<ToolResult, Error> {
             seq => turn_result(app, seq).await,
         };
         let unmerged = if active {
-            super::finish::get_unmerged(app, &t.id)
+            crate::finish::get_unmerged(app, &t.id)
                 .await
                 .ok()
                 .map(|u| json!({"commits": u.commits, "files": u.files, "insertions": u.insertions, "deletions": u.deletions, "uncommitted": u.uncommitted}))
@@ -412,7 +412,7 @@ async fn list_tasks(app: &Ctx, args: &Value) -> Result<ToolResult, Error> {
 /// The `result` of the `turn.ended` at `seq`.
 async fn turn_result(app: &Ctx, seq: u64) -> String {
     let store = app.writer.store().clone();
-    let record = super::blocking(move || store.records(seq, seq, 1).map_err(Error::internal))
+    let record = crate::blocking(move || store.records(seq, seq, 1).map_err(Error::internal))
         .await
         .ok()
         .and_then(|v| v.into_iter().next());
@@ -423,10 +423,10 @@ async fn turn_result(app: &Ctx, seq: u64) -> String {
 }
 
 async fn read_transcript(app: &Ctx, owner: &str, task_id: &str) -> Result<ToolResult, Error> {
-    super::tasks::get_task(app, task_id)?;
+    crate::tasks::get_task(app, task_id)?;
     let store = app.writer.store().clone();
     let id = task_id.to_owned();
-    let records = super::blocking(move || {
+    let records = crate::blocking(move || {
         store
             .task_records_before(&id, u64::MAX, TRANSCRIPT_EVENTS)
             .map_err(Error::internal)
@@ -494,12 +494,12 @@ async fn message_task(app: &Ctx, owner: &str, args: &Value) -> Result<ToolResult
     });
     match live {
         Some((session_id, mid_turn)) => {
-            let message = super::sessions::Message {
+            let message = crate::sessions::Message {
                 text,
                 images: Vec::new(),
                 model: None,
             };
-            super::sessions::send_message(app, owner, &session_id, message).await?;
+            crate::sessions::send_message(app, owner, &session_id, message).await?;
             let how = if mid_turn {
                 "it is mid-turn, so the message is queued as its next turn"
             } else {
@@ -508,8 +508,8 @@ async fn message_task(app: &Ctx, owner: &str, args: &Value) -> Result<ToolResult
             ok(format!("Sent to task {task_id}'s agent ({how})."))
         }
         None => {
-            super::tasks::get_task(app, &task_id)?;
-            super::sessions::start_session(app, owner, &task_id, None, text, Vec::new()).await?;
+            crate::tasks::get_task(app, &task_id)?;
+            crate::sessions::start_session(app, owner, &task_id, None, text, Vec::new()).await?;
             ok(format!(
                 "Task {task_id} had no live agent session: one started on your message."
             ))

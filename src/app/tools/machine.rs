@@ -1,6 +1,6 @@
 //! The agents' tools that use a human's own machine (issue 17 part 2): `bash`, `read_file`,
 //! `write_file`, `upload`, `download` and `hands`, each one `ClientRequest` to a machine
-//! connected over `connectClient` ([`super::clients`]). Declared once here, so Claude Code and
+//! connected over `connectClient` ([`crate::clients`]). Declared once here, so Claude Code and
 //! Codex (over MCP) and CodeBolt agents get the same tools.
 //!
 //! The machine: a connected machine of the task's owner (its creator; a subtask's or a
@@ -18,8 +18,8 @@ use base64::Engine;
 use byre_projections::tasks::TaskStatus;
 use serde_json::{json, Value};
 
-use super::tools::{ToolResult, ToolSpec};
-use super::{blocking, Ctx, Error};
+use super::{ToolResult, ToolSpec};
+use crate::{blocking, Ctx, Error};
 use byre_git::views::{TreePath, ViewError, WorkPath, Worktree};
 use byre_machines::Machine;
 
@@ -42,7 +42,7 @@ const REPLY_MARGIN: Duration = Duration::from_secs(30);
 /// How long byre waits for a file, transfer or hands request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The tools' definitions, for [`super::tools::definitions`].
+/// The tools' definitions, for [`crate::definitions`].
 pub fn definitions() -> Vec<ToolSpec> {
     let path = |what: &str| json!({"type": "string", "description": what});
     vec![
