@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::http;
-use byre_app::{status::Clients, Ctx};
+use byre_app::{status::Streams, Ctx};
 use byre_log::{writer::WriterThread, Store, Writer};
 
 /// A running byre server.
@@ -93,7 +93,7 @@ impl Running {
 /// The data dir cannot be created or is locked by another server; the log cannot be opened or
 /// folded (with the seq of the first undecodable event); the listener is not loopback and the
 /// auth mode does not authenticate; token or tailscale mode where the agent sandbox cannot
-/// run and `--sandbox off` was not given (`vendors::sandbox::Sandbox::start`).
+/// run and `--sandbox off` was not given (`byre_agents::sandbox::Sandbox::start`).
 pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     if !addr.ip().to_canonical().is_loopback() && !config.auth.authenticates() {
@@ -142,15 +142,15 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })?;
 
     let log_path = config.log_path();
-    byre_log::snapshot::remove_leftover(&log_path);
+    byre_log::projection_snapshot::remove_leftover(&log_path);
     let (store, mut folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let store = Store::open(&log_path)?;
         let started = std::time::Instant::now();
-        let folded = store.fold_from_snapshot()?;
+        let folded = store.fold_from_projection_snapshot()?;
         tracing::info!(
             last_seq = folded.state.last_seq,
             n_events = folded.state.n_events,
-            snapshot_seq = folded.snapshot_seq,
+            projection_snapshot_seq = folded.projection_snapshot_seq,
             n_events_folded = folded.n_events_folded,
             fold_ms = started.elapsed().as_secs_f64() * 1e3,
             "log folded"
@@ -258,13 +258,13 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         writer: writer.clone(),
         settings: Arc::new(config.app_settings()),
         started_at_us: chrono::Utc::now().timestamp_micros(),
-        clients: Clients::default(),
+        streams: Streams::default(),
         machines: byre_machines::Machines::default(),
         agents,
         mcp,
         worktrees: worktrees.clone(),
         terminals,
-        sessions: byre_app::signin::Sessions::default(),
+        signins: byre_app::signin::SignIns::default(),
         shutdown: shutdown_rx.clone(),
         requests: Default::default(),
     });

@@ -41,7 +41,7 @@ pub async fn run(
                 );
             }
             let store = Store::open(&path)?;
-            let folded = store.fold_from_snapshot()?;
+            let folded = store.fold_from_projection_snapshot()?;
             Ok((store, folded))
         })
         .await??

@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 pub const SERVER_NAME: &str = "byre";
 
 /// Seconds Codex waits for one tool call: beyond the longest machine `bash` an agent may ask
-/// for (3,600 s) and the 30 s byre waits past it for the reply (`app::client_tools`), so byre,
+/// for (3,600 s) and the 30 s byre waits past it for the reply (byre-app's `tools::machine`), so byre,
 /// not Codex, says when a machine took too long.
 pub const CODEX_TOOL_TIMEOUT_SEC: u64 = 3_700;
 /// Seconds Codex waits for the server to start.

@@ -170,7 +170,7 @@ pub struct Runtime {
     /// The sandbox every process runs in (`serve --sandbox`).
     sandbox: Arc<super::sandbox::Sandbox>,
     /// Most bytes of one event's payload and of one output line (`serve --max-event-bytes`,
-    /// `--max-line-bytes`; `vendors::bounds`).
+    /// `--max-line-bytes`; `crate::bounds`).
     output_limits: crate::OutputLimits,
 }
 
@@ -348,7 +348,7 @@ impl Runtime {
         })
     }
 
-    /// The bounds on agent output (`vendors::bounds`).
+    /// The bounds on agent output (`crate::bounds`).
     pub(crate) fn output_limits(&self) -> crate::OutputLimits {
         self.output_limits
     }

@@ -1,5 +1,5 @@
 //! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`.
-//! The git work of a merge or discard is the finish reactor's (`src/reactors/finish.rs`);
+//! The git work of a merge or discard is the finish reactor's (`reactors::finish`);
 //! these operations read git (`getUnmerged`) or submit the intent.
 
 use std::path::PathBuf;

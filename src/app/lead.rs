@@ -1,6 +1,6 @@
 //! Each user's lead agent, as its user reaches it: `messageLead`, `listLeadSessions`,
 //! `listLeadEvents`, `listLeadNotes`, `deleteLeadNote`. The lead's own tools are
-//! [`super::lead_tools`]. The rules (one live lead per user, notes, `show`) are
+//! [`super::tools::lead`]. The rules (one live lead per user, notes, `show`) are
 //! `byre_projections::lead`'s; every lead event is owned by its user, so the event stream and
 //! `listTaskEvents` send it to no one else, and these operations read only the caller's.
 

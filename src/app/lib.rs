@@ -69,8 +69,8 @@ pub struct Ctx {
     pub settings: Arc<Settings>,
     /// When this server started, in microseconds since the epoch.
     pub started_at_us: i64,
-    /// Open event streams, for `getStatus`.
-    pub clients: status::Clients,
+    /// Open event streams (and connected machines), for `getStatus`.
+    pub streams: status::Streams,
     /// The users' machines connected over `connectClient`, and their waiting requests.
     pub machines: byre_machines::Machines,
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
@@ -81,8 +81,8 @@ pub struct Ctx {
     pub worktrees: crate::reactors::worktrees::Worktrees,
     /// Task terminals (shells on ptys, their viewers).
     pub terminals: Arc<byre_terminal::Terminals>,
-    /// Signed-in browser sessions (token mode).
-    pub sessions: signin::Sessions,
+    /// Token mode's sign-ins (browser sessions, not agent sessions).
+    pub signins: signin::SignIns,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// HTTP requests served, for `GET /metrics` (recorded by the HTTP adapter).

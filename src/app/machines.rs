@@ -1,6 +1,6 @@
 //! The operations on the users' machines (`connectClient`, `getClientTransfer`,
 //! `putClientTransfer`); the registry itself, its requests and transfers are byre-machines.
-//! The agents' tools that use the machines are [`super::client_tools`].
+//! The agents' tools that use the machines are [`super::tools::machine`].
 
 use byre_machines::{Connection, Receiving};
 
@@ -11,7 +11,7 @@ use super::{Ctx, Error};
 /// # Errors
 /// [`Error::Invalid`] for an empty host (no `Byre-Host` header).
 pub fn connect(app: &Ctx, login: &str, host: &str, commit: &str) -> Result<Connection, Error> {
-    let listed = Box::new(app.clients.open(login, host.trim(), commit));
+    let listed = Box::new(app.streams.open(login, host.trim(), commit));
     Ok(app.machines.connect(login, host, listed)?)
 }
 

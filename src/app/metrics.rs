@@ -119,7 +119,7 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
         &mut registry,
         "startup_snapshot_seq",
         "Seq of the projection snapshot this server's start-up folded from (0: from seq 1)",
-        startup.snapshot_seq as i64,
+        startup.projection_snapshot_seq as i64,
     );
     gauge(
         &mut registry,

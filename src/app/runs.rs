@@ -1,6 +1,6 @@
 //! Workflow runs: `createTask` with `workflow`, starting stages, `getWorkflowRun`,
 //! `getTaskWorkflow`. The decisions are `projections/src/runs.rs`; the run reactor
-//! (`src/reactors/runs.rs`) calls [`advance`] and [`clean_up`] after stages finish.
+//! (`reactors::runs`) calls [`advance`] after stages finish, and cleans a finished run up.
 //!
 //! Starting a stage ([`start_stage`]): its base resolved (`runs::base_of`: a commit, or the
 //! default branch's tip now), `StartStage` (the task and its `workflow.stage_started`, or

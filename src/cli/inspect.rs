@@ -149,9 +149,9 @@ fn verify_checkpoint(
 /// equals the state it holds (the whole state, the digest's bookkeeping included). True when
 /// there is none, or start-up would not use it (said why).
 fn verify_snapshot(store: &ReadOnlyStore, state: &byre_projections::State) -> anyhow::Result<bool> {
-    let snapshot = match store.snapshot() {
+    let snapshot = match store.projection_snapshot() {
         Ok(s) => s,
-        Err(byre_log::snapshot::Unusable::Missing) => {
+        Err(byre_log::projection_snapshot::Unusable::Missing) => {
             println!("snapshot    none; start-up folds from seq 1");
             return Ok(true);
         }

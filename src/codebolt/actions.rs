@@ -21,7 +21,7 @@
 //! - mcp: byre's agent tools as the toolbox `byre`, beside the project's configured MCP
 //!   toolboxes (`app::toolboxes`; [`mcp`]);
 //! - code utilities: definitions and all files as Markdown from tree-sitter parsers, problem
-//!   matchers over compiler and linter output (`app::code`, `app::matchers`; [`code`]);
+//!   matchers over compiler and linter output (byre-code; [`code`]);
 //! - agent: the CodeBolt agents byre can run, and `startAgent` as a new task
 //!   ([`super::agents`]);
 //! - browser and crawler: on byre's headless Chromium, one context per session, URLs limited

@@ -64,13 +64,13 @@ pub async fn stream_events(
     let lead = query.lead.unwrap_or(false);
     let (records, filter) = op::open_stream(&app, &caller.login, cursor, query.task_id, lead)?;
     let (host, commit, _) = super::status::client_of(&req);
-    let registration = app.clients.open(&caller.login, &host, &commit);
+    let registration = app.streams.open(&caller.login, &host, &commit);
     let heartbeat = config.heartbeat;
     let login = caller.login;
     let deltas = app.agents.ephemeral();
     let shutdown = app.shutdown.clone();
     // A stream signed in by cookie ends when its session does (sign-out).
-    let session_ended = super::auth::session_end(&app, &req);
+    let session_ended = super::auth::signin_end(&app, &req);
     tracing::debug!(login = %login, from_seq = after, "event stream opened");
     let body = async_stream::stream! {
         let _registration = registration; // dropped when the client goes away
@@ -167,7 +167,7 @@ fn wakes(
         Wake::End
     });
     let signed_out = stream::once(async move {
-        session_end(&mut session_ended).await;
+        signin_end(&mut session_ended).await;
         Wake::End
     });
     let rare = stream::select_all([
@@ -180,7 +180,7 @@ fn wakes(
 }
 
 /// Resolves when the session of a cookie-signed stream ends; never for other streams.
-async fn session_end(ended: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+async fn signin_end(ended: &mut Option<tokio::sync::watch::Receiver<bool>>) {
     match ended {
         Some(rx) => {
             let _ = rx.wait_for(|ended| *ended).await;

@@ -16,7 +16,7 @@ use std::pin::Pin;
 use actix_web::{dev::Payload, http::Method, web, FromRequest, HttpRequest};
 
 use byre_app::settings::login_for_token;
-use byre_app::signin::{CSRF_HEADER, SESSION_COOKIE};
+use byre_app::signin::{CSRF_HEADER, SIGNIN_COOKIE};
 use byre_app::Ctx as App;
 
 use super::ApiError;
@@ -122,12 +122,12 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
                     .map(|l| (l, None))
                     .ok_or_else(|| ApiError::Unauthorized("unknown bearer token".into()));
             }
-            let Some(cookie) = req.cookie(SESSION_COOKIE) else {
+            let Some(cookie) = req.cookie(SIGNIN_COOKIE) else {
                 return Err(ApiError::Unauthorized(
                     "missing Authorization: Bearer token (or sign in at /signin)".into(),
                 ));
             };
-            let login = app.sessions.login(cookie.value()).ok_or_else(|| {
+            let login = app.signins.login(cookie.value()).ok_or_else(|| {
                 ApiError::Unauthorized("the session has ended: sign in again at /signin".into())
             })?;
             require_csrf_header(req)?;

@@ -9,7 +9,6 @@ use actix_web::{web, HttpResponse};
 mod agent_tools;
 pub mod auth;
 mod blobs;
-mod clients;
 pub mod edge;
 mod error;
 mod events;
@@ -18,6 +17,7 @@ mod fork;
 pub mod identity;
 mod lead;
 pub mod limits;
+mod machines;
 mod me;
 mod projects;
 mod reviews;
@@ -381,17 +381,17 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/clients/connect",
             Method::GET,
-            web::to(clients::connect_client),
+            web::to(machines::connect_client),
         )
         .route(
             "/api/clients/transfers/{transferId}",
             Method::GET,
-            web::to(clients::get_client_transfer),
+            web::to(machines::get_client_transfer),
         )
         .route(
             "/api/clients/transfers/{transferId}",
             Method::PUT,
-            web::to(clients::put_client_transfer),
+            web::to(machines::put_client_transfer),
         )
         // Events, status, workflows
         .route("/api/events", Method::GET, web::to(events::stream_events))
@@ -453,7 +453,7 @@ pub async fn trace_request(
             // A page's reads follow from what it shows; its state changes are the human's.
             if !host.is_empty() || (page && crate::http::identity::changes_state(req.method())) {
                 if let Ok((login, _)) = crate::http::identity::resolve(req.request(), app) {
-                    app.clients.acted(&login, &host, &commit);
+                    app.streams.acted(&login, &host, &commit);
                 }
             }
         }

@@ -24,7 +24,7 @@ pub fn client_of(req: &actix_web::HttpRequest) -> (String, String, bool) {
     let commit = header("Byre-Commit");
     let page = commit.is_empty()
         && (header("Sec-Fetch-Site") == "same-origin"
-            || req.cookie(super::auth::SESSION_COOKIE).is_some());
+            || req.cookie(super::auth::SIGNIN_COOKIE).is_some());
     if page {
         (host, crate::BUILD_COMMIT.to_owned(), true)
     } else {

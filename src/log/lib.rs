@@ -5,7 +5,7 @@
 //! - [`writer`]: the single writer thread: decide, group commit, fold, publish.
 //! - [`bus`]: the live fan-out of committed records, bounded in bytes.
 //! - [`subscription`]: replay from a seq, then follow live, never skipping.
-//! - [`snapshot`]: checkpoints and projection snapshots, made off the writer thread; start-up
+//! - [`projection_snapshot`]: checkpoints and projection snapshots, made off the writer thread; start-up
 //!   folds only the events after the latest usable snapshot.
 //! - [`stats`]: the writer's group-commit figures for `GET /metrics`.
 //!
@@ -16,13 +16,13 @@
 #![warn(missing_docs)]
 
 pub mod bus;
-pub mod snapshot;
+pub mod projection_snapshot;
 pub mod stats;
 pub mod store;
 pub mod subscription;
 pub mod writer;
 
-pub use snapshot::Folded;
+pub use projection_snapshot::Folded;
 pub use store::{OpenError, Record, Store, StoreError};
 pub use writer::{Ack, StartupFold, SubmitError, Writer};
 

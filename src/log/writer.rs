@@ -9,7 +9,7 @@
 //! 3. commit with `Durability::Immediate`, and hand the group to the publisher thread;
 //! 4. (publisher thread, while the writer goes on with the next group) fold the same events
 //!    into the shared query state, advance the head, publish the records, hand the events to
-//!    the [`Snapshotter`] (checkpoints and projection snapshots are made there, never on the
+//!    the [`ProjectionSnapshotter`] (checkpoints and projection snapshots are made there, never on the
 //!    writer's thread), and only then answer each caller. Groups are published in commit
 //!    order, so the head and the fan-out only ever move forward.
 //!
@@ -26,7 +26,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::bus::Bus;
-use super::snapshot::{Folded, Snapshotter};
+use super::projection_snapshot::{Folded, ProjectionSnapshotter};
 use super::store::{
     Record, Store, StoreError, StoredEvent, BLOBS, EVENTS, LEAD_EVENTS, TASK_EVENTS,
 };
@@ -87,7 +87,7 @@ pub struct Writer {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StartupFold {
     /// Seq of the projection snapshot start-up began from; 0 when it folded from seq 1.
-    pub snapshot_seq: u64,
+    pub projection_snapshot_seq: u64,
     /// Events folded at start-up (those after the snapshot).
     pub n_events_folded: u64,
 }
@@ -110,7 +110,7 @@ impl Writer {
     /// default bound of the live fan-out ([`super::bus::DEFAULT_LIMIT_BYTES`]).
     pub fn start(store: Store, state: State) -> (Writer, WriterThread) {
         let folded = Folded {
-            snapshot_seq: 0,
+            projection_snapshot_seq: 0,
             n_events_folded: state.n_events,
             state,
         };
@@ -118,12 +118,12 @@ impl Writer {
     }
 
     /// Starts the writer over `store`, whose log folds to `folded.state`
-    /// ([`Store::fold_from_snapshot`]); the live fan-out to subscribers holds at most
+    /// ([`Store::fold_from_projection_snapshot`]); the live fan-out to subscribers holds at most
     /// `stream_bytes` of records (see [`super::bus`]).
     pub fn start_with(store: Store, folded: Folded, stream_bytes: usize) -> (Writer, WriterThread) {
         let Folded {
             state,
-            snapshot_seq,
+            projection_snapshot_seq,
             n_events_folded,
         } = folded;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
@@ -132,8 +132,12 @@ impl Writer {
         let shared = Arc::new(RwLock::new(state.clone()));
         let failed = Arc::new(AtomicBool::new(false));
         let stats = super::stats::CommitStats::default();
-        let snapshotter =
-            Snapshotter::start(store.clone(), state.clone(), snapshot_seq, failed.clone());
+        let snapshotter = ProjectionSnapshotter::start(
+            store.clone(),
+            state.clone(),
+            projection_snapshot_seq,
+            failed.clone(),
+        );
         let writer = Writer {
             tx,
             state: shared.clone(),
@@ -143,7 +147,7 @@ impl Writer {
             store: store.clone(),
             stats: stats.clone(),
             startup: StartupFold {
-                snapshot_seq,
+                projection_snapshot_seq,
                 n_events_folded,
             },
         };
@@ -241,7 +245,7 @@ struct Outputs {
     shared: Arc<RwLock<State>>,
     bus: Bus,
     head: Arc<AtomicU64>,
-    snapshotter: Snapshotter,
+    snapshotter: ProjectionSnapshotter,
 }
 
 /// What the writer thread keeps for itself (and shares with the handles).

@@ -802,7 +802,7 @@ async fn react(
                 | VendorItem::TurnBegan => {}
             }
         }
-        // The one place output is bounded before the writer (`vendors::bounds`): what is
+        // The one place output is bounded before the writer (`crate::bounds`): what is
         // over the event limit is cut, its whole kept as a blob of the session's first.
         for item in items.iter_mut() {
             let kept = match overflow(item, limit) {

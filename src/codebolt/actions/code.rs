@@ -1,6 +1,6 @@
 //! CodeBolt's code utilities (PROTOCOL.md "Code utils"): `listCodeDefinitionNames` and
-//! `getAllFilesMarkdown` from tree-sitter parsers (`app::code`), and the problem matchers
-//! `getMatcherList`, `getMatchDetail`, `performMatch` (`app::matchers`).
+//! `getAllFilesMarkdown` from tree-sitter parsers (`byre_code::definitions`), and the problem matchers
+//! `getMatcherList`, `getMatchDetail`, `performMatch` (`byre_code::matchers`).
 
 use std::path::PathBuf;
 

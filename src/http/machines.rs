@@ -1,6 +1,6 @@
 //! `connectClient` (the WebSocket a user's machine opens), `getClientTransfer` and
 //! `putClientTransfer` (the archives its `upload` and `download` requests move). What a
-//! connection, request and transfer are is `byre_app::clients`; here is the WebSocket and
+//! connection, request and transfer are is byre-machines (`byre_app::machines` its operations); here is the WebSocket and
 //! HTTP framing: text messages both ways, pings to notice a half-open socket, the close
 //! codes, and the archives' bytes streamed in and out.
 

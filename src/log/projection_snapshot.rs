@@ -14,7 +14,7 @@
 //! <S bytes: the state's JSON, whose SHA-256 is `digest`><B bytes: the fold's bookkeeping, JSON>
 //! ```
 //!
-//! The digest is the checkpoint's: the [`Snapshotter`] records it in the log's `checkpoints`
+//! The digest is the checkpoint's: the [`ProjectionSnapshotter`] records it in the log's `checkpoints`
 //! table before it writes the file, and [`load`] uses a snapshot only when the checkpoint at its
 //! seq holds the same digest (so a snapshot never pairs with another log). The file is written
 //! to `byre.snapshot.tmp`, fsync'd and renamed over the old one: a crash leaves the previous
@@ -23,10 +23,10 @@
 //!
 //! # The snapshotter
 //!
-//! The writer thread hands every committed batch to the [`Snapshotter`] thread, which folds it
+//! The writer thread hands every committed batch to the [`ProjectionSnapshotter`] thread, which folds it
 //! into a state of its own. That thread, not the writer, serializes the state and hashes it: a
 //! checkpoint every [`CHECKPOINT_EVERY`] while events arrive, after [`CHECKPOINT_IDLE_AFTER`]
-//! without any, and at stop; a snapshot file with a checkpoint once [`SNAPSHOT_EVERY_EVENTS`]
+//! without any, and at stop; a snapshot file with a checkpoint once [`PROJECTION_SNAPSHOT_EVERY_EVENTS`]
 //! events were folded since the last snapshot, and at stop. So the writer never stops to digest
 //! a large state (issue 19 measured 56–92 ms for a 1M-event state). The price is a third copy
 //! of the state in memory (the writer's, the shared query state, the snapshotter's).
@@ -48,14 +48,14 @@ use sha2::{Digest, Sha256};
 use super::store::{ReadOnlyStore, Store, StoreError, CHECKPOINTS, EVENTS};
 
 /// The file layout's version (the first line). A file of another version is ignored.
-pub const SNAPSHOT_FORMAT: u32 = 1;
+pub const PROJECTION_SNAPSHOT_FORMAT: u32 = 1;
 /// How often a checkpoint is recorded while events arrive.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 /// A checkpoint is recorded once no event arrived for this long.
 pub const CHECKPOINT_IDLE_AFTER: Duration = Duration::from_secs(1);
 /// A checkpoint also writes a snapshot file once this many events were folded since the last
 /// one (start-up's fold of the tail included). A graceful stop always writes one.
-pub const SNAPSHOT_EVERY_EVENTS: u64 = 10_000;
+pub const PROJECTION_SNAPSHOT_EVERY_EVENTS: u64 = 10_000;
 /// Committed batches waiting for the snapshotter before the writer waits for room: reached
 /// only if the snapshotter falls hopelessly behind.
 const QUEUE_BATCHES: usize = 65_536;
@@ -65,7 +65,7 @@ const QUEUE_BATCHES: usize = 65_536;
 const HEAD_MAX_BYTES: u64 = 64 + 4096 + 2;
 
 /// The snapshot file of the log at `log_path`: `byre.snapshot` beside `byre.redb`.
-pub fn snapshot_path(log_path: &Path) -> PathBuf {
+pub fn projection_snapshot_path(log_path: &Path) -> PathBuf {
     log_path.with_extension("snapshot")
 }
 
@@ -88,7 +88,7 @@ struct Header {
 
 /// A snapshot read and checked against itself: its state, the seq it covers and its digest.
 #[derive(Debug)]
-pub struct Snapshot {
+pub struct ProjectionSnapshot {
     /// The folded state (`state.last_seq == seq`).
     pub state: State,
     /// The last seq folded into it.
@@ -106,8 +106,8 @@ pub enum Unusable {
     /// The file could not be read.
     #[error("it cannot be read: {0}")]
     Io(#[from] std::io::Error),
-    /// The first line is not `BYRESNAP {SNAPSHOT_FORMAT}`.
-    #[error("it is not a snapshot of format {SNAPSHOT_FORMAT} (first line {0:?})")]
+    /// The first line is not `BYRESNAP {PROJECTION_SNAPSHOT_FORMAT}`.
+    #[error("it is not a snapshot of format {PROJECTION_SNAPSHOT_FORMAT} (first line {0:?})")]
     Format(String),
     /// Made by a build whose fold may differ.
     #[error("it was made by another build (fold fingerprint {0}, this build's is {FINGERPRINT})")]
@@ -124,7 +124,7 @@ pub enum Unusable {
 /// digest, the bookkeeping's hash, decoding).
 /// # Errors
 /// Why it cannot be used ([`Unusable`]); `Missing` when there is no file.
-pub fn read(path: &Path) -> Result<Snapshot, Unusable> {
+pub fn read(path: &Path) -> Result<ProjectionSnapshot, Unusable> {
     // Only a regular file: a FIFO would block start-up, a device (`/dev/zero`) never ends.
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -143,7 +143,7 @@ pub fn read(path: &Path) -> Result<Snapshot, Unusable> {
     let (magic, rest) = split_line(&head, 64).ok_or_else(|| {
         Unusable::Format(String::from_utf8_lossy(&head[..head.len().min(16)]).into())
     })?;
-    if magic != format!("BYRESNAP {SNAPSHOT_FORMAT}").as_bytes() {
+    if magic != format!("BYRESNAP {PROJECTION_SNAPSHOT_FORMAT}").as_bytes() {
         return Err(Unusable::Format(String::from_utf8_lossy(magic).into()));
     }
     let (header, body_start) =
@@ -186,7 +186,7 @@ pub fn read(path: &Path) -> Result<Snapshot, Unusable> {
             header.seq, state.last_seq
         )));
     }
-    Ok(Snapshot {
+    Ok(ProjectionSnapshot {
         state,
         seq: header.seq,
         digest: header.digest,
@@ -197,7 +197,10 @@ pub fn read(path: &Path) -> Result<Snapshot, Unusable> {
 /// and the checkpoint recorded at that seq has its digest.
 /// # Errors
 /// [`Unusable`], as [`read`], or `OtherLog`; a storage error is `Io`.
-pub(crate) fn read_for(path: &Path, txn: &redb::ReadTransaction) -> Result<Snapshot, Unusable> {
+pub(crate) fn read_for(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+) -> Result<ProjectionSnapshot, Unusable> {
     let snapshot = read(path)?;
     let storage = |e: StoreError| Unusable::Io(std::io::Error::other(e.0));
     let head = match txn.open_table(EVENTS) {
@@ -242,7 +245,7 @@ pub struct Folded {
     /// The fold of the whole log.
     pub state: State,
     /// Seq of the projection snapshot the fold started from; 0 when it started from seq 1.
-    pub snapshot_seq: u64,
+    pub projection_snapshot_seq: u64,
     /// Events folded after the snapshot (all of them without one).
     pub n_events_folded: u64,
 }
@@ -253,9 +256,9 @@ impl Store {
     /// error).
     /// # Errors
     /// As [`Store::fold`], for the events folded.
-    pub fn fold_from_snapshot(&self) -> Result<Folded, super::OpenError> {
+    pub fn fold_from_projection_snapshot(&self) -> Result<Folded, super::OpenError> {
         let txn = self.db.begin_read().map_err(StoreError::from)?;
-        let path = snapshot_path(self.path());
+        let path = projection_snapshot_path(self.path());
         let (start, snapshot_seq) = match read_for(&path, &txn) {
             Ok(snapshot) => (snapshot.state, snapshot.seq),
             Err(Unusable::Missing) => (State::default(), 0),
@@ -268,7 +271,7 @@ impl Store {
         Ok(Folded {
             n_events_folded: state.last_seq - snapshot_seq,
             state,
-            snapshot_seq,
+            projection_snapshot_seq: snapshot_seq,
         })
     }
 }
@@ -299,7 +302,7 @@ fn temporary_path(snapshot: &Path) -> PathBuf {
 /// the lock it is always a leftover; without this it stayed until the next snapshot write
 /// replaced it.
 pub fn remove_leftover(log_path: &Path) {
-    let tmp = temporary_path(&snapshot_path(log_path));
+    let tmp = temporary_path(&projection_snapshot_path(log_path));
     // A directory by that name is not byre's doing: left alone (the next snapshot write fails
     // and says so).
     if std::fs::symlink_metadata(&tmp).is_ok_and(|meta| !meta.is_dir()) {
@@ -335,7 +338,7 @@ pub fn write(
     let tmp = temporary_path(path);
     let written = (|| -> std::io::Result<()> {
         let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        writeln!(file, "BYRESNAP {SNAPSHOT_FORMAT}")?;
+        writeln!(file, "BYRESNAP {PROJECTION_SNAPSHOT_FORMAT}")?;
         serde_json::to_writer(&mut file, &header)?;
         file.write_all(b"\n")?;
         file.write_all(&encoded.state_json)?;
@@ -362,12 +365,12 @@ enum Msg {
 
 /// The thread that follows the writer's commits with a state of its own and records
 /// checkpoints and snapshots from it (see the module's doc).
-pub(crate) struct Snapshotter {
+pub(crate) struct ProjectionSnapshotter {
     tx: SyncSender<Msg>,
     thread: std::thread::JoinHandle<()>,
 }
 
-impl Snapshotter {
+impl ProjectionSnapshotter {
     /// Starts following from `state` (the log's fold, whose latest usable snapshot is at
     /// `snapshot_seq`, 0 for none). Sets `failed` when a checkpoint cannot be recorded (the
     /// log is then not written again until restart, as after a failed commit).
@@ -376,13 +379,13 @@ impl Snapshotter {
         state: State,
         snapshot_seq: u64,
         failed: Arc<AtomicBool>,
-    ) -> Snapshotter {
+    ) -> ProjectionSnapshotter {
         let (tx, rx) = sync_channel(QUEUE_BATCHES);
         let thread = std::thread::Builder::new()
             .name("byre-snapshots".into())
             .spawn(move || follow(rx, store, state, snapshot_seq, &failed))
             .expect("the OS lets us start a thread");
-        Snapshotter { tx, thread }
+        ProjectionSnapshotter { tx, thread }
     }
 
     /// Hands over a committed batch (called by the writer thread after each group commit;
@@ -415,7 +418,7 @@ fn follow(
     snapshot_seq: u64,
     failed: &AtomicBool,
 ) {
-    let path = snapshot_path(store.path());
+    let path = projection_snapshot_path(store.path());
     let mut recorded = Recorded {
         checkpoint_seq: state.last_seq,
         checkpoint_at: Instant::now(),
@@ -423,7 +426,7 @@ fn follow(
     };
     // A start-up that folded many events (the first start of a build, or after a crash) saves
     // that work at once.
-    if state.last_seq.saturating_sub(snapshot_seq) >= SNAPSHOT_EVERY_EVENTS {
+    if state.last_seq.saturating_sub(snapshot_seq) >= PROJECTION_SNAPSHOT_EVERY_EVENTS {
         record(&store, &path, &state, true, &mut recorded, failed);
     }
     loop {
@@ -459,7 +462,7 @@ fn follow(
     }
 }
 
-/// Records a checkpoint of `state` and, when `force` or [`SNAPSHOT_EVERY_EVENTS`] events came
+/// Records a checkpoint of `state` and, when `force` or [`PROJECTION_SNAPSHOT_EVERY_EVENTS`] events came
 /// since the last snapshot, writes a snapshot after it. Nothing once the log failed.
 fn record(
     store: &Store,
@@ -491,7 +494,7 @@ fn record(
     }
     recorded.checkpoint_seq = state.last_seq;
     recorded.checkpoint_at = Instant::now();
-    if !force && state.last_seq - recorded.snapshot_seq < SNAPSHOT_EVERY_EVENTS {
+    if !force && state.last_seq - recorded.snapshot_seq < PROJECTION_SNAPSHOT_EVERY_EVENTS {
         tracing::debug!(seq = state.last_seq, digested_ms, "checkpoint recorded");
         return;
     }
@@ -518,12 +521,12 @@ impl ReadOnlyStore {
     /// ([`read_for`]).
     /// # Errors
     /// Why start-up would not use it.
-    pub fn snapshot(&self) -> Result<Snapshot, Unusable> {
+    pub fn projection_snapshot(&self) -> Result<ProjectionSnapshot, Unusable> {
         let txn = self
             .db
             .begin_read()
             .map_err(|e| Unusable::Io(std::io::Error::other(e)))?;
-        read_for(&snapshot_path(&self.path), &txn)
+        read_for(&projection_snapshot_path(&self.path), &txn)
     }
 }
 
