@@ -266,7 +266,6 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         terminals,
         signins: byre_app::signin::SignIns::default(),
         shutdown: shutdown_rx.clone(),
-        requests: Default::default(),
     });
     let codebolt = web::Data::new(crate::codebolt::endpoint::Subsystems {
         browsers: browsers.clone(),
@@ -336,10 +335,13 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         Some((handle, tokio::spawn(server)))
     };
     let limits = web::Data::new(http::limits::Limits::new(&config));
+    // HTTP requests served, counted by the request middleware for `GET /metrics`.
+    let requests = web::Data::new(byre_app::metrics::Requests::default());
     let connections = limits.connections.clone();
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
+            .app_data(requests.clone())
             .app_data(config.clone())
             .app_data(codebolt.clone())
             .app_data(edge.clone())

@@ -85,8 +85,6 @@ pub struct Ctx {
     pub signins: signin::SignIns,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
-    /// HTTP requests served, for `GET /metrics` (recorded by the HTTP adapter).
-    pub requests: metrics::Requests,
 }
 
 impl Ctx {

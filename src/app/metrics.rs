@@ -76,7 +76,7 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
 /// user's lead (its process, its turns), and no count of per-user routes (`/api/me/…`).
 /// # Errors
 /// [`Error::Internal`] when `getStatus`'s figures cannot be read.
-pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
+pub async fn render(app: &Ctx, requests: &Requests, viewer: &str) -> Result<String, Error> {
     let status = super::status::status(app, viewer).await?;
     let n = |k: &str| status[k].as_i64().unwrap_or(0);
     let mut registry = Registry::with_prefix("byre");
@@ -234,7 +234,7 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
     registry.register(
         "http_requests",
         "HTTP requests served since start, by method, route and status",
-        app.requests.0.clone(),
+        requests.0.clone(),
     );
     let mut text = String::new();
     encode(&mut text, &registry).map_err(Error::internal)?;

@@ -460,10 +460,12 @@ pub async fn trace_request(
     }
     let res = next.call(req).instrument(span.clone()).await?;
     let status = res.status().as_u16();
-    if let Some(app) = res.request().app_data::<web::Data<App>>() {
+    if let Some(requests) = res
+        .request()
+        .app_data::<web::Data<byre_app::metrics::Requests>>()
+    {
         let r = res.request();
-        app.requests
-            .record(r.method().as_str(), r.match_pattern().as_deref(), status);
+        requests.record(r.method().as_str(), r.match_pattern().as_deref(), status);
     }
     span.record("status", status);
     let _enter = span.enter();

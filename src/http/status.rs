@@ -5,6 +5,7 @@ use actix_web::{web, HttpResponse};
 
 use super::identity::Caller;
 use super::{ApiError, App};
+use byre_app::metrics::Requests;
 
 /// The client a request comes from, for `getStatus`: `(host, commit, is_page)` from its
 /// `Byre-Host` and `Byre-Commit` headers. A page byre served itself cannot set headers on its
@@ -39,8 +40,12 @@ pub async fn get_status(caller: Caller, app: web::Data<App>) -> Result<HttpRespo
 
 /// `GET /metrics` (outside the contract) — 200, the server's figures as Prometheus text
 /// ([`byre_app::metrics`]). Authenticated like every API request.
-pub async fn metrics(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    let text = byre_app::metrics::render(&app, &caller.login).await?;
+pub async fn metrics(
+    caller: Caller,
+    app: web::Data<App>,
+    requests: web::Data<Requests>,
+) -> Result<HttpResponse, ApiError> {
+    let text = byre_app::metrics::render(&app, &requests, &caller.login).await?;
     Ok(HttpResponse::Ok()
         .content_type(byre_app::metrics::CONTENT_TYPE)
         .body(text))
