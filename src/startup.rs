@@ -143,7 +143,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
 
     let log_path = config.log_path();
     byre_log::projection_snapshot::remove_leftover(&log_path);
-    let (store, mut folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+    let (store, folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let store = Store::open(&log_path)?;
         let started = std::time::Instant::now();
         let folded = store.fold_from_projection_snapshot()?;
@@ -159,8 +159,12 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })
     .await??;
     // A decide-time setting: turn ends record whether their snapshot will be reviewed.
-    folded.state.reviews_on = config.reviews.enabled;
-    let (writer, writer_thread) = Writer::start_with(store, folded, config.stream_buffer_bytes);
+    let (writer, writer_thread) = Writer::start_with(
+        store,
+        folded,
+        config.stream_buffer_bytes,
+        config.reviews.enabled,
+    );
     let (shutdown, shutdown_rx) = watch::channel(false);
     let sessions: std::collections::HashSet<String> =
         writer.read(|s| s.sessions.keys().cloned().collect());

@@ -47,7 +47,8 @@ pub async fn run(
         .await??
     };
     let (store, folded) = folded;
-    let (writer, thread) = Writer::start_with(store, folded, byre_log::bus::DEFAULT_LIMIT_BYTES);
+    let (writer, thread) =
+        Writer::start_with(store, folded, byre_log::bus::DEFAULT_LIMIT_BYTES, false);
     let ensure = Command::EnsureUser {
         login: "bench".into(),
         display_name: "bench".into(),

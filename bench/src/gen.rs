@@ -88,6 +88,7 @@ impl Gen {
         let ctx = DecideCtx {
             now_us: self.now_us,
             seed: (u128::from(self.next()) << 64) | u128::from(self.next()),
+            reviews_on: false,
         };
         let new_events = decide(&self.state, &cmd, &ctx)
             .map_err(|r| anyhow::anyhow!("generated command refused: {r} ({cmd:?})"))?;

@@ -34,6 +34,10 @@ pub struct DecideCtx {
     pub now_us: i64,
     /// A fresh random 128-bit value chosen by the writer for this command; ids derive from it.
     pub seed: u128,
+    /// Whether this server reviews snapshots (`serve --reviews`): a server setting, never
+    /// folded. Deciding an implementer's turn end records it in `turn.ended.review`; folds
+    /// read only that recorded fact.
+    pub reviews_on: bool,
 }
 
 impl DecideCtx {

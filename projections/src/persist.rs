@@ -7,8 +7,7 @@
 //! - the fold's bookkeeping that this JSON leaves out ([`Bookkeeping`]: the `#[serde(skip)]`
 //!   fields that `apply` maintains and the digest deliberately ignores).
 //!
-//! Decoding both gives back a state equal (`==`) to the one encoded, apart from `reviews_on`,
-//! which is not folded (start-up sets it).
+//! Decoding both gives back a state equal (`==`) to the one encoded.
 
 use std::collections::BTreeMap;
 

@@ -561,7 +561,7 @@ fn end_turn(
         ended.outcome = TurnOutcome::Interrupted;
     }
     ended.turn = s.turns;
-    ended.review = state.reviews_on && s.role == crate::sessions::SessionRole::Implementer;
+    ended.review = ctx.reviews_on && s.role == crate::sessions::SessionRole::Implementer;
     ended.summary = ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty();
     let outcome = ended.outcome;
     let mut events = Vec::new();

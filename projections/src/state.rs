@@ -74,11 +74,6 @@ pub struct State {
     /// CodeBolt agents' memory, state, todos and vectors by task id (`agent_memory.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agent_stores: BTreeMap<String, crate::agent_memory::AgentStore>,
-    /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
-    /// before the writer decides anything. Deciding an implementer's turn end records it in
-    /// `turn.ended.review`; folds read only that recorded fact.
-    #[serde(skip)]
-    pub reviews_on: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -483,6 +478,7 @@ mod tests {
             let ctx = DecideCtx {
                 now_us: 1_000 + i as i64,
                 seed: 0x1000_0000_0000_0000_0000_0000_0000_0000 * (i as u128 + 1),
+                reviews_on: false,
             };
             let events = decide(&state, cmd, &ctx).expect("given command passes");
             crate::testkit::fold(&mut state, events, ctx.now_us);
@@ -490,6 +486,7 @@ mod tests {
         let ctx = DecideCtx {
             now_us: 99_000,
             seed: 0xab_cdef_0000_0000_0000_0000_0000_0000,
+            reviews_on: false,
         };
         let result = decide(&state, when, &ctx);
         (state, result)
@@ -564,10 +561,28 @@ mod tests {
             task_id: tid.clone(),
             outcome: Err("disk full".into()),
         };
-        let events = decide(&state, &cmd, &DecideCtx { now_us: 5, seed: 1 }).unwrap();
+        let events = decide(
+            &state,
+            &cmd,
+            &DecideCtx {
+                now_us: 5,
+                seed: 1,
+                reviews_on: false,
+            },
+        )
+        .unwrap();
         crate::testkit::fold(&mut state, events, 5);
         assert_eq!(state.tasks[&tid].state, TaskState::Discarded);
-        let again = decide(&state, &cmd, &DecideCtx { now_us: 6, seed: 2 }).unwrap();
+        let again = decide(
+            &state,
+            &cmd,
+            &DecideCtx {
+                now_us: 6,
+                seed: 2,
+                reviews_on: false,
+            },
+        )
+        .unwrap();
         assert!(again.is_empty(), "recording twice changes nothing");
     }
 

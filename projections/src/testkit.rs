@@ -15,6 +15,8 @@ pub(crate) struct World {
     pub n: u128,
     /// The project made by [`World::with_task`] (empty until a test makes one).
     pub project: String,
+    /// The server setting every command is decided with (`DecideCtx::reviews_on`).
+    pub reviews_on: bool,
 }
 
 impl World {
@@ -24,6 +26,7 @@ impl World {
             state: State::default(),
             n: 1,
             project: String::new(),
+            reviews_on: false,
         }
     }
 
@@ -98,6 +101,7 @@ impl World {
         let ctx = DecideCtx {
             now_us: self.n as i64,
             seed: self.n << 64,
+            reviews_on: self.reviews_on,
         };
         let events = decide(&self.state, &cmd, &ctx)?;
         Ok(fold(&mut self.state, events, ctx.now_us))

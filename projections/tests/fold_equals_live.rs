@@ -344,6 +344,7 @@ fn the_live_state_equals_the_fold_of_the_stored_log() {
             let ctx = DecideCtx {
                 now_us: step,
                 seed: u128::from(rng.next()) << 64 | u128::from(rng.next()),
+                reviews_on: false,
             };
             let Ok(events) = decide(&live, &cmd, &ctx) else {
                 continue;

@@ -114,13 +114,19 @@ impl Writer {
             n_events_folded: state.n_events,
             state,
         };
-        Writer::start_with(store, folded, super::bus::DEFAULT_LIMIT_BYTES)
+        Writer::start_with(store, folded, super::bus::DEFAULT_LIMIT_BYTES, false)
     }
 
     /// Starts the writer over `store`, whose log folds to `folded.state`
     /// ([`Store::fold_from_projection_snapshot`]); the live fan-out to subscribers holds at most
-    /// `stream_bytes` of records (see [`super::bus`]).
-    pub fn start_with(store: Store, folded: Folded, stream_bytes: usize) -> (Writer, WriterThread) {
+    /// `stream_bytes` of records (see [`super::bus`]); every command is decided with
+    /// `reviews_on`, whether this server reviews snapshots (`DecideCtx::reviews_on`).
+    pub fn start_with(
+        store: Store,
+        folded: Folded,
+        stream_bytes: usize,
+        reviews_on: bool,
+    ) -> (Writer, WriterThread) {
         let Folded {
             state,
             projection_snapshot_seq,
@@ -158,7 +164,11 @@ impl Writer {
                     rx,
                     store,
                     state,
-                    WriterSide { failed, stats },
+                    WriterSide {
+                        failed,
+                        stats,
+                        reviews_on,
+                    },
                     Outputs {
                         shared,
                         bus,
@@ -252,6 +262,8 @@ struct Outputs {
 struct WriterSide {
     failed: Arc<AtomicBool>,
     stats: super::stats::CommitStats,
+    /// The server setting every command is decided with.
+    reviews_on: bool,
 }
 
 /// A committed group on its way from the writer thread to the publisher thread: each
@@ -330,7 +342,11 @@ fn run_loop(
     side: &WriterSide,
     publish_tx: &std::sync::mpsc::SyncSender<Committed>,
 ) {
-    let WriterSide { failed, stats } = side;
+    let WriterSide {
+        failed,
+        stats,
+        reviews_on,
+    } = side;
     let mut stopping = false;
     while !stopping {
         let Some(first) = rx.blocking_recv() else {
@@ -370,7 +386,7 @@ fn run_loop(
         let _enter = span.enter();
         let first_seq = state.last_seq + 1;
         let started = Instant::now();
-        match write_group(store, &mut state, &group) {
+        match write_group(store, &mut state, &group, *reviews_on) {
             Ok(outcomes) => {
                 let n_events = outcomes
                     .iter()
@@ -419,6 +435,7 @@ fn write_group(
     store: &Store,
     state: &mut State,
     group: &[Submission],
+    reviews_on: bool,
 ) -> Result<Vec<Result<Vec<Event>, Rejection>>, StoreError> {
     let started = Instant::now();
     let mut txn = store.db.begin_write()?;
@@ -435,6 +452,7 @@ fn write_group(
             let ctx = DecideCtx {
                 now_us,
                 seed: uuid::Uuid::new_v4().as_u128(),
+                reviews_on,
             };
             let new_events = match decide(state, &s.cmd, &ctx) {
                 Ok(evs) => evs,

@@ -99,7 +99,7 @@ fn a_snapshot_asks_for_its_review_and_the_task_waits_for_it() {
 #[test]
 fn a_turn_end_on_a_reviewing_server_goes_straight_to_review_pending() {
     let mut w = World::with_task();
-    w.state.reviews_on = true;
+    w.reviews_on = true;
     let task_id = w.task_id();
     w.ok(Command::RecordWorktree {
         task_id: task_id.clone(),
@@ -131,7 +131,7 @@ fn a_turn_end_on_a_reviewing_server_goes_straight_to_review_pending() {
 #[test]
 fn a_failed_turn_end_snapshot_ends_review_pending() {
     let mut w = World::with_task();
-    w.state.reviews_on = true;
+    w.reviews_on = true;
     let task_id = w.task_id();
     w.ok(Command::RecordWorktree {
         task_id: task_id.clone(),
