@@ -84,16 +84,39 @@ pub fn get_co_authors(
 pub struct Merge {
     /// The squash commit's title; the task's merge title when absent.
     pub merge_title: Option<String>,
-    /// `main` (default) or `parent`.
-    pub target: Option<String>,
+    /// Where the task's work goes.
+    pub target: MergeTarget,
     /// Merge once the latest snapshot's review finishes clean.
     pub after_review: bool,
+}
+
+/// Where `mergeTask` takes a task's work (spec `mergeTask`'s `target`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeTarget {
+    /// Squashed onto the project's default branch (`main`, the default).
+    #[default]
+    Main,
+    /// Into its parent task's branch, by the parent's agent (`parent`; subtasks only).
+    Parent,
+}
+
+impl MergeTarget {
+    /// Reads a request's `target`.
+    /// # Errors
+    /// Anything but `main` or `parent`, in words for the caller.
+    pub fn parse(text: &str) -> Result<MergeTarget, String> {
+        match text {
+            "main" => Ok(MergeTarget::Main),
+            "parent" => Ok(MergeTarget::Parent),
+            other => Err(format!("target must be main or parent, not {other:?}")),
+        }
+    }
 }
 
 /// `mergeTask`: merging, or held with `merge_queued_at`; with target parent, merging into its
 /// parent (`merging_into_parent`). Returns the task.
 /// # Errors
-/// Invalid (no or bad merge_title, target, after_review, a caller without a git identity,
+/// Invalid (no or bad merge_title, after_review, a caller without a git identity,
 /// target parent for a task that is no subtask), not found, conflict (closed, merging, held,
 /// being discarded, a turn running, active subtasks, already merging into its parent).
 pub async fn merge_task(
@@ -102,15 +125,7 @@ pub async fn merge_task(
     task_id: &str,
     merge: Merge,
 ) -> Result<api::Task, Error> {
-    let target_parent = match merge.target.as_deref() {
-        None | Some("main") => false,
-        Some("parent") => true,
-        Some(other) => {
-            return Err(Error::Invalid(format!(
-                "target must be main or parent, not {other:?}"
-            )))
-        }
-    };
+    let target_parent = merge.target == MergeTarget::Parent;
     // Target parent hands a message to the parent's agent: the head is its worktree's.
     let head_of = if target_parent {
         app.writer

@@ -191,7 +191,7 @@ impl Reactor {
         // mergeTask's own path, as the human who asked for it.
         let merge = crate::finish::Merge {
             merge_title: Some(p.merge_title.clone()),
-            target: None,
+            target: crate::finish::MergeTarget::Main,
             after_review: false,
         };
         if let Err(e) = crate::finish::merge_task(&self.app, &p.by, &task_id, merge).await {
