@@ -144,7 +144,7 @@ impl Gen {
             task_id: task_id.clone(),
             outcome,
         })?;
-        self.tasks.push(task_id);
+        self.tasks.push(task_id.into());
         Ok(())
     }
 
@@ -161,7 +161,7 @@ impl Gen {
                     login,
                     focus: Focus {
                         project_id: None,
-                        task_id: Some(task_id),
+                        task_id: Some(task_id.into()),
                         tabs: vec![TABS[a], TABS[b]],
                         tab: TABS[(self.next() % 8) as usize],
                     },
@@ -170,7 +170,7 @@ impl Gen {
             // 15%: summary.read (task-scoped, owned).
             45..60 => Command::MarkSummaryRead {
                 login,
-                task_id: self.task(),
+                task_id: self.task().into(),
                 seq: self.state.last_seq,
             },
             // 15%: workflow.saved.

@@ -54,7 +54,7 @@ fn event(bytes: &[u8]) -> anyhow::Result<Event> {
         seq: e.seq,
         created_at_us: e.created_at_us,
         project_id: e.project_id.map(str::to_owned),
-        task_id: e.task_id.map(str::to_owned),
+        task_id: e.task_id.map(str::to_owned).map(Into::into),
         agent_session_id: e.agent_session_id.map(str::to_owned),
         owner: e.owner.map(str::to_owned),
         actor: e.actor.to_owned(),

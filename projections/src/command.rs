@@ -4,6 +4,7 @@
 //! two racing commands cannot both pass a rule. Facts from outside the log (is this a git
 //! repository, what is its default branch) are gathered by the caller first and carried here.
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 
 use crate::users::NotificationPrefs;
@@ -171,7 +172,7 @@ pub enum Command {
     /// The worktree reactor's outcome for a task: its worktree exists at `head`, or failed.
     RecordWorktree {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// `Ok(head commit)` or `Err(reason)`.
         outcome: Result<String, String>,
     },
@@ -227,7 +228,7 @@ pub enum Command {
         /// The caller.
         login: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The seq read up to.
         seq: u64,
     },
@@ -289,7 +290,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The model; the caller's default model when absent.
         model: Option<String>,
         /// The first message.
@@ -319,7 +320,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The queued input.
         input_id: u64,
     },
@@ -382,7 +383,7 @@ pub enum Command {
         /// The caller (the squash commit's author).
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The confirmed title (required for target main).
         merge_title: Option<String>,
         /// Target `parent`: merge a subtask into its parent task.
@@ -395,21 +396,21 @@ pub enum Command {
     /// The finish reactor: start a held merge if it may start now.
     StartHeldMerge {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The worktree's HEAD now.
         head: String,
     },
     /// The finish reactor: the squash commit landed (before the worktree's removal).
     RecordMergeLanded {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The commit; empty when there was nothing to merge.
         merge_commit: String,
     },
     /// The finish reactor's outcome of a merge's git work.
     RecordMerge {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// What landed, or why nothing did.
         outcome: Result<crate::finish::MergeDone, String>,
     },
@@ -418,7 +419,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The worktree's HEAD now.
         head: String,
     },
@@ -427,7 +428,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The worktree's HEAD now.
         head: String,
     },
@@ -435,7 +436,7 @@ pub enum Command {
     /// none), or why it failed.
     RecordDiscard {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The outcome.
         outcome: Result<String, String>,
     },
@@ -485,7 +486,7 @@ pub enum Command {
     /// worktree was removed (`crate::subtasks::record_into_parent`).
     RecordMergeIntoParent {
         /// The subtask.
-        task_id: String,
+        task_id: TaskId,
         /// The parent's HEAD holding the branch, the kept snapshot ref, a clean-up error.
         done: crate::finish::MergeDone,
     },
@@ -502,7 +503,7 @@ pub enum Command {
     /// branch. `trigger` must be `requested`. 404 unknown task; 409 closed or no worktree.
     RequestSnapshot {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// `requested`.
         trigger: crate::snapshots::SnapshotTrigger,
     },
@@ -511,7 +512,7 @@ pub enum Command {
     /// could not be made. Ignored when the cause is already answered.
     RecordSnapshot {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// Seq of the cause.
         cause_seq: u64,
         /// What was made, or why nothing was.
@@ -526,7 +527,7 @@ pub enum Command {
         /// The caller (the new task's creator).
         actor: String,
         /// The task forked.
-        task_id: String,
+        task_id: TaskId,
         /// The snapshot's position.
         n: u32,
     },
@@ -555,7 +556,7 @@ pub enum Command {
         /// The caller (`byre` for the reactor).
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// Why, when not a caller's withdrawal.
         reason: Option<String>,
     },
@@ -604,7 +605,7 @@ pub enum Command {
         /// The viewer's login for an open or close; `byre` for an exit.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// What happened.
         change: crate::terminals::TerminalChange,
     },

@@ -4,6 +4,7 @@
 //! Kinds are past tense (`task.created`) and never renamed once in a log: an old payload shape
 //! is upcast on load ([`crate::upcast`]).
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 
 use crate::focus::TaskTab;
@@ -20,7 +21,7 @@ pub struct Event {
     /// The project it concerns, if any.
     pub project_id: Option<String>,
     /// The task it concerns, if any.
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// The agent session it concerns, if any.
     pub agent_session_id: Option<String>,
     /// The login the event belongs to; such events reach only that user (invariant 4).
@@ -37,7 +38,7 @@ pub struct NewEvent {
     /// See [`Event::project_id`].
     pub project_id: Option<String>,
     /// See [`Event::task_id`].
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// See [`Event::agent_session_id`].
     pub agent_session_id: Option<String>,
     /// See [`Event::owner`].
@@ -66,7 +67,7 @@ impl NewEvent {
         self
     }
     /// Sets `task_id`.
-    pub fn task(mut self, id: impl Into<String>) -> Self {
+    pub fn task(mut self, id: impl Into<TaskId>) -> Self {
         self.task_id = Some(id.into());
         self
     }
@@ -361,7 +362,7 @@ pub struct ProjectCreated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskCreated {
     /// The task's id.
-    pub id: String,
+    pub id: TaskId,
     /// Its project.
     pub project_id: String,
     /// Its title (also the first merge title).
@@ -448,7 +449,7 @@ pub struct FocusUpdated {
     pub project_id: Option<String>,
     /// The task shown, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// The tabs put first.
     pub tabs: Vec<TaskTab>,
     /// The tab shown.

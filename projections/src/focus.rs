@@ -2,6 +2,7 @@
 //! (`setPaneFocus`) and summary reads (`markSummaryRead`, `getSummaryReads`). Every event here
 //! is owned by its user.
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, FocusUpdated, NewEvent, PaneFocusUpdated, SummaryRead};
@@ -38,7 +39,7 @@ pub struct Focus {
     pub project_id: Option<String>,
     /// The task shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// The tabs put first, in order.
     pub tabs: Vec<TaskTab>,
     /// The tab shown.

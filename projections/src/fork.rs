@@ -105,7 +105,7 @@ pub(crate) fn fork_snapshot(
     let session_id = ctx.id(1);
     let created = SessionCreated {
         id: session_id.clone(),
-        task_id: new_task_id.clone(),
+        task_id: new_task_id.clone().into(),
         vendor: source.vendor,
         model: source.model.clone(),
         vendor_session_id: match source.vendor {
@@ -147,7 +147,7 @@ mod tests {
             let mut w = World::with_task();
             let task_id = w.task_id();
             w.ok(Command::RecordWorktree {
-                task_id: task_id.clone(),
+                task_id: task_id.clone().into(),
                 outcome: Ok("abc".into()),
             });
             w.start("go");
@@ -179,7 +179,7 @@ mod tests {
                 .unwrap()
                 .seq;
             w.ok(Command::RecordSnapshot {
-                task_id,
+                task_id: task_id.into(),
                 cause_seq,
                 outcome: Ok(TakenSnapshot {
                     n: 1,
@@ -197,7 +197,7 @@ mod tests {
             let task_id = self.task_id();
             self.when(Command::ForkSnapshot {
                 actor: "ada".into(),
-                task_id,
+                task_id: task_id.into(),
                 n,
             })
         }

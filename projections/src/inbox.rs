@@ -10,6 +10,7 @@
 //! implementer session, its successor. Nothing outside the log is involved, so a restart between a question and
 //! its answer changes nothing.
 
+use crate::ids::TaskId;
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -151,7 +152,7 @@ pub struct InboxItem {
     /// Project.
     pub project_id: String,
     /// Task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Session.
     pub agent_session_id: String,
     /// Thread.

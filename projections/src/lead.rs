@@ -10,6 +10,7 @@
 //!
 //! Notes (`lead_note.saved`, `lead_note.deleted`) are owned by the user too.
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -174,7 +175,7 @@ pub(crate) fn message(
     }
     let created = SessionCreated {
         id: ctx.id(0),
-        task_id: String::new(),
+        task_id: TaskId::default(),
         vendor,
         model,
         vendor_session_id: match vendor {

@@ -12,6 +12,7 @@
 //! So a task has at most one pending review, and reviews of a task run one at a time, oldest
 //! first. A running review ends `done` (its reviewer's `submit_review`), or `failed`.
 
+use crate::ids::TaskId;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -179,7 +180,7 @@ pub struct Review {
     /// Id.
     pub id: String,
     /// Task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The snapshot reviewed.
     pub snapshot_n: u32,
     /// Where its step starts (0: the merge-base).

@@ -26,6 +26,7 @@
 //! A stage whose inputs change later (a new attempt of an earlier stage finishes) is not
 //! restarted: its attempts keep the inputs they started from; fork it to start again.
 
+use crate::ids::TaskId;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +44,7 @@ pub struct StageInput {
     /// The after stage.
     pub stage: String,
     /// Its attempt's task.
-    pub task_id: String,
+    pub task_id: TaskId,
 }
 
 /// `workflow.run_started` payload: `createTask` with `workflow` started a run. Envelope: the
@@ -147,7 +148,7 @@ pub struct Reported {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// The task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The stage.
     pub stage: String,
     /// The attempts whose outputs it started from.
@@ -190,7 +191,7 @@ pub struct Run {
     pub finished: bool,
     /// Once finished: the final stage's attempt that finished it (it stays for the human to
     /// merge; the run's other active tasks are discarded).
-    pub final_task: Option<String>,
+    pub final_task: Option<TaskId>,
     /// Every attempt, oldest first.
     pub attempts: Vec<Attempt>,
 }
@@ -633,7 +634,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 return;
             }
             run.attempts.push(Attempt {
-                task_id: task_id.to_owned(),
+                task_id: task_id.to_owned().into(),
                 stage: p.stage.clone(),
                 inputs: p.inputs.clone(),
                 forked_from: p.forked_from.clone(),
@@ -675,7 +676,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
         EventBody::RunFinished(p) => {
             if let Some(run) = state.runs.get_mut(&p.run) {
                 run.finished = true;
-                run.final_task = Some(task_id.to_owned());
+                run.final_task = Some(task_id.to_owned().into());
             }
         }
         EventBody::DiscardRequested(p) if !p.retry => {

@@ -7,6 +7,7 @@
 //! the next turn when the running one ends, oldest first, one per turn; until then it can be
 //! withdrawn (`user.unqueued`).
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -123,7 +124,7 @@ pub struct Session {
     /// Id.
     pub id: String,
     /// Task (empty for a lead session).
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Lead owner (empty for a task's session).
     pub owner: String,
     /// Vendor.
@@ -242,7 +243,7 @@ pub struct Input {
     /// Its session.
     pub session_id: String,
     /// Its task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Where it stands.
     pub state: InputState,
 }

@@ -1,5 +1,6 @@
 //! The whole projected state, the fold (`State::apply`) and the decision (`decide`).
 
+use crate::ids::TaskId;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -25,7 +26,7 @@ pub struct State {
     /// Projects by id.
     pub projects: BTreeMap<String, Project>,
     /// Tasks by id.
-    pub tasks: BTreeMap<String, Task>,
+    pub tasks: BTreeMap<TaskId, Task>,
     /// Blob metadata by id.
     pub blobs: BTreeMap<String, Blob>,
     /// Workflows by name.
@@ -49,16 +50,16 @@ pub struct State {
     pub inbox: BTreeMap<String, crate::inbox::InboxItem>,
     /// Previews by task id (`expose_port`), oldest first.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub previews: BTreeMap<String, Vec<crate::tools::Preview>>,
+    pub previews: BTreeMap<TaskId, Vec<crate::tools::Preview>>,
     /// Snapshots and unanswered snapshot causes by task id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
+    pub snapshots: BTreeMap<TaskId, crate::snapshots::TaskSnapshots>,
     /// Reviews by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reviews: BTreeMap<String, crate::reviews::Review>,
     /// Merges waiting for a review, by task id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub after_review: BTreeMap<String, crate::reviews::after::PendingMerge>,
+    pub after_review: BTreeMap<TaskId, crate::reviews::after::PendingMerge>,
     /// The running subagents of each session that has some (`subagents.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub subagents: crate::subagents::Running,
@@ -70,10 +71,10 @@ pub struct State {
     pub lead_notes: BTreeMap<String, crate::lead::LeadNote>,
     /// Running task terminals by task id (`terminals.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub terminals: BTreeMap<String, crate::terminals::Terminal>,
+    pub terminals: BTreeMap<TaskId, crate::terminals::Terminal>,
     /// CodeBolt agents' memory, state, todos and vectors by task id (`agent_memory.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub agent_stores: BTreeMap<String, crate::agent_memory::AgentStore>,
+    pub agent_stores: BTreeMap<TaskId, crate::agent_memory::AgentStore>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -6,6 +6,7 @@
 //! active task holds, the one given out longest ago (never given counts as oldest, lowest index
 //! first); when every colour is held, the one given out longest ago.
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, TaskCreated, TaskStateChanged};
@@ -61,7 +62,7 @@ pub enum TaskState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     /// Id.
-    pub id: String,
+    pub id: TaskId,
     /// Project.
     pub project_id: String,
     /// Title.
@@ -136,7 +137,7 @@ pub struct Task {
     pub todo_item: String,
     /// The task whose agent started this one as its subtask (`task.subtask_started`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_task_id: Option<String>,
+    pub parent_task_id: Option<TaskId>,
     /// A fork: the task it was forked from and the `n` of that task's snapshot it starts at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<(String, u32)>,
@@ -301,7 +302,7 @@ pub(crate) fn create(
         actor,
         EventBody::TaskCreated(TaskCreated {
             worktree_path: format!("{}/{id}", project.worktrees_root),
-            id: id.clone(),
+            id: id.clone().into(),
             project_id: project_id.to_owned(),
             title: title.to_owned(),
             branch,

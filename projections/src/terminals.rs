@@ -143,7 +143,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
         EventBody::TerminalOpened(o) => {
             let t = state
                 .terminals
-                .entry(task_id.to_owned())
+                .entry(task_id.to_owned().into())
                 .or_insert_with(|| Terminal {
                     shell_pid: o.shell_pid,
                     started_at_us: e.created_at_us,
@@ -264,7 +264,7 @@ mod tests {
         assert!(matches!(r, Err(Rejection::NotFound(_))), "{r:?}");
         let task = w.task_id();
         w.ok(Command::RecordWorktree {
-            task_id: task.clone(),
+            task_id: task.clone().into(),
             outcome: Err("boom".into()),
         });
         let r = w.when(record_cmd(&task, opened("v1", 1, true)));

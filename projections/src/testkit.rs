@@ -69,7 +69,7 @@ impl World {
 
     /// The id of the first task (by id order).
     pub fn task_id(&self) -> String {
-        self.state.tasks.keys().next().unwrap().clone()
+        self.state.tasks.keys().next().unwrap().clone().into()
     }
 
     /// The newest session.
@@ -86,7 +86,7 @@ impl World {
         let task_id = self.task_id();
         self.ok(Command::CreateSession {
             actor: "ada".into(),
-            task_id,
+            task_id: task_id.into(),
             model: None,
             prompt: prompt.into(),
             images: vec![],

@@ -34,7 +34,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
     let logins = ["ada", "bob"];
     let login = logins[rng.below(2)].to_owned();
     let projects: Vec<String> = s.projects.keys().cloned().collect();
-    let tasks: Vec<String> = s.tasks.keys().cloned().collect();
+    let tasks: Vec<String> = s.tasks.keys().map(|k| k.to_string()).collect();
     let sessions: Vec<String> = s.sessions.keys().cloned().collect();
     let task = rng.pick(&tasks).cloned().unwrap_or_else(|| "nope".into());
     let session = rng
@@ -74,7 +74,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             session_id: lead,
             focus: byre_projections::focus::Focus {
                 project_id: None,
-                task_id: Some(task),
+                task_id: Some(task.into()),
                 tabs: vec![],
                 tab: byre_projections::focus::TaskTab::Changes,
             },
@@ -112,7 +112,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             base_ref: "abc".into(),
         },
         5 => Command::RecordWorktree {
-            task_id: task,
+            task_id: task.into(),
             outcome: if rng.below(5) == 0 {
                 Err("no".into())
             } else {
@@ -145,7 +145,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         9 => Command::MarkSummaryRead {
             login,
-            task_id: task,
+            task_id: task.into(),
             seq: rng.below(s.last_seq as usize + 2) as u64,
         },
         10 => Command::SetPaneFocus {
@@ -155,7 +155,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         11 => Command::CreateSession {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             model: None,
             prompt: "go".into(),
             images: vec![],
@@ -171,7 +171,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         13 => Command::WithdrawMessage {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             input_id: rng.below(s.last_input_id as usize + 2) as u64,
         },
         14 => Command::InterruptSession {
@@ -233,7 +233,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             let cause = snaps.and_then(|t| t.pending.keys().next().copied());
             let n = snaps.map_or(0, |t| t.taken.len()) as u32 + 1;
             Command::RecordSnapshot {
-                task_id: task,
+                task_id: task.into(),
                 cause_seq: cause.unwrap_or(1),
                 outcome: Ok(TakenSnapshot {
                     n,
@@ -287,7 +287,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         26 => Command::EndReviewer { review_id: review },
         29 => Command::MergeTask {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             merge_title: Some("Merge it".into()),
             target_parent: false,
             after_review: true,
@@ -295,7 +295,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         30 => Command::CancelMergeAfterReview {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             reason: None,
         },
         23 => Command::FailReview {

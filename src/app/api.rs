@@ -144,7 +144,7 @@ pub struct Task {
 impl From<&p::tasks::Task> for Task {
     fn from(t: &p::tasks::Task) -> Self {
         Task {
-            id: t.id.clone(),
+            id: t.id.clone().into(),
             project_id: t.project_id.clone(),
             title: t.title.clone(),
             merge_title: t.merge_title.clone(),
@@ -161,7 +161,7 @@ impl From<&p::tasks::Task> for Task {
             state: t.state,
             merging: t.merging,
             discarding: t.discarding,
-            parent_task_id: t.parent_task_id.clone(),
+            parent_task_id: t.parent_task_id.clone().map(Into::into),
             merging_into_parent: t.merging_into_parent,
             merge_after_review: t.merge_after_review,
             summary_seq: t.summary_seq,
@@ -353,7 +353,7 @@ impl From<&p::sessions::Session> for AgentSession {
     fn from(s: &p::sessions::Session) -> Self {
         AgentSession {
             id: s.id.clone(),
-            task_id: s.task_id.clone(),
+            task_id: s.task_id.clone().into(),
             owner: s.owner.clone(),
             vendor: s.vendor,
             model: s.model.clone(),
@@ -480,7 +480,7 @@ impl From<&p::inbox::InboxItem> for InboxItem {
         InboxItem {
             id: i.id.clone(),
             project_id: i.project_id.clone(),
-            task_id: i.task_id.clone(),
+            task_id: i.task_id.clone().into(),
             agent_session_id: i.agent_session_id.clone(),
             thread_id: i.thread_id.clone(),
             kind: i.kind,
@@ -510,7 +510,7 @@ pub struct Preview {
 impl From<&p::tools::Preview> for Preview {
     fn from(x: &p::tools::Preview) -> Self {
         Preview {
-            task_id: x.task_id.clone(),
+            task_id: x.task_id.clone().into(),
             name: x.name.clone(),
             port: x.port,
             created_at: rfc3339(x.created_at_us),
@@ -545,7 +545,7 @@ impl From<&p::snapshots::Snapshot> for Snapshot {
     fn from(s: &p::snapshots::Snapshot) -> Self {
         Snapshot {
             id: s.id.clone(),
-            task_id: s.task_id.clone(),
+            task_id: s.task_id.clone().into(),
             agent_session_id: s.agent_session_id.clone(),
             n: s.n,
             commit_sha: s.commit.clone(),
@@ -592,7 +592,7 @@ impl From<&p::reviews::Review> for Review {
     fn from(r: &p::reviews::Review) -> Self {
         Review {
             id: r.id.clone(),
-            task_id: r.task_id.clone(),
+            task_id: r.task_id.clone().into(),
             snapshot_n: r.snapshot_n,
             agent_session_id: r.agent_session_id.clone(),
             vendor: r.vendor.clone(),

@@ -130,13 +130,13 @@ pub async fn merge_task(
     let head_of = if target_parent {
         app.writer
             .read(|s| s.tasks.get(task_id).and_then(|t| t.parent_task_id.clone()))
-            .unwrap_or_else(|| task_id.to_owned())
+            .unwrap_or_else(|| task_id.to_owned().into())
     } else {
-        task_id.to_owned()
+        task_id.to_owned().into()
     };
     submit_at_head(app, &head_of, |head| Command::MergeTask {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         merge_title: merge.merge_title,
         target_parent,
         after_review: merge.after_review,
@@ -152,7 +152,7 @@ pub async fn merge_task(
 pub async fn merge_in(app: &Ctx, actor: &str, task_id: &str) -> Result<api::AgentSession, Error> {
     let ack = submit_at_head(app, task_id, |head| Command::MergeIn {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         head,
     })
     .await?;
@@ -172,7 +172,7 @@ pub async fn merge_in(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Agen
 pub async fn discard_task(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Task, Error> {
     submit_at_head(app, task_id, |head| Command::DiscardTask {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         head,
     })
     .await?;

@@ -29,7 +29,7 @@ pub async fn fork_snapshot(app: &Ctx, actor: &str, fork: ForkSnapshot) -> Result
     let ack = app
         .submit(Command::ForkSnapshot {
             actor: actor.to_owned(),
-            task_id: fork.task_id,
+            task_id: fork.task_id.into(),
             n: fork.n,
         })
         .await?;

@@ -151,7 +151,7 @@ pub async fn mark_summary_read(
 ) -> Result<(), Error> {
     app.submit(Command::MarkSummaryRead {
         login: login.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         seq,
     })
     .await?;

@@ -115,7 +115,7 @@ pub async fn start_stage(app: &Ctx, run_id: &str, stage: &str) -> Result<Option<
         .ok_or_else(|| Error::internal("task.created without task_id"))?;
     super::task_creation::wait_for_worktree(app, &task_id, created.seq).await?;
     start_stage_session(app, &task_id).await?;
-    Ok(Some(task_id))
+    Ok(Some(task_id.into()))
 }
 
 /// Starts the agent session of stage task `task_id` (its stage's model, [`stage_prompt`]), as
@@ -280,7 +280,7 @@ fn attempt(s: &State, a: &runs::Attempt) -> api::StageAttempt {
     let task = s.tasks.get(&a.task_id);
     let closed_discarded = task.is_some_and(|t| t.status == TaskStatus::Discarded);
     api::StageAttempt {
-        task_id: a.task_id.clone(),
+        task_id: a.task_id.clone().into(),
         title: task.map(|t| t.title.clone()).unwrap_or_default(),
         state: attempt_state(s, a),
         discarding: task.is_some_and(|t| t.discarding && t.status == TaskStatus::Active),

@@ -46,7 +46,7 @@ fn task_of(app: &Ctx, actor: &str, session_id: &str) -> Result<String, Error> {
             s.sessions
                 .get(session_id)
                 .filter(|x| x.owner.is_empty() || x.owner == actor)
-                .map(|x| x.task_id.clone())
+                .map(|x| x.task_id.to_string())
         })
         .ok_or_else(|| Error::NotFound(format!("no session `{session_id}`")))
 }
@@ -160,7 +160,7 @@ pub async fn withdraw_message(
 ) -> Result<(), Error> {
     app.submit(Command::WithdrawMessage {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         input_id,
     })
     .await?;

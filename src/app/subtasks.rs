@@ -110,7 +110,7 @@ pub async fn start_subtask(app: &Ctx, session_id: &str, new: NewSubtask) -> Resu
         super::sessions::start_session(app, &actor, &task_id, Some(model), new.prompt, Vec::new())
             .await?;
     Ok(Started {
-        task_id,
+        task_id: task_id.into(),
         session_id,
         linked_seq,
     })
@@ -156,7 +156,7 @@ pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskRep
             subs.into_iter()
                 .map(|t| {
                     let report = SubtaskReport {
-                        task_id: t.id.clone(),
+                        task_id: t.id.clone().into(),
                         title: t.title.clone(),
                         branch: t.branch.clone(),
                         status: t.status,

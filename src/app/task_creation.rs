@@ -48,7 +48,7 @@ pub async fn create_with(app: &Ctx, cmd: Command) -> Result<String, Error> {
         .clone()
         .ok_or_else(|| Error::internal("task.created without task_id"))?;
     wait_for_worktree(app, &task_id, created.seq).await?;
-    Ok(task_id)
+    Ok(task_id.into())
 }
 
 /// Waits until the worktree reactor recorded task `task_id`'s worktree (after seq `after`).

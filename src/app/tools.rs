@@ -329,7 +329,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             })
         }
         "take_snapshot" => Ok(Command::RequestSnapshot {
-            task_id: task_id.to_owned(),
+            task_id: task_id.to_owned().into(),
             trigger: byre_projections::snapshots::SnapshotTrigger::Requested,
         }),
         "set_merge_title" => Ok(Command::SetMergeTitle {

@@ -108,7 +108,7 @@ pub async fn set_focus(
     let b = body.into_inner();
     let focus = Focus {
         project_id: b.project_id,
-        task_id: b.task_id,
+        task_id: b.task_id.map(Into::into),
         tabs: b.tabs,
         tab: b.tab,
     };

@@ -65,7 +65,7 @@ impl StoredEvent {
             created_at_us: e.created_at_us,
             kind: e.body.kind().to_owned(),
             project_id: e.project_id.clone(),
-            task_id: e.task_id.clone(),
+            task_id: e.task_id.clone().map(Into::into),
             agent_session_id: e.agent_session_id.clone(),
             owner: e.owner.clone(),
             actor: e.actor.clone(),

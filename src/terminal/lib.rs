@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use byre_projections::ids::TaskId;
 use byre_projections::tasks::TaskStatus;
 use byre_projections::terminals::{TerminalChange, TerminalClosed, TerminalExited, TerminalOpened};
 use byre_projections::Command;
@@ -208,8 +209,8 @@ impl Terminals {
         data_dir: PathBuf,
     ) -> (Arc<Terminals>, tokio::task::JoinHandle<()>) {
         let (tasks, running) = writer.read(|s| {
-            let tasks: std::collections::HashSet<String> = s.tasks.keys().cloned().collect();
-            let running: Vec<(String, u32)> = s
+            let tasks: std::collections::HashSet<TaskId> = s.tasks.keys().cloned().collect();
+            let running: Vec<(TaskId, u32)> = s
                 .terminals
                 .iter()
                 .map(|(t, term)| (t.clone(), term.shell_pid))

@@ -117,7 +117,7 @@ fn tree_paths(repo: &git2::Repository, sha: &str) -> Vec<String> {
 
 fn request(task_id: &str) -> Command {
     Command::RequestSnapshot {
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         trigger: SnapshotTrigger::Requested,
     }
 }
@@ -323,7 +323,7 @@ async fn causes_a_stop_left_unanswered_are_finished_at_start_up_and_a_written_re
         data.path(),
         vec![Command::CreateSession {
             actor: "ada".into(),
-            task_id: task_id.clone(),
+            task_id: task_id.clone().into(),
             model: None,
             prompt: "go".into(),
             images: vec![],

@@ -39,7 +39,7 @@ impl World {
             session_id: sid.into(),
             focus: Focus {
                 project_id: None,
-                task_id: Some(task_id),
+                task_id: Some(task_id.into()),
                 tabs: vec![TaskTab::Changes],
                 tab: TaskTab::Changes,
             },

@@ -162,7 +162,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             if let Some(t) = state.tasks.get_mut(task_id) {
                 t.merge_after_review = true;
                 state.after_review.insert(
-                    task_id.to_owned(),
+                    task_id.to_owned().into(),
                     PendingMerge {
                         by: e.actor.clone(),
                         merge_title: p.merge_title.clone(),

@@ -1,5 +1,6 @@
 //! The session events' payloads and the vendor-neutral [`VendorItem`].
 
+use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -18,7 +19,7 @@ SessionCreated {
     /// Session id.
     id: String,
     /// Task.
-    task_id: String,
+    task_id: TaskId,
     /// Vendor.
     vendor: Vendor,
     /// Model.

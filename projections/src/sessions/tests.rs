@@ -28,7 +28,7 @@ fn a_new_session_starts_its_first_turn_and_the_task_runs() {
     let task_id = w.task_id();
     let events = w.ok(Command::CreateSession {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         model: None,
         prompt: "go".into(),
         images: vec![],
@@ -51,7 +51,7 @@ fn a_new_session_starts_its_first_turn_and_the_task_runs() {
     );
     let again = w.when(Command::CreateSession {
         actor: "ada".into(),
-        task_id,
+        task_id: task_id.into(),
         model: None,
         prompt: "go".into(),
         images: vec![],
@@ -116,7 +116,7 @@ fn withdraw_works_only_while_queued() {
     };
     let withdraw = |id| Command::WithdrawMessage {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         input_id: id,
     };
     assert_eq!(kinds(&w.ok(withdraw(p.input_id))), ["user.unqueued"]);
@@ -213,7 +213,7 @@ fn a_codex_session_records_its_thread_once_and_keeps_its_vendor() {
     let task_id = w.task_id();
     w.ok(Command::CreateSession {
         actor: "ada".into(),
-        task_id,
+        task_id: task_id.into(),
         model: Some("gpt-5.5".into()),
         prompt: "hi".into(),
         images: vec![],

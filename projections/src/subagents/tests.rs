@@ -186,11 +186,11 @@ fn a_closed_tasks_running_subagents_end_before_its_sessions_complete() {
     w.record_turn_end(&sid, TurnOutcome::Completed, "Started it.", None);
     w.ok(Command::DiscardTask {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         head: "h".into(),
     });
     let events = w.ok(Command::RecordDiscard {
-        task_id,
+        task_id: task_id.into(),
         outcome: Ok(String::new()),
     });
     let ended: Vec<&SubagentEnded> = events

@@ -63,7 +63,7 @@ impl Runtime {
                 sess.vendor,
                 sess.vendor_session_id.clone(),
                 sess.model.clone(),
-                task.id.clone(),
+                task.id.clone().into(),
                 cwd,
                 task.port_base,
                 fork,

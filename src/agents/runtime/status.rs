@@ -9,7 +9,14 @@ use byre_process::groups::group_alive;
 
 /// One session of `getStatus`: its id, task, vendor, state, the seq it was created at, and
 /// whether a turn runs.
-type SessionRow = (String, String, Vendor, SessionState, i64, bool);
+type SessionRow = (
+    String,
+    byre_projections::ids::TaskId,
+    Vendor,
+    SessionState,
+    i64,
+    bool,
+);
 
 impl Runtime {
     /// `getStatus`'s agent figures: `live_agents`, `agent_processes`, `running_turns`,
@@ -100,7 +107,7 @@ impl Runtime {
                     kind: "running_without_process",
                     detail: "the session's turn is running but no agent process is".into(),
                     session_id: Some(id.clone()),
-                    task_id: Some(task_id.clone()),
+                    task_id: Some(task_id.clone().into()),
                     pid: None,
                 }),
                 None => {}

@@ -103,7 +103,7 @@ fn due(writer: &Writer) -> Vec<Work> {
             };
             if finish::merge_due(s, t) {
                 out.push(Work::Merge(MergeJob {
-                    task_id: t.id.clone(),
+                    task_id: t.id.clone().into(),
                     repo: PathBuf::from(&p.repo_path),
                     worktree: PathBuf::from(&t.worktree_path),
                     branch: t.branch.clone(),
@@ -123,7 +123,7 @@ fn due(writer: &Writer) -> Vec<Work> {
             } else if let Some(parent) = byre_projections::subtasks::into_parent_check_due(s, t) {
                 out.push(Work::IntoParent(
                     CleanupJob {
-                        task_id: t.id.clone(),
+                        task_id: t.id.clone().into(),
                         repo: PathBuf::from(&p.repo_path),
                         worktree: PathBuf::from(&t.worktree_path),
                         branch: t.branch.clone(),
@@ -132,7 +132,7 @@ fn due(writer: &Writer) -> Vec<Work> {
                 ));
             } else if finish::discard_due(s, t) {
                 out.push(Work::Discard(CleanupJob {
-                    task_id: t.id.clone(),
+                    task_id: t.id.clone().into(),
                     repo: PathBuf::from(&p.repo_path),
                     worktree: PathBuf::from(&t.worktree_path),
                     branch: t.branch.clone(),
@@ -158,7 +158,7 @@ fn due(writer: &Writer) -> Vec<Work> {
                 .min_by_key(|t| (t.merge_queued_at_us, t.created_seq));
             if let Some(t) = oldest {
                 out.push(Work::StartHeld(
-                    t.id.clone(),
+                    t.id.clone().into(),
                     PathBuf::from(&t.worktree_path),
                 ));
             }
@@ -218,7 +218,7 @@ async fn run_merge(writer: &Writer, job: MergeJob) -> Result<MergeDone, String> 
             submit(
                 writer,
                 Command::RecordMergeLanded {
-                    task_id: job.task_id.clone(),
+                    task_id: job.task_id.clone().into(),
                     merge_commit: commit.clone(),
                 },
             )
@@ -288,7 +288,7 @@ async fn into_parent(writer: &Writer, job: CleanupJob, parent_worktree: PathBuf)
     submit(
         writer,
         Command::RecordMergeIntoParent {
-            task_id,
+            task_id: task_id.into(),
             done: MergeDone {
                 merge_commit: parent_head,
                 kept_ref,
@@ -325,7 +325,14 @@ async fn scan(writer: &Writer) {
                     if let Err(e) = &outcome {
                         tracing::warn!(reason = %e, "merge refused");
                     }
-                    submit(writer, Command::RecordMerge { task_id, outcome }).await;
+                    submit(
+                        writer,
+                        Command::RecordMerge {
+                            task_id: task_id.into(),
+                            outcome,
+                        },
+                    )
+                    .await;
                     progressed = true;
                 }
                 Work::Discard(job) => {
@@ -333,7 +340,14 @@ async fn scan(writer: &Writer) {
                     let _enter = span.enter();
                     let task_id = job.task_id.clone();
                     let outcome = run_cleanup(job).await;
-                    submit(writer, Command::RecordDiscard { task_id, outcome }).await;
+                    submit(
+                        writer,
+                        Command::RecordDiscard {
+                            task_id: task_id.into(),
+                            outcome,
+                        },
+                    )
+                    .await;
                     progressed = true;
                 }
                 Work::IntoParent(job, parent_worktree) => {
@@ -348,7 +362,14 @@ async fn scan(writer: &Writer) {
                     .await
                     .unwrap_or_default();
                     let before = writer.head();
-                    submit(writer, Command::StartHeldMerge { task_id, head }).await;
+                    submit(
+                        writer,
+                        Command::StartHeldMerge {
+                            task_id: task_id.into(),
+                            head,
+                        },
+                    )
+                    .await;
                     progressed |= writer.head() != before;
                 }
             }

@@ -95,7 +95,8 @@ pub fn start(
     tokio::spawn(async move {
         let Some(bin) = tailscale_bin else { return };
         let from = writer.head();
-        let tasks: Vec<String> = writer.read(|s| s.previews.keys().cloned().collect());
+        let tasks: Vec<String> =
+            writer.read(|s| s.previews.keys().map(|k| k.to_string()).collect());
         for task_id in tasks {
             let (ports, active) = task_ports(&writer, &task_id);
             for port in ports {

@@ -99,7 +99,7 @@ async fn reconcile(ctx: &Ctx, head: u64) {
                     .values()
                     .any(|x| x.task_id == a.task_id && x.role == SessionRole::Implementer)
             })
-            .map(|a| a.task_id.clone())
+            .map(|a| a.task_id.to_string())
             .collect();
         (open, finished, sessionless)
     });

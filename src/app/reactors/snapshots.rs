@@ -116,7 +116,7 @@ async fn handle_in_span(writer: &Writer, job: Job, review: bool) {
         tracing::warn!(error = %e, "snapshot failed");
     }
     let cmd = Command::RecordSnapshot {
-        task_id,
+        task_id: task_id.into(),
         cause_seq,
         outcome,
         review,
@@ -139,7 +139,12 @@ pub fn start(
         let mut due: Vec<(u64, String)> = writer.read(|s| {
             s.snapshots
                 .iter()
-                .flat_map(|(task, snaps)| snaps.pending.keys().map(move |seq| (*seq, task.clone())))
+                .flat_map(|(task, snaps)| {
+                    snaps
+                        .pending
+                        .keys()
+                        .map(move |seq| (*seq, task.to_string()))
+                })
                 .collect()
         });
         due.sort();

@@ -29,7 +29,7 @@ fn job(writer: &Writer, task_id: &str) -> Option<Job> {
         let t = s.tasks.get(task_id)?;
         let p = s.projects.get(&t.project_id)?;
         (t.status == TaskStatus::Active).then(|| Job {
-            task_id: t.id.clone(),
+            task_id: t.id.clone().into(),
             repo_path: PathBuf::from(&p.repo_path),
             branch: t.branch.clone(),
             base_ref: t.base_ref.clone(),
@@ -177,7 +177,13 @@ async fn handle(writer: &Writer, job: Job) {
         tracing::error!(error = %e, "worktree failed");
     }
     if let Err(e) = writer
-        .submit(Command::RecordWorktree { task_id, outcome }, None)
+        .submit(
+            Command::RecordWorktree {
+                task_id: task_id.into(),
+                outcome,
+            },
+            None,
+        )
         .await
     {
         tracing::error!(error = %e, "could not record the worktree's outcome");
@@ -207,7 +213,7 @@ pub fn start(
                 })
                 .map(|t| {
                     (
-                        t.id.clone(),
+                        t.id.to_string(),
                         t.worktree_ready,
                         PathBuf::from(&t.worktree_path),
                     )

@@ -195,14 +195,14 @@ fn task_of(app: &Ctx, arg: &str) -> Result<String, Error> {
         if s.tasks.contains_key(arg) {
             return Ok(arg.to_owned());
         }
-        let titled: Vec<&String> = s
+        let titled: Vec<&str> = s
             .tasks
             .values()
             .filter(|t| t.title == arg && t.status == byre_projections::tasks::TaskStatus::Active)
-            .map(|t| &t.id)
+            .map(|t| t.id.as_str())
             .collect();
         match titled.as_slice() {
-            [one] => Ok((*one).clone()),
+            [one] => Ok((*one).to_owned()),
             [] => Err(Error::NotFound(format!(
                 "no task `{arg}` (by id, or the title of an active task)"
             ))),
@@ -265,7 +265,7 @@ async fn run(
         "show" => {
             let mut focus = parse_focus(args)?;
             focus.project_id = focus.project_id.map(|p| project_of(app, &p)).transpose()?;
-            focus.task_id = focus.task_id.map(|t| task_of(app, &t)).transpose()?;
+            focus.task_id = (focus.task_id.map(|t| task_of(app, &t)).transpose()?).map(Into::into);
             let human_asked = args["human_asked"].as_bool().unwrap_or(false);
             submit(
                 app,
@@ -321,7 +321,7 @@ async fn run(
             submit(
                 app,
                 Command::RequestSnapshot {
-                    task_id: task_id.clone(),
+                    task_id: task_id.clone().into(),
                     trigger: byre_projections::snapshots::SnapshotTrigger::Requested,
                 },
             )
@@ -356,7 +356,7 @@ fn parse_focus(args: &Value) -> Result<Focus, Error> {
     };
     Ok(Focus {
         project_id: str_arg(args, "project_id")?,
-        task_id: str_arg(args, "task_id")?,
+        task_id: (str_arg(args, "task_id")?).map(Into::into),
         tabs,
         tab,
     })
