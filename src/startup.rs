@@ -167,7 +167,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     );
     let (shutdown, shutdown_rx) = watch::channel(false);
     let sessions: std::collections::HashSet<String> =
-        writer.read(|s| s.sessions.keys().cloned().collect());
+        writer.read(|s| s.sessions.keys().map(|x| x.to_string()).collect());
     let leftovers = byre_agents::runtime::clear_leftovers(&config.data_dir, sessions).await;
     let worktrees = byre_app::reactors::worktrees::Worktrees::new(writer.clone());
     // Agents' MCP servers run on this host: they reach the server at its own address

@@ -55,7 +55,7 @@ fn event(bytes: &[u8]) -> anyhow::Result<Event> {
         created_at_us: e.created_at_us,
         project_id: e.project_id.map(str::to_owned),
         task_id: e.task_id.map(str::to_owned).map(Into::into),
-        agent_session_id: e.agent_session_id.map(str::to_owned),
+        agent_session_id: e.agent_session_id.map(str::to_owned).map(Into::into),
         owner: e.owner.map(str::to_owned),
         actor: e.actor.to_owned(),
         body,

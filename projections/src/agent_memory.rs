@@ -314,7 +314,7 @@ mod tests {
                 images: vec![],
                 head: "h".into(),
             });
-            self.session().id.clone()
+            self.session().id.clone().into()
         }
     }
 

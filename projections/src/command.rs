@@ -4,7 +4,7 @@
 //! two racing commands cannot both pass a rule. Facts from outside the log (is this a git
 //! repository, what is its default branch) are gathered by the caller first and carried here.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::users::NotificationPrefs;
@@ -161,7 +161,7 @@ pub enum Command {
     /// A stage agent's `finish_stage` tool (`crate::runs::finish_stage`).
     FinishStage {
         /// The calling session.
-        session_id: String,
+        session_id: SessionId,
         /// The output (Markdown).
         output: String,
         /// Done or blocked.
@@ -194,7 +194,7 @@ pub enum Command {
     /// reaches only the user its cut event reaches.
     StoreOutputBlob {
         /// The session whose output it is.
-        session_id: String,
+        session_id: SessionId,
         /// Size in bytes.
         size_bytes: u64,
         /// Lowercase hex SHA-256 of the bytes.
@@ -256,7 +256,7 @@ pub enum Command {
     /// live lead; 400 empty or too long; 404 unknown project or note.
     SaveLeadNote {
         /// The lead session (from its MCP token).
-        session_id: String,
+        session_id: SessionId,
         /// The note to replace; a new note when absent.
         note_id: Option<String>,
         /// The note's text.
@@ -270,7 +270,7 @@ pub enum Command {
         /// The caller (ignored when `session_id` is given: the session's owner is the user).
         login: String,
         /// The lead session, for `forget`.
-        session_id: Option<String>,
+        session_id: Option<SessionId>,
         /// The note.
         note_id: String,
     },
@@ -278,7 +278,7 @@ pub enum Command {
     /// human works in it). 403 not a live lead; 409 the human is busy there; as `SetFocus`.
     ShowFocus {
         /// The lead session (from its MCP token).
-        session_id: String,
+        session_id: SessionId,
         /// Where the pane goes.
         focus: crate::focus::Focus,
         /// The lead says the human's message it answers asked for this.
@@ -305,7 +305,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// Text.
         text: String,
         /// Blob ids.
@@ -329,19 +329,19 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The session.
-        session_id: String,
+        session_id: SessionId,
     },
     /// The vendor runtime's normalised output of one or more lines.
     RecordVendorOutput {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The items, in order.
         items: Vec<crate::sessions::VendorItem>,
     },
     /// The vendor runtime saw the agent's process end (or fail to start).
     RecordProcessExit {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// What happened.
         exit: crate::sessions::ProcessExited,
     },
@@ -349,21 +349,21 @@ pub enum Command {
     /// available memory is below its floor.
     RecordProcessDeferred {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The memory figures.
         deferred: crate::sessions::ProcessDeferred,
     },
     /// The vendor runtime learned the vendor's id of a session's conversation (a Codex thread).
     RecordVendorSession {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The vendor's id.
         vendor_session_id: String,
     },
     /// At start-up: a session whose turn was running when byre stopped.
     ResumeAfterRestart {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The worktree's HEAD now.
         head: String,
     },
@@ -372,7 +372,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The successor's model; the old session's when absent.
         model: Option<String>,
         /// The worktree's HEAD now.
@@ -443,7 +443,7 @@ pub enum Command {
     /// A task agent's `ask_human` tool: a question for the humans.
     AskHuman {
         /// The asking session (from its MCP token).
-        session_id: String,
+        session_id: SessionId,
         /// The question, its choices parsed.
         question: crate::inbox::Question,
     },
@@ -458,14 +458,14 @@ pub enum Command {
     /// `confirmationRequest`) rather than as a message: `inbox.delivered` with `input_id` 0.
     RecordAnswersDelivered {
         /// The session whose agent got them.
-        session_id: String,
+        session_id: SessionId,
         /// The responses.
         response_ids: Vec<String>,
     },
     /// A task agent's `set_merge_title` tool.
     SetMergeTitle {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The title.
         merge_title: String,
     },
@@ -474,7 +474,7 @@ pub enum Command {
     /// (`crate::subtasks::start`).
     StartSubtask {
         /// The calling agent's session.
-        session_id: String,
+        session_id: SessionId,
         /// The new task's title.
         title: String,
         /// The commit it branches from.
@@ -493,7 +493,7 @@ pub enum Command {
     /// A task agent's `expose_port` tool.
     ExposePort {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The preview's name.
         name: String,
         /// The port.
@@ -568,7 +568,7 @@ pub enum Command {
     /// A reviewer's `submit_review`. 400 bad arguments; 404 not a reviewer; 409 not running.
     SubmitReview {
         /// The reviewer session.
-        session_id: String,
+        session_id: SessionId,
         /// Its arguments.
         result: crate::reviews::ReviewResult,
     },

@@ -4,7 +4,7 @@
 //! Kinds are past tense (`task.created`) and never renamed once in a log: an old payload shape
 //! is upcast on load ([`crate::upcast`]).
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::focus::TaskTab;
@@ -23,7 +23,7 @@ pub struct Event {
     /// The task it concerns, if any.
     pub task_id: Option<TaskId>,
     /// The agent session it concerns, if any.
-    pub agent_session_id: Option<String>,
+    pub agent_session_id: Option<SessionId>,
     /// The login the event belongs to; such events reach only that user (invariant 4).
     pub owner: Option<String>,
     /// Who caused it: a login, or `byre` for the server itself.
@@ -40,7 +40,7 @@ pub struct NewEvent {
     /// See [`Event::task_id`].
     pub task_id: Option<TaskId>,
     /// See [`Event::agent_session_id`].
-    pub agent_session_id: Option<String>,
+    pub agent_session_id: Option<SessionId>,
     /// See [`Event::owner`].
     pub owner: Option<String>,
     /// See [`Event::actor`].

@@ -104,7 +104,7 @@ pub(crate) fn fork_snapshot(
     }
     let session_id = ctx.id(1);
     let created = SessionCreated {
-        id: session_id.clone(),
+        id: session_id.clone().into(),
         task_id: new_task_id.clone().into(),
         vendor: source.vendor,
         model: source.model.clone(),
@@ -119,7 +119,7 @@ pub(crate) fn fork_snapshot(
     let mut e = NewEvent::new(actor, EventBody::SessionCreated(created))
         .project(task.project_id.clone())
         .task(new_task_id.clone());
-    e.agent_session_id = Some(session_id);
+    e.agent_session_id = Some(session_id.into());
     events.push(e);
     // A fork of a stage task is a new attempt of its stage (`crate::runs`).
     events.extend(crate::runs::fork_attempt(

@@ -136,6 +136,12 @@ id!(
     TaskId
 );
 
+id!(
+    /// An agent session's id (`Session.id`, every `session_id`, the envelope's
+    /// `agent_session_id`); not the vendor's own session id, which stays text.
+    SessionId
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@
 //! implementer session, its successor. Nothing outside the log is involved, so a restart between a question and
 //! its answer changes nothing.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -154,7 +154,7 @@ pub struct InboxItem {
     /// Task.
     pub task_id: TaskId,
     /// Session.
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// Thread.
     pub thread_id: String,
     /// Kind.

@@ -174,7 +174,7 @@ pub(crate) fn message(
         )));
     }
     let created = SessionCreated {
-        id: ctx.id(0),
+        id: ctx.id(0).into(),
         task_id: TaskId::default(),
         vendor,
         model,

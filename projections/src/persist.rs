@@ -9,6 +9,7 @@
 //!
 //! Decoding both gives back a state equal (`==`) to the one encoded.
 
+use crate::ids::SessionId;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -38,7 +39,7 @@ pub struct Encoded {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Bookkeeping {
     /// By session id, for sessions with something to keep.
-    sessions: BTreeMap<String, TurnBookkeeping>,
+    sessions: BTreeMap<SessionId, TurnBookkeeping>,
 }
 
 /// [`crate::sessions::Session`]'s `turn_input` and `turn_answered`.

@@ -12,7 +12,7 @@
 //! So a task has at most one pending review, and reviews of a task run one at a time, oldest
 //! first. A running review ends `done` (its reviewer's `submit_review`), or `failed`.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -186,7 +186,7 @@ pub struct Review {
     /// Where its step starts (0: the merge-base).
     pub base_n: u32,
     /// The reviewer's session; empty before it starts or when skipped.
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// The reviewer's vendor; empty likewise.
     pub vendor: String,
     /// The reviewer's model; empty likewise.
@@ -342,7 +342,7 @@ pub(crate) fn start(
     let vendor = Vendor::for_model(model);
     let id = ctx.id(0);
     let created = SessionCreated {
-        id: id.clone(),
+        id: id.clone().into(),
         task_id: r.task_id.clone(),
         vendor,
         model: model.into(),
@@ -370,7 +370,7 @@ pub(crate) fn start(
             model: model.into(),
         }),
     );
-    e.agent_session_id = Some(id);
+    e.agent_session_id = Some(id.into());
     out.push(e);
     out.extend(crate::sessions::hand_over(
         state,
@@ -568,7 +568,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     task_id,
                     snapshot_n: p.snapshot_n,
                     base_n: p.base_n,
-                    agent_session_id: String::new(),
+                    agent_session_id: SessionId::default(),
                     vendor: String::new(),
                     model: String::new(),
                     state: ReviewState::Pending,

@@ -26,7 +26,7 @@
 //! A stage whose inputs change later (a new attempt of an earlier stage finishes) is not
 //! restarted: its attempts keep the inputs they started from; fork it to start again.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -139,7 +139,7 @@ pub struct Reported {
     /// The output.
     pub output: String,
     /// The reporting session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Its turn.
     pub turn: u32,
 }
@@ -504,7 +504,7 @@ pub(crate) fn finish_stage(
         let mut e = NewEvent::new("byre", body)
             .project(&run.project_id)
             .task(&task.id);
-        e.agent_session_id = Some(session_id.to_owned());
+        e.agent_session_id = Some(session_id.to_owned().into());
         e
     };
     match status {

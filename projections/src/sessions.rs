@@ -7,7 +7,7 @@
 //! the next turn when the running one ends, oldest first, one per turn; until then it can be
 //! withdrawn (`user.unqueued`).
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -122,7 +122,7 @@ pub struct QueuedInput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// Id.
-    pub id: String,
+    pub id: SessionId,
     /// Task (empty for a lead session).
     pub task_id: TaskId,
     /// Lead owner (empty for a task's session).
@@ -241,7 +241,7 @@ pub enum InputState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Input {
     /// Its session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Its task.
     pub task_id: TaskId,
     /// Where it stands.
@@ -399,7 +399,7 @@ pub(crate) fn create(
         Vendor::Codex | Vendor::Codebolt => String::new(),
     };
     let created = SessionCreated {
-        id: id.clone(),
+        id: id.clone().into(),
         task_id: task_id.into(),
         vendor,
         model,

@@ -11,7 +11,7 @@
 //! the branch perhaps moved) when the newer one ended, that snapshot is still recorded, and the
 //! newer turn's comes after it. The reactor answers with `snapshot.taken` or `snapshot.failed`.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -99,7 +99,7 @@ pub struct Snapshot {
     /// Task.
     pub task_id: TaskId,
     /// The agent session of its cause (empty for none).
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// Position, from 1.
     pub n: u32,
     /// Commit (40 hex).
@@ -127,7 +127,7 @@ pub struct PendingSnapshot {
     /// `turn_end` or `requested`.
     pub trigger: SnapshotTrigger,
     /// The agent session of the cause (empty for none).
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// For `turn_end`, the turn's number; else 0.
     pub turn: u32,
     /// For `turn_end`, whether its snapshot is to be reviewed (`turn.ended.review`): the
@@ -174,12 +174,13 @@ impl State {
 
 /// The task's agent session for a requested snapshot: its newest implementer session.
 fn agent_session(state: &State, task_id: &str) -> Option<String> {
-    state
+    (state
         .task_sessions(task_id)
         .into_iter()
         .rev()
         .find(|s| s.role == SessionRole::Implementer)
-        .map(|s| s.id.clone())
+        .map(|s| s.id.clone()))
+    .map(Into::into)
 }
 
 /// Decides `RequestSnapshot`. 404 unknown task; 409 closed task or no worktree yet; 400 for a
@@ -212,7 +213,7 @@ pub(crate) fn request(
     )
     .project(task.project_id.clone())
     .task(task_id);
-    e.agent_session_id = agent_session(state, task_id);
+    e.agent_session_id = agent_session(state, task_id).map(Into::into);
     Ok(vec![e])
 }
 

@@ -1,6 +1,6 @@
 //! The whole projected state, the fold (`State::apply`) and the decision (`decide`).
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -38,7 +38,7 @@ pub struct State {
     /// Agent sessions by id. (Empty collections added after format 1 are left out of the
     /// serialized state, so the digest of a log without them is unchanged.)
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub sessions: BTreeMap<String, crate::sessions::Session>,
+    pub sessions: BTreeMap<SessionId, crate::sessions::Session>,
     /// Message inputs by id (queued, handed over, withdrawn).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<u64, crate::sessions::Input>,

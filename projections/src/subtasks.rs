@@ -14,7 +14,7 @@
 //!   HEAD that holds the branch.
 //! - A task with an active subtask can be neither merged (either target) nor discarded.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -32,7 +32,7 @@ pub struct MergeIntoParentRequested {
     /// The subtask's branch the parent's agent is asked to merge.
     pub branch: String,
     /// The parent's session the message went to (a new one when it had none).
-    pub parent_session_id: String,
+    pub parent_session_id: SessionId,
     /// The message's input id (handed over at once, or queued).
     pub input_id: u64,
 }

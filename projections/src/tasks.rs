@@ -6,7 +6,7 @@
 //! active task holds, the one given out longest ago (never given counts as oldest, lowest index
 //! first); when every colour is held, the one given out longest ago.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, TaskCreated, TaskStateChanged};
@@ -117,7 +117,7 @@ pub struct Task {
     pub merge_landed: Option<String>,
     /// The merge-in turn of a started merge: (session, turn).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub merge_turn: Option<(String, u32)>,
+    pub merge_turn: Option<(SessionId, u32)>,
     /// When the running merge started its merge-in turn (`task.merge_requested` not held, or
     /// `task.merge_started`), microseconds since the epoch: the squash commit's time, so a
     /// redo after a crash makes the very same commit.

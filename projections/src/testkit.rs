@@ -92,7 +92,7 @@ impl World {
             images: vec![],
             head: "h".into(),
         });
-        self.session().id.clone()
+        self.session().id.clone().into()
     }
 
     /// Decides `cmd`, folds its events and the derived ones; every event committed.

@@ -3,7 +3,7 @@
 //! The MCP tool calls themselves are recorded from the vendor's stream (`tool.call`); these
 //! are their effects. Actor `byre`, envelope the agent's session, task and project.
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::EventBody;
@@ -44,7 +44,7 @@ pub struct SubtaskStarted {
     /// The task of the agent that started it.
     pub parent_task_id: TaskId,
     /// The session of the agent that started it.
-    pub parent_session_id: String,
+    pub parent_session_id: SessionId,
     /// The CodeBolt agent started on the new task (the `codebolt:<agent>` model's name);
     /// empty for a subtask started with `start_subtask`.
     pub agent: String,

@@ -35,7 +35,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
     let login = logins[rng.below(2)].to_owned();
     let projects: Vec<String> = s.projects.keys().cloned().collect();
     let tasks: Vec<String> = s.tasks.keys().map(|k| k.to_string()).collect();
-    let sessions: Vec<String> = s.sessions.keys().cloned().collect();
+    let sessions: Vec<String> = s.sessions.keys().map(|x| x.to_string()).collect();
     let task = rng.pick(&tasks).cloned().unwrap_or_else(|| "nope".into());
     let session = rng
         .pick(&sessions)
@@ -48,6 +48,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         .values()
         .filter(|x| x.role == byre_projections::sessions::SessionRole::Lead)
         .map(|x| x.id.clone())
+        .map(|x| x.to_string())
         .collect();
     let lead = rng.pick(&leads).cloned().unwrap_or_else(|| "nope".into());
     let notes: Vec<String> = s.lead_notes.keys().cloned().collect();
@@ -60,18 +61,18 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             model: None,
         },
         33 => Command::SaveLeadNote {
-            session_id: lead,
+            session_id: lead.into(),
             note_id: note.filter(|_| rng.below(2) == 0),
             text: "a note".into(),
             project_id: None,
         },
         34 => Command::DeleteLeadNote {
             login,
-            session_id: (rng.below(2) == 0).then_some(lead),
+            session_id: (rng.below(2) == 0).then_some(lead.into()),
             note_id: note.unwrap_or_else(|| "nope".into()),
         },
         35 => Command::ShowFocus {
-            session_id: lead,
+            session_id: lead.into(),
             focus: byre_projections::focus::Focus {
                 project_id: None,
                 task_id: Some(task.into()),
@@ -163,7 +164,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         12 => Command::SendMessage {
             actor: login,
-            session_id: session,
+            session_id: session.into(),
             text: "more".into(),
             images: vec![],
             model: None,
@@ -176,7 +177,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         14 => Command::InterruptSession {
             actor: login,
-            session_id: session,
+            session_id: session.into(),
         },
         15 => {
             let outcome = [
@@ -206,12 +207,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 raw: "{}".into(),
             };
             Command::RecordVendorOutput {
-                session_id: session,
+                session_id: session.into(),
                 items: vec![VendorItem::TurnEnded(ended)],
             }
         }
         16 => Command::RecordProcessExit {
-            session_id: session,
+            session_id: session.into(),
             exit: ProcessExited {
                 pid: 1,
                 code: Some(1),
@@ -262,14 +263,15 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         22 | 27 => Command::SubmitReview {
             // Mostly a running one's reviewer.
-            session_id: s
+            session_id: (s
                 .reviews
                 .values()
                 .find(|r| r.state == ReviewState::Running && rng.below(4) != 0)
                 .map_or_else(
                     || format!("rev-{}", rng.below(5)),
-                    |r| r.agent_session_id.clone(),
-                ),
+                    |r| r.agent_session_id.clone().into(),
+                )
+                .into()),
             result: ReviewResult {
                 summary: "s".into(),
                 findings: (0..rng.below(3) + 1)
@@ -325,7 +327,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         _ => Command::CompactSession {
             actor: login,
-            session_id: session,
+            session_id: session.into(),
             model: None,
             head: "h".into(),
         },

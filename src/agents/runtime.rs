@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use byre_projections::ids::SessionId;
 use byre_projections::sessions::{SessionRole, Vendor, VendorUnrecognized};
 use byre_projections::Command;
 use dashmap::DashMap;
@@ -234,6 +235,7 @@ impl Runtime {
                 .values()
                 .filter(|x| !x.completed)
                 .map(|x| x.id.clone())
+                .map(|x| x.to_string())
                 .collect()
         });
         rt.mcp.prune(|id| live_sessions.contains(id));
@@ -368,7 +370,7 @@ impl Runtime {
             .map(|b| format!("{b:02x}"))
             .collect();
         let cmd = Command::StoreOutputBlob {
-            session_id: session_id.to_owned(),
+            session_id: session_id.to_owned().into(),
             size_bytes,
             sha256,
         };
@@ -785,7 +787,7 @@ impl Runtime {
     /// and resumed with a note, queued messages after it; and those whose subagents were
     /// running, which the stopped process took with it.
     async fn resume_interrupted(&self) {
-        let running: Vec<(String, String)> = self.writer.read(|s| {
+        let running: Vec<(SessionId, String)> = self.writer.read(|s| {
             s.sessions
                 .values()
                 .filter(|x| (x.turn_running || x.subagents > 0) && !x.completed)
@@ -810,7 +812,7 @@ impl Runtime {
             .await
             .unwrap_or_default();
             tracing::info!(
-                session_id,
+                session_id = session_id.as_str(),
                 "resuming a session whose turn byre's restart cut short"
             );
             self.record(Command::ResumeAfterRestart { session_id, head })

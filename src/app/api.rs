@@ -352,7 +352,7 @@ pub struct AgentSession {
 impl From<&p::sessions::Session> for AgentSession {
     fn from(s: &p::sessions::Session) -> Self {
         AgentSession {
-            id: s.id.clone(),
+            id: s.id.clone().into(),
             task_id: s.task_id.clone().into(),
             owner: s.owner.clone(),
             vendor: s.vendor,
@@ -481,7 +481,7 @@ impl From<&p::inbox::InboxItem> for InboxItem {
             id: i.id.clone(),
             project_id: i.project_id.clone(),
             task_id: i.task_id.clone().into(),
-            agent_session_id: i.agent_session_id.clone(),
+            agent_session_id: i.agent_session_id.clone().into(),
             thread_id: i.thread_id.clone(),
             kind: i.kind,
             payload: i.payload.clone(),
@@ -546,7 +546,7 @@ impl From<&p::snapshots::Snapshot> for Snapshot {
         Snapshot {
             id: s.id.clone(),
             task_id: s.task_id.clone().into(),
-            agent_session_id: s.agent_session_id.clone(),
+            agent_session_id: s.agent_session_id.clone().into(),
             n: s.n,
             commit_sha: s.commit.clone(),
             tree_sha: s.tree.clone(),
@@ -594,7 +594,7 @@ impl From<&p::reviews::Review> for Review {
             id: r.id.clone(),
             task_id: r.task_id.clone().into(),
             snapshot_n: r.snapshot_n,
-            agent_session_id: r.agent_session_id.clone(),
+            agent_session_id: r.agent_session_id.clone().into(),
             vendor: r.vendor.clone(),
             model: r.model.clone(),
             state: r.state,

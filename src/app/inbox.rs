@@ -85,7 +85,7 @@ pub async fn respond_inbox(
 /// stopped.
 pub async fn ask_human(app: &Ctx, session_id: &str, question: Question) -> Result<String, Error> {
     let cmd = Command::AskHuman {
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
         question,
     };
     let ack = app.submit(cmd).await?;
@@ -149,7 +149,7 @@ pub async fn ask_and_wait(
                     let response_id = response["id"].as_str().unwrap_or_default().to_owned();
                     let _ = app
                         .submit(Command::RecordAnswersDelivered {
-                            session_id: link.session_id.clone(),
+                            session_id: link.session_id.clone().into(),
                             response_ids: vec![response_id],
                         })
                         .await;

@@ -76,10 +76,11 @@ pub async fn start_session(
             head,
         })
         .await?;
-    ack.events
+    (ack.events
         .iter()
         .find_map(|e| e.agent_session_id.clone())
-        .ok_or_else(|| Error::internal("session.created missing"))
+        .ok_or_else(|| Error::internal("session.created missing")))
+    .map(Into::into)
 }
 
 /// `createSession`: [`start_session`], answered as the new `AgentSession` (its first turn
@@ -139,7 +140,7 @@ pub async fn send_message(
     let head = worktree_head(app, &task_id).await?;
     app.submit(Command::SendMessage {
         actor: actor.to_owned(),
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
         text: message.text,
         images: message.images,
         model: message.model,
@@ -178,7 +179,7 @@ pub async fn interrupt_session(
     task_of(app, actor, session_id)?;
     app.submit(Command::InterruptSession {
         actor: actor.to_owned(),
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
     })
     .await?;
     get_session(app, actor, session_id)
@@ -199,7 +200,7 @@ pub async fn compact_session(
     let head = worktree_head(app, &task_id).await?;
     app.submit(Command::CompactSession {
         actor: actor.to_owned(),
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
         model,
         head,
     })

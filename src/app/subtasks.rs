@@ -90,7 +90,7 @@ pub async fn start_subtask(app: &Ctx, session_id: &str, new: NewSubtask) -> Resu
     .await?;
     let ack = app
         .submit(Command::StartSubtask {
-            session_id: session_id.to_owned(),
+            session_id: session_id.to_owned().into(),
             title: new.title.trim().to_owned(),
             base_ref,
             agent: new.agent,

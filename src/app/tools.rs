@@ -316,7 +316,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             };
             let choices = choices::parse(&context);
             Ok(Command::AskHuman {
-                session_id,
+                session_id: session_id.into(),
                 question: byre_projections::inbox::Question {
                     context,
                     question,
@@ -333,7 +333,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             trigger: byre_projections::snapshots::SnapshotTrigger::Requested,
         }),
         "set_merge_title" => Ok(Command::SetMergeTitle {
-            session_id,
+            session_id: session_id.into(),
             merge_title: text_arg(args, "merge_title", true)?,
         }),
         "expose_port" => {
@@ -342,7 +342,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 .and_then(|p| u32::try_from(p).ok())
                 .ok_or("`port` must be a port number")?;
             Ok(Command::ExposePort {
-                session_id,
+                session_id: session_id.into(),
                 name: text_arg(args, "name", true)?,
                 port,
             })
@@ -358,7 +358,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 }
             };
             Ok(Command::FinishStage {
-                session_id,
+                session_id: session_id.into(),
                 output: text_arg(args, "output", true)?,
                 status,
                 reason: text_arg(args, "reason", false)?,
@@ -370,7 +370,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                     format!("submit_review wants `summary` (a string) and `findings` (an array of objects with severity, category, title, detail, path, line): {e}")
                 })?;
             result.check()?;
-            Ok(Command::SubmitReview { session_id, result })
+            Ok(Command::SubmitReview { session_id: session_id.into(), result })
         }
         other => Err(format!(
             "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages), the machine tools bash, read_file, write_file, upload, download and hands, (for reviewers) submit_review and (for a lead) {}", lead::NAMES.join(", ")

@@ -66,7 +66,7 @@ impl StoredEvent {
             kind: e.body.kind().to_owned(),
             project_id: e.project_id.clone(),
             task_id: e.task_id.clone().map(Into::into),
-            agent_session_id: e.agent_session_id.clone(),
+            agent_session_id: e.agent_session_id.clone().map(Into::into),
             owner: e.owner.clone(),
             actor: e.actor.clone(),
             payload: e.body.payload_json(),

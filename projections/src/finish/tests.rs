@@ -37,7 +37,7 @@ impl World {
         });
         let sid = events[0].agent_session_id.clone().unwrap();
         self.end_turn(&sid, TurnOutcome::Completed);
-        (task.into(), sid)
+        (task.into(), sid.into())
     }
 
     fn end_turn(&mut self, sid: &str, outcome: TurnOutcome) -> Vec<Event> {
@@ -197,7 +197,7 @@ fn merge_refusals_follow_the_spec() {
     let (a, sid) = w.idle_task("a", "ada");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "more".into(),
         images: vec![],
         model: None,
@@ -223,7 +223,7 @@ fn merge_refusals_follow_the_spec() {
     assert!(matches!(no_identity, Err(Rejection::Invalid(m)) if m.contains("git identity")));
     for bad in ["a\0b", "tab\there", "esc\u{1b}[31m"] {
         let r = w.when(Command::SetMergeTitle {
-            session_id: sid.clone(),
+            session_id: sid.clone().into(),
             merge_title: bad.into(),
         });
         assert!(matches!(r, Err(Rejection::Invalid(_))), "{bad:?}: {r:?}");
@@ -231,7 +231,7 @@ fn merge_refusals_follow_the_spec() {
     w.merge(&a, "t").unwrap();
     let msg = w.when(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid,
+        session_id: sid.into(),
         text: "meanwhile".into(),
         images: vec![],
         model: None,
@@ -276,7 +276,7 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     let (a, sid) = w.idle_task("a", "ada");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "slow".into(),
         images: vec![],
         model: None,
@@ -351,7 +351,7 @@ fn co_authors_are_the_other_humans_in_order_of_their_first_message() {
     let (a, sid) = w.idle_task("a", "bob");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid,
+        session_id: sid.into(),
         text: "hi".into(),
         images: vec![],
         model: None,
@@ -373,7 +373,7 @@ fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_
     let answer = |item_id: &str| testkit::answer(item_id, ResponseType::Option, &["blue"], "");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "go on".into(),
         images: vec![],
         model: None,
@@ -391,7 +391,7 @@ fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_
     // While merging, an answer waits: nothing is handed to the agent.
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "one more".into(),
         images: vec![],
         model: None,

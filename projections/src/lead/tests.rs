@@ -16,7 +16,7 @@ impl World {
     }
 
     fn lead_of(&self, login: &str) -> String {
-        live_session(&self.state, login).unwrap().id.clone()
+        (live_session(&self.state, login).unwrap().id.clone()).into()
     }
 
     fn remember(
@@ -164,7 +164,7 @@ fn remember_adds_and_replaces_notes_and_new_sessions_are_told_them() {
     let events = w
         .when(Command::DeleteLeadNote {
             login: String::new(),
-            session_id: Some(sid),
+            session_id: Some(sid.into()),
             note_id: id,
         })
         .unwrap();
@@ -215,7 +215,7 @@ fn a_compacted_lead_is_followed_by_a_lead_of_the_same_user_told_its_instructions
     w.record_turn_end(&sid, TurnOutcome::Completed, "hello", None);
     w.ok(Command::CompactSession {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         model: None,
         head: String::new(),
     });
@@ -244,7 +244,7 @@ fn a_message_while_the_lead_writes_its_handoff_becomes_its_successors_next_turn(
     w.record_turn_end(&sid, TurnOutcome::Completed, "hello", None);
     w.ok(Command::CompactSession {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         model: None,
         head: String::new(),
     });

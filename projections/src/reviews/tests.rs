@@ -185,7 +185,7 @@ fn a_newer_snapshot_skips_the_pending_review_and_covers_its_step() {
     let first = w.only_review();
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "more".into(),
         images: vec![],
         model: None,

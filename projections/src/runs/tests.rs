@@ -83,7 +83,7 @@ impl World {
             images: vec![],
             head: "h".into(),
         });
-        self.session().id.clone()
+        self.session().id.clone().into()
     }
 
     fn run_finish(
@@ -318,7 +318,7 @@ fn a_blocked_finish_asks_the_humans_and_advances_nothing() {
     // Once unblocked, a done in a later turn finishes it.
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "Use sqlite.".into(),
         images: vec![],
         model: None,
@@ -362,7 +362,7 @@ fn finish_stage_is_refused_off_a_stage_with_empty_output_and_after_finishing() {
     let sid = w.run_session(&plan);
     assert!(matches!(
         w.when(Command::FinishStage {
-            session_id: sid.clone(),
+            session_id: sid.clone().into(),
             output: "  ".into(),
             status: FinishStatus::Done,
             reason: String::new()

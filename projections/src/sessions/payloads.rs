@@ -1,6 +1,6 @@
 //! The session events' payloads and the vendor-neutral [`VendorItem`].
 
-use crate::ids::TaskId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ macro_rules! payload {
 payload!(/// `session.created` payload.
 SessionCreated {
     /// Session id.
-    id: String,
+    id: SessionId,
     /// Task.
     task_id: TaskId,
     /// Vendor.

@@ -38,7 +38,7 @@ impl World {
             images: vec![],
             head: "h".into(),
         });
-        events[0].agent_session_id.clone().unwrap()
+        events[0].agent_session_id.clone().unwrap().into()
     }
 
     /// Ends session `sid`'s turn normally and answers its snapshot, as the reactor would.
@@ -133,7 +133,7 @@ fn only_an_open_tasks_implementer_starts_subtasks() {
         Err(Rejection::NotFound(_))
     ));
     let bad_title = w.when(Command::StartSubtask {
-        session_id: psid.clone(),
+        session_id: psid.clone().into(),
         title: " ".into(),
         base_ref: "def".into(),
         agent: String::new(),
@@ -199,7 +199,7 @@ fn target_parent_is_only_for_a_subtask_and_not_while_its_turn_runs() {
     assert!(matches!(r, Err(Rejection::Invalid(_))), "{r:?}");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: csid.clone(),
+        session_id: csid.clone().into(),
         text: "more".into(),
         images: vec![],
         model: None,
@@ -276,7 +276,7 @@ fn merge_into_a_busy_parent_is_queued_and_a_parent_without_agent_gets_a_session(
     let (mut w, _, psid, child, _) = with_idle_subtask();
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: psid.clone(),
+        session_id: psid.clone().into(),
         text: "keep going".into(),
         images: vec![],
         model: None,
@@ -302,7 +302,7 @@ fn merge_into_a_busy_parent_is_queued_and_a_parent_without_agent_gets_a_session(
     .project(&w2.project)
     .task(&parent2);
     let mut completed = completed;
-    completed.agent_session_id = Some(psid2.clone());
+    completed.agent_session_id = Some(psid2.clone().into());
     crate::testkit::fold(&mut w2.state, vec![completed], 500);
     let events = w2.sub_merge(&child2, true).unwrap();
     assert_eq!(
@@ -370,7 +370,7 @@ fn a_discarded_subtask_stops_merging_into_its_parent() {
 fn target_parent_is_409_while_the_subtasks_background_subagent_runs() {
     let (mut w, _, _, child, csid) = with_idle_subtask();
     let sub = |item| Command::RecordVendorOutput {
-        session_id: csid.clone(),
+        session_id: csid.clone().into(),
         items: vec![item],
     };
     w.ok(sub(crate::sessions::VendorItem::SubagentStarted(

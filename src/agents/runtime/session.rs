@@ -236,7 +236,7 @@ async fn run_process(
             rx.close();
             rt.forget(&spec.session_id, me);
             rt.record(Command::RecordProcessExit {
-                session_id: spec.session_id.clone(),
+                session_id: spec.session_id.clone().into(),
                 exit: ProcessExited {
                     pid: 0,
                     code: None,
@@ -573,7 +573,7 @@ async fn run_process(
             "the agent process exited before answering its message; a fresh process gets it"
         );
         rt.record(Command::RecordProcessExit {
-            session_id: spec.session_id.clone(),
+            session_id: spec.session_id.clone().into(),
             exit: ProcessExited {
                 pid,
                 code,
@@ -610,7 +610,7 @@ async fn run_process(
         return;
     }
     rt.record(Command::RecordProcessExit {
-        session_id: spec.session_id.clone(),
+        session_id: spec.session_id.clone().into(),
         exit: ProcessExited {
             pid,
             code,
@@ -647,7 +647,7 @@ async fn end_idle(
         return;
     }
     rt.record(Command::RecordProcessExit {
-        session_id: spec.session_id.clone(),
+        session_id: spec.session_id.clone().into(),
         exit: ProcessExited {
             pid,
             code,
@@ -772,7 +772,7 @@ async fn react(
 ) {
     if let Some(vendor_session_id) = reaction.vendor_session_id {
         rt.record(Command::RecordVendorSession {
-            session_id: spec.session_id.clone(),
+            session_id: spec.session_id.clone().into(),
             vendor_session_id,
         })
         .await;
@@ -817,7 +817,7 @@ async fn react(
             }
         }
         rt.record(Command::RecordVendorOutput {
-            session_id: spec.session_id.clone(),
+            session_id: spec.session_id.clone().into(),
             items,
         })
         .await;

@@ -53,7 +53,7 @@ impl Runtime {
                     .map(|x| x.id.clone())
                     .unwrap_or_default();
                 Some(crate::ForkSpec {
-                    session_id: from_session,
+                    session_id: from_session.into(),
                     vendor_session_id: f.vendor_session_id.clone(),
                     at: f.at.clone(),
                     cwd: PathBuf::from(&s.tasks.get(from_task)?.worktree_path),

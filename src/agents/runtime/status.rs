@@ -10,7 +10,7 @@ use byre_process::groups::group_alive;
 /// One session of `getStatus`: its id, task, vendor, state, the seq it was created at, and
 /// whether a turn runs.
 type SessionRow = (
-    String,
+    byre_projections::ids::SessionId,
     byre_projections::ids::TaskId,
     Vendor,
     SessionState,
@@ -106,7 +106,7 @@ impl Runtime {
                 None if turn_running => zombies.push(Zombie {
                     kind: "running_without_process",
                     detail: "the session's turn is running but no agent process is".into(),
-                    session_id: Some(id.clone()),
+                    session_id: Some(id.clone().into()),
                     task_id: Some(task_id.clone().into()),
                     pid: None,
                 }),

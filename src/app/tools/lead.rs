@@ -233,7 +233,7 @@ async fn run(
             let ack = submit(
                 app,
                 Command::SaveLeadNote {
-                    session_id: session_id.to_owned(),
+                    session_id: session_id.to_owned().into(),
                     note_id: str_arg(args, "id")?,
                     text: required(args, "text")?,
                     project_id: str_arg(args, "project_id")?,
@@ -255,7 +255,7 @@ async fn run(
                 app,
                 Command::DeleteLeadNote {
                     login: owner.to_owned(),
-                    session_id: Some(session_id.to_owned()),
+                    session_id: Some(session_id.to_owned().into()),
                     note_id: required(args, "id")?,
                 },
             )
@@ -270,7 +270,7 @@ async fn run(
             submit(
                 app,
                 Command::ShowFocus {
-                    session_id: session_id.to_owned(),
+                    session_id: session_id.to_owned().into(),
                     focus,
                     human_asked,
                 },
