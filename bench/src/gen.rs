@@ -125,7 +125,7 @@ impl Gen {
         let base_ref = self.hex40();
         let events = self.submit(Command::CreateTask {
             actor,
-            project_id,
+            project_id: project_id.into(),
             title: format!("Fix flaky test {i} in the parser module"),
             base_ref,
         })?;
@@ -267,7 +267,7 @@ pub fn write_log(path: &Path, n_events: u64) -> anyhow::Result<Generated> {
             worktrees_root: "/var/lib/byre/worktrees".into(),
         })?;
         g.projects
-            .push(events[0].project_id.clone().expect("project id"));
+            .push(events[0].project_id.clone().expect("project id").into());
     }
     // Tasks are created evenly through the log, the rest is the mix.
     let spacing = (n_events / TASKS as u64).max(1);

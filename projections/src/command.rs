@@ -4,7 +4,7 @@
 //! two racing commands cannot both pass a rule. Facts from outside the log (is this a git
 //! repository, what is its default branch) are gathered by the caller first and carried here.
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{ProjectId, ReviewId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::users::NotificationPrefs;
@@ -114,7 +114,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The project.
-        project_id: String,
+        project_id: ProjectId,
         /// The task's title.
         title: String,
         /// The commit the task branches from (the default branch's head when asked).
@@ -126,7 +126,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The project.
-        project_id: String,
+        project_id: ProjectId,
         /// The task's title (the item's, cut to 200 characters).
         title: String,
         /// The commit the task branches from (the default branch's head).
@@ -140,7 +140,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The project.
-        project_id: String,
+        project_id: ProjectId,
         /// The workflow's name.
         workflow: String,
         /// The run's title.
@@ -262,7 +262,7 @@ pub enum Command {
         /// The note's text.
         text: String,
         /// The project it applies to; every project when absent.
-        project_id: Option<String>,
+        project_id: Option<ProjectId>,
     },
     /// `deleteLeadNote` (`session_id` absent), or the lead's `forget`. 404 when the note is
     /// not the user's.
@@ -534,7 +534,7 @@ pub enum Command {
     /// The review reactor found a pending review's step changed no files.
     SkipReview {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// Why.
         reason: String,
     },
@@ -542,7 +542,7 @@ pub enum Command {
     /// pending or while another review of the task runs.
     StartReview {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// The reviewer's model (its vendor follows from it).
         model: String,
         /// The reviewer's first (and only) message.
@@ -563,7 +563,7 @@ pub enum Command {
     /// The review reactor ends the reviewer session of a review that ended.
     EndReviewer {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
     },
     /// A reviewer's `submit_review`. 400 bad arguments; 404 not a reviewer; 409 not running.
     SubmitReview {
@@ -575,7 +575,7 @@ pub enum Command {
     /// A pending or running review failed (its reviewer's error, a restart).
     FailReview {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// Why, in words.
         error: String,
     },
@@ -584,14 +584,14 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
     },
     /// `setFindingState`: 404 unknown review; 400 not done or index out of range.
     SetFindingState {
         /// The caller.
         actor: String,
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// The finding's index.
         index: u32,
         /// Fixed or ignored.

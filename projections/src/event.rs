@@ -4,7 +4,7 @@
 //! Kinds are past tense (`task.created`) and never renamed once in a log: an old payload shape
 //! is upcast on load ([`crate::upcast`]).
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{ProjectId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::focus::TaskTab;
@@ -19,7 +19,7 @@ pub struct Event {
     /// When the writer decided it, in microseconds since the Unix epoch (UTC).
     pub created_at_us: i64,
     /// The project it concerns, if any.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// The task it concerns, if any.
     pub task_id: Option<TaskId>,
     /// The agent session it concerns, if any.
@@ -36,7 +36,7 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
     /// See [`Event::project_id`].
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// See [`Event::task_id`].
     pub task_id: Option<TaskId>,
     /// See [`Event::agent_session_id`].
@@ -63,7 +63,7 @@ impl NewEvent {
     }
     /// Sets `project_id`.
     pub fn project(mut self, id: impl Into<String>) -> Self {
-        self.project_id = Some(id.into());
+        self.project_id = Some(id.into().into());
         self
     }
     /// Sets `task_id`.
@@ -345,7 +345,7 @@ pub struct DefaultModelUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProjectCreated {
     /// The project's id.
-    pub id: String,
+    pub id: ProjectId,
     /// Its name.
     pub name: String,
     /// The repository's canonical absolute path.
@@ -364,7 +364,7 @@ pub struct TaskCreated {
     /// The task's id.
     pub id: TaskId,
     /// Its project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Its title (also the first merge title).
     pub title: String,
     /// The branch, `byre/{slug}-{id prefix}`.
@@ -446,7 +446,7 @@ pub struct WorkflowDeleted {
 pub struct FocusUpdated {
     /// The project shown, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// The task shown, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<TaskId>,

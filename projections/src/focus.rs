@@ -2,7 +2,7 @@
 //! (`setPaneFocus`) and summary reads (`markSummaryRead`, `getSummaryReads`). Every event here
 //! is owned by its user.
 
-use crate::ids::TaskId;
+use crate::ids::{ProjectId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, FocusUpdated, NewEvent, PaneFocusUpdated, SummaryRead};
@@ -36,7 +36,7 @@ pub enum TaskTab {
 pub struct Focus {
     /// The project shown; the task's project when a task is shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// The task shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<TaskId>,

@@ -142,6 +142,16 @@ id!(
     SessionId
 );
 
+id!(
+    /// A project's id (`Project.id`, every `project_id`).
+    ProjectId
+);
+
+id!(
+    /// A review's id (`Review.id`, every `review_id`).
+    ReviewId
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

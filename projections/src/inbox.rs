@@ -10,7 +10,7 @@
 //! implementer session, its successor. Nothing outside the log is involved, so a restart between a question and
 //! its answer changes nothing.
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{ProjectId, SessionId, TaskId};
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -150,7 +150,7 @@ pub struct InboxItem {
     /// Id.
     pub id: String,
     /// Project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Task.
     pub task_id: TaskId,
     /// Session.

@@ -10,7 +10,7 @@
 //!
 //! Notes (`lead_note.saved`, `lead_note.deleted`) are owned by the user too.
 
-use crate::ids::TaskId;
+use crate::ids::{ProjectId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -37,7 +37,7 @@ pub struct LeadNote {
     /// The note.
     pub text: String,
     /// The project it applies to; `None` for every project.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// µs since the epoch.
     pub created_at_us: i64,
     /// µs since the epoch.
@@ -55,7 +55,7 @@ pub struct LeadNoteSaved {
     pub text: String,
     /// The project it applies to; absent for every project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
 }
 
 /// `lead_note.deleted` payload: the lead's `forget`, or `deleteLeadNote`.
@@ -295,10 +295,10 @@ pub(crate) fn save_note(
         EventBody::LeadNoteSaved(LeadNoteSaved {
             id,
             text: text.to_owned(),
-            project_id: project_id.map(str::to_owned),
+            project_id: project_id.map(str::to_owned).map(Into::into),
         }),
     );
-    e.project_id = project_id.map(str::to_owned);
+    e.project_id = project_id.map(str::to_owned).map(Into::into);
     Ok(vec![e])
 }
 

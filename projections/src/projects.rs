@@ -1,5 +1,6 @@
 //! Projects: one per git repository. Operations: `listProjects`, `createProject`, `getProject`.
 
+use crate::ids::ProjectId;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, ProjectCreated};
@@ -9,7 +10,7 @@ use crate::{DecideCtx, Rejection, State};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Project {
     /// Id.
-    pub id: String,
+    pub id: ProjectId,
     /// Name.
     pub name: String,
     /// The repository's canonical absolute path.
@@ -63,7 +64,7 @@ pub(crate) fn create(
         actor,
         EventBody::ProjectCreated(ProjectCreated {
             worktrees_root: format!("{}/{id}", worktrees_root.trim_end_matches('/')),
-            id: id.clone(),
+            id: id.clone().into(),
             name: name.to_owned(),
             repo_path: repo_path.to_owned(),
             default_branch: default_branch.to_owned(),

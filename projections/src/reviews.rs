@@ -12,7 +12,7 @@
 //! So a task has at most one pending review, and reviews of a task run one at a time, oldest
 //! first. A running review ends `done` (its reviewer's `submit_review`), or `failed`.
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{ReviewId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -117,7 +117,7 @@ impl ReviewResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewRequested {
     /// The review's id.
-    pub id: String,
+    pub id: ReviewId,
     /// The snapshot it reviews.
     pub snapshot_n: u32,
     /// The snapshot the step starts from; 0 for the merge-base with the default branch.
@@ -128,7 +128,7 @@ pub struct ReviewRequested {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewSkipped {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// Why, for the user.
     pub reason: String,
 }
@@ -138,7 +138,7 @@ pub struct ReviewSkipped {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewStarted {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// The reviewer's vendor.
     pub vendor: String,
     /// The reviewer's model.
@@ -149,7 +149,7 @@ pub struct ReviewStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewDone {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// The arguments.
     pub result: ReviewResult,
 }
@@ -158,7 +158,7 @@ pub struct ReviewDone {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewFailed {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// Why, in words.
     pub error: String,
 }
@@ -167,7 +167,7 @@ pub struct ReviewFailed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FindingStateSet {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// The finding's index in `result.findings`.
     pub index: u32,
     /// Its new state.
@@ -178,7 +178,7 @@ pub struct FindingStateSet {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Review {
     /// Id.
-    pub id: String,
+    pub id: ReviewId,
     /// Task.
     pub task_id: TaskId,
     /// The snapshot reviewed.
@@ -280,7 +280,7 @@ pub(crate) fn request(
         NewEvent::new(
             "byre",
             EventBody::ReviewRequested(ReviewRequested {
-                id: ctx.id(id_n),
+                id: ctx.id(id_n).into(),
                 snapshot_n: n,
                 base_n,
             }),

@@ -26,7 +26,7 @@
 //! A stage whose inputs change later (a new attempt of an earlier stage finishes) is not
 //! restarted: its attempts keep the inputs they started from; fork it to start again.
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{ProjectId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -174,7 +174,7 @@ pub struct Run {
     /// Id.
     pub id: String,
     /// Project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// The workflow's name.
     pub name: String,
     /// Title.

@@ -1,6 +1,6 @@
 //! The whole projected state, the fold (`State::apply`) and the decision (`decide`).
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{ProjectId, ReviewId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,7 @@ pub struct State {
     /// Users by login.
     pub users: BTreeMap<String, User>,
     /// Projects by id.
-    pub projects: BTreeMap<String, Project>,
+    pub projects: BTreeMap<ProjectId, Project>,
     /// Tasks by id.
     pub tasks: BTreeMap<TaskId, Task>,
     /// Blob metadata by id.
@@ -56,7 +56,7 @@ pub struct State {
     pub snapshots: BTreeMap<TaskId, crate::snapshots::TaskSnapshots>,
     /// Reviews by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub reviews: BTreeMap<String, crate::reviews::Review>,
+    pub reviews: BTreeMap<ReviewId, crate::reviews::Review>,
     /// Merges waiting for a review, by task id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub after_review: BTreeMap<TaskId, crate::reviews::after::PendingMerge>,

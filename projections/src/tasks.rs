@@ -6,7 +6,7 @@
 //! active task holds, the one given out longest ago (never given counts as oldest, lowest index
 //! first); when every colour is held, the one given out longest ago.
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{ProjectId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, TaskCreated, TaskStateChanged};
@@ -64,7 +64,7 @@ pub struct Task {
     /// Id.
     pub id: TaskId,
     /// Project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Title.
     pub title: String,
     /// Squash commit title.
@@ -303,7 +303,7 @@ pub(crate) fn create(
         EventBody::TaskCreated(TaskCreated {
             worktree_path: format!("{}/{id}", project.worktrees_root),
             id: id.clone().into(),
-            project_id: project_id.to_owned(),
+            project_id: project_id.to_owned().into(),
             title: title.to_owned(),
             branch,
             base_ref: base_ref.to_owned(),

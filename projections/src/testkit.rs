@@ -4,6 +4,7 @@
 //! [`derived_events`] exactly as the writer does, with a deterministic clock and seed. Test
 //! modules add their own helpers in inherent `impl World` blocks (one crate, so their names
 //! must differ across modules).
+use crate::ids::ProjectId;
 use crate::sessions::{Session, TurnEnded, TurnOutcome, Usage, VendorItem};
 use crate::{decide, derived_events, Command, DecideCtx, Event, NewEvent, Rejection, State};
 
@@ -14,7 +15,7 @@ pub(crate) struct World {
     /// Bumped per command: `now_us = n`, `seed = n << 64`.
     pub n: u128,
     /// The project made by [`World::with_task`] (empty until a test makes one).
-    pub project: String,
+    pub project: ProjectId,
     /// The server setting every command is decided with (`DecideCtx::reviews_on`).
     pub reviews_on: bool,
 }
@@ -25,7 +26,7 @@ impl World {
         World {
             state: State::default(),
             n: 1,
-            project: String::new(),
+            project: ProjectId::default(),
             reviews_on: false,
         }
     }

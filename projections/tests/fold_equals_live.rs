@@ -33,7 +33,7 @@ impl Rng {
 fn random_command(rng: &mut Rng, s: &State) -> Command {
     let logins = ["ada", "bob"];
     let login = logins[rng.below(2)].to_owned();
-    let projects: Vec<String> = s.projects.keys().cloned().collect();
+    let projects: Vec<String> = s.projects.keys().map(|x| x.to_string()).collect();
     let tasks: Vec<String> = s.tasks.keys().map(|k| k.to_string()).collect();
     let sessions: Vec<String> = s.sessions.keys().map(|x| x.to_string()).collect();
     let task = rng.pick(&tasks).cloned().unwrap_or_else(|| "nope".into());
@@ -41,7 +41,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         .pick(&sessions)
         .cloned()
         .unwrap_or_else(|| "nope".into());
-    let reviews: Vec<String> = s.reviews.keys().cloned().collect();
+    let reviews: Vec<String> = s.reviews.keys().map(|x| x.to_string()).collect();
     let review = rng.pick(&reviews).cloned().unwrap_or_else(|| "nope".into());
     let leads: Vec<String> = s
         .sessions
@@ -105,10 +105,11 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         3 | 4 => Command::CreateTask {
             actor: login,
-            project_id: rng
+            project_id: (rng
                 .pick(&projects)
                 .cloned()
-                .unwrap_or_else(|| "nope".into()),
+                .unwrap_or_else(|| "nope".into()))
+            .into(),
             title: format!("t {}", rng.below(100)),
             base_ref: "abc".into(),
         },
@@ -247,7 +248,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             }
         }
         20 => Command::SkipReview {
-            review_id: review,
+            review_id: review.into(),
             reason: "no files changed".into(),
         },
         21 => Command::StartReview {
@@ -256,7 +257,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 .reviews
                 .values()
                 .find(|r| r.state == ReviewState::Pending && rng.below(4) != 0)
-                .map_or(review, |r| r.id.clone()),
+                .map_or(review.into(), |r| r.id.clone()),
             model: ["gpt-5-codex", "sonnet"][rng.below(2)].into(),
             instructions: "review".into(),
             head: "h".into(),
@@ -286,7 +287,9 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                     .collect(),
             },
         },
-        26 => Command::EndReviewer { review_id: review },
+        26 => Command::EndReviewer {
+            review_id: review.into(),
+        },
         29 => Command::MergeTask {
             actor: login,
             task_id: task.into(),
@@ -301,12 +304,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             reason: None,
         },
         23 => Command::FailReview {
-            review_id: review,
+            review_id: review.into(),
             error: "429".into(),
         },
         24 => Command::StopReview {
             actor: login,
-            review_id: review,
+            review_id: review.into(),
         },
         17 | 25 | 28 => Command::SetFindingState {
             actor: login,
@@ -316,7 +319,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 .rev()
                 .find(|r| r.result.as_ref().is_some_and(|x| !x.findings.is_empty()))
                 .map(|r| r.id.clone())
-                .unwrap_or(review),
+                .unwrap_or(review.into()),
             index: rng.below(2) as u32,
             state: if rng.below(2) == 0 {
                 FindingState::Fixed

@@ -59,7 +59,7 @@ pub struct Project {
 impl From<&p::projects::Project> for Project {
     fn from(x: &p::projects::Project) -> Self {
         Project {
-            id: x.id.clone(),
+            id: x.id.clone().into(),
             name: x.name.clone(),
             repo_path: x.repo_path.clone(),
             default_branch: x.default_branch.clone(),
@@ -145,7 +145,7 @@ impl From<&p::tasks::Task> for Task {
     fn from(t: &p::tasks::Task) -> Self {
         Task {
             id: t.id.clone().into(),
-            project_id: t.project_id.clone(),
+            project_id: t.project_id.clone().into(),
             title: t.title.clone(),
             merge_title: t.merge_title.clone(),
             branch: t.branch.clone(),
@@ -390,7 +390,7 @@ impl From<&p::lead::LeadNote> for LeadNote {
         LeadNote {
             id: n.id.clone(),
             text: n.text.clone(),
-            project_id: n.project_id.clone(),
+            project_id: n.project_id.clone().map(Into::into),
             created_at: rfc3339(n.created_at_us),
             updated_at: rfc3339(n.updated_at_us),
         }
@@ -479,7 +479,7 @@ impl From<&p::inbox::InboxItem> for InboxItem {
     fn from(i: &p::inbox::InboxItem) -> Self {
         InboxItem {
             id: i.id.clone(),
-            project_id: i.project_id.clone(),
+            project_id: i.project_id.clone().into(),
             task_id: i.task_id.clone().into(),
             agent_session_id: i.agent_session_id.clone().into(),
             thread_id: i.thread_id.clone(),
@@ -591,7 +591,7 @@ pub struct Review {
 impl From<&p::reviews::Review> for Review {
     fn from(r: &p::reviews::Review) -> Self {
         Review {
-            id: r.id.clone(),
+            id: r.id.clone().into(),
             task_id: r.task_id.clone().into(),
             snapshot_n: r.snapshot_n,
             agent_session_id: r.agent_session_id.clone().into(),

@@ -31,7 +31,7 @@ pub async fn create_run(
     let ack = app
         .submit(Command::StartWorkflowRun {
             actor: actor.to_owned(),
-            project_id: project_id.to_owned(),
+            project_id: project_id.to_owned().into(),
             workflow: workflow.to_owned(),
             title: title.to_owned(),
             base_ref,

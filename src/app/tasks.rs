@@ -98,7 +98,7 @@ pub async fn create_at_default_branch(
         app,
         Command::CreateTask {
             actor: actor.to_owned(),
-            project_id: project_id.to_owned(),
+            project_id: project_id.to_owned().into(),
             title,
             base_ref,
         },

@@ -276,7 +276,7 @@ pub async fn start_todo_item(
         app,
         Command::StartTodoItem {
             actor: actor.to_owned(),
-            project_id: project_id.to_owned(),
+            project_id: project_id.to_owned().into(),
             title,
             base_ref,
             todo_item: item.title.clone(),

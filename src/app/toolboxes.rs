@@ -10,12 +10,13 @@ use super::{Ctx, Error};
 
 /// The project of a session's task.
 fn project_of(app: &Ctx, session_id: &str) -> Result<String, Error> {
-    app.writer
+    (app.writer
         .read(|s| {
             let session = s.sessions.get(session_id)?;
             Some(s.tasks.get(&session.task_id)?.project_id.clone())
         })
-        .ok_or_else(|| Error::NotFound(format!("no task session `{session_id}`")))
+        .ok_or_else(|| Error::NotFound(format!("no task session `{session_id}`"))))
+    .map(Into::into)
 }
 
 /// The toolboxes configured for the project of session `session_id`.

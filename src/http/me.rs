@@ -107,7 +107,7 @@ pub async fn set_focus(
 ) -> Result<HttpResponse, ApiError> {
     let b = body.into_inner();
     let focus = Focus {
-        project_id: b.project_id,
+        project_id: b.project_id.map(Into::into),
         task_id: b.task_id.map(Into::into),
         tabs: b.tabs,
         tab: b.tab,

@@ -64,7 +64,7 @@ impl StoredEvent {
             seq: e.seq,
             created_at_us: e.created_at_us,
             kind: e.body.kind().to_owned(),
-            project_id: e.project_id.clone(),
+            project_id: e.project_id.clone().map(Into::into),
             task_id: e.task_id.clone().map(Into::into),
             agent_session_id: e.agent_session_id.clone().map(Into::into),
             owner: e.owner.clone(),

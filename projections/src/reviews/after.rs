@@ -5,6 +5,7 @@
 //! review reactor makes the merge (`Command::MergeTask`), whose `task.merge_requested` ends
 //! the wait.
 
+use crate::ids::ReviewId;
 use serde::{Deserialize, Serialize};
 
 use super::{Review, ReviewState};
@@ -17,7 +18,7 @@ pub struct MergeAfterReviewSet {
     /// The merge commit's title.
     pub merge_title: String,
     /// The running review it waits for.
-    pub review_id: String,
+    pub review_id: ReviewId,
 }
 
 /// `task.merge_after_review_dropped` payload.
@@ -35,7 +36,7 @@ pub struct PendingMerge {
     /// The title.
     pub merge_title: String,
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
 }
 
 fn task_event(state: &State, task_id: &str, actor: &str, body: EventBody) -> NewEvent {

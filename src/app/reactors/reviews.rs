@@ -100,11 +100,12 @@ impl Reactor {
                 .values()
                 .filter(|r| r.state == ReviewState::Running)
                 .map(|r| r.id.clone())
+                .map(|x| x.to_string())
                 .collect()
         });
         for id in running {
             self.submit(Command::FailReview {
-                review_id: id,
+                review_id: id.into(),
                 error: byre_projections::reviews::STOPPED_UNDER_REVIEWER.into(),
             })
             .await;
@@ -114,6 +115,7 @@ impl Reactor {
                 .values()
                 .filter(|r| !matches!(r.state, ReviewState::Pending | ReviewState::Running))
                 .map(|r| r.id.clone())
+                .map(|x| x.to_string())
                 .collect()
         });
         for id in ended {
@@ -214,7 +216,7 @@ impl Reactor {
         for id in over {
             self.started.remove(&id);
             self.submit(Command::FailReview {
-                review_id: id,
+                review_id: id.into(),
                 error: format!(
                     "the reviewer ran longer than {} s and was stopped",
                     self.cfg.timeout.as_secs()
@@ -282,7 +284,8 @@ impl Reactor {
             return;
         }
         let instructions = instructions(&plan, &step, &self.writer).await;
-        self.started.insert(review_id.clone(), Instant::now());
+        self.started
+            .insert(review_id.clone().into(), Instant::now());
         let model = reviewer_model(&self.cfg, plan.task_vendor);
         let cmd = Command::StartReview {
             review_id: review_id.clone(),
@@ -291,7 +294,7 @@ impl Reactor {
             head: plan.commit.clone(),
         };
         if let Err(e) = self.writer.submit(cmd, None).await {
-            self.started.remove(&review_id);
+            self.started.remove(review_id.as_str());
             self.submit(Command::FailReview {
                 review_id,
                 error: format!("the reviewer could not start: {e}"),

@@ -171,14 +171,14 @@ fn project_of(app: &Ctx, arg: &str) -> Result<String, Error> {
         if s.projects.contains_key(arg) {
             return Ok(arg.to_owned());
         }
-        let named: Vec<&String> = s
+        let named: Vec<&str> = s
             .projects
             .values()
             .filter(|p| p.name == arg)
-            .map(|p| &p.id)
+            .map(|p| p.id.as_str())
             .collect();
         match named.as_slice() {
-            [one] => Ok((*one).clone()),
+            [one] => Ok((*one).to_owned()),
             [] => Err(Error::NotFound(format!(
                 "no project `{arg}` (by id or name)"
             ))),
@@ -236,7 +236,7 @@ async fn run(
                     session_id: session_id.to_owned().into(),
                     note_id: str_arg(args, "id")?,
                     text: required(args, "text")?,
-                    project_id: str_arg(args, "project_id")?,
+                    project_id: (str_arg(args, "project_id")?).map(Into::into),
                 },
             )
             .await?;
@@ -264,7 +264,8 @@ async fn run(
         }
         "show" => {
             let mut focus = parse_focus(args)?;
-            focus.project_id = focus.project_id.map(|p| project_of(app, &p)).transpose()?;
+            focus.project_id =
+                (focus.project_id.map(|p| project_of(app, &p)).transpose()?).map(Into::into);
             focus.task_id = (focus.task_id.map(|t| task_of(app, &t)).transpose()?).map(Into::into);
             let human_asked = args["human_asked"].as_bool().unwrap_or(false);
             submit(
@@ -355,7 +356,7 @@ fn parse_focus(args: &Value) -> Result<Focus, Error> {
         _ => return Err(Error::Invalid("`tabs` must be an array of tabs".into())),
     };
     Ok(Focus {
-        project_id: str_arg(args, "project_id")?,
+        project_id: (str_arg(args, "project_id")?).map(Into::into),
         task_id: (str_arg(args, "task_id")?).map(Into::into),
         tabs,
         tab,

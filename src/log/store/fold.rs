@@ -312,7 +312,7 @@ impl<'a> StoredEventRef<'a> {
         Ok(Event {
             seq: self.seq,
             created_at_us: self.created_at_us,
-            project_id: self.project_id.map(str::to_owned),
+            project_id: self.project_id.map(str::to_owned).map(Into::into),
             task_id: self.task_id.map(str::to_owned).map(Into::into),
             agent_session_id: self.agent_session_id.map(str::to_owned).map(Into::into),
             owner: self.owner.map(str::to_owned),
