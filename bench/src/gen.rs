@@ -158,7 +158,7 @@ impl Gen {
                 let a = (self.next() % 8) as usize;
                 let b = (a + 1 + (self.next() % 7) as usize) % 8;
                 Command::SetFocus {
-                    login,
+                    login: login.into(),
                     focus: Focus {
                         project_id: None,
                         task_id: Some(task_id.into()),
@@ -169,7 +169,7 @@ impl Gen {
             }
             // 15%: summary.read (task-scoped, owned).
             45..60 => Command::MarkSummaryRead {
-                login,
+                login: login.into(),
                 task_id: self.task().into(),
                 seq: self.state.last_seq,
             },
@@ -204,14 +204,14 @@ impl Gen {
             }
             // 15%: user.default_model_updated (owned).
             75..90 => Command::UpdateDefaultModel {
-                login,
+                login: login.into(),
                 model: MODELS[(self.next() % 4) as usize].into(),
             },
             // 5%: pane_focus.updated (owned); flips so that it always changes.
             90..95 => {
                 let focused = !self.state.ui.get(&login).is_some_and(|u| u.pane_focused);
                 Command::SetPaneFocus {
-                    login,
+                    login: login.into(),
                     focused,
                     drafting: self.next().is_multiple_of(2),
                 }
@@ -220,7 +220,7 @@ impl Gen {
             _ => Command::UpdateMe {
                 git_name: format!("User {login}"),
                 git_email: format!("{login}@example.com"),
-                login,
+                login: login.into(),
             },
         };
         self.submit(cmd).map(|_| ())
@@ -253,7 +253,7 @@ pub fn write_log(path: &Path, n_events: u64) -> anyhow::Result<Generated> {
         g.submit(Command::EnsureUser {
             display_name: login.to_uppercase(),
             default_model: "sonnet".into(),
-            login,
+            login: login.into(),
         })?;
     }
     for i in 0..PROJECTS {

@@ -56,7 +56,7 @@ fn event(bytes: &[u8]) -> anyhow::Result<Event> {
         project_id: e.project_id.map(str::to_owned).map(Into::into),
         task_id: e.task_id.map(str::to_owned).map(Into::into),
         agent_session_id: e.agent_session_id.map(str::to_owned).map(Into::into),
-        owner: e.owner.map(str::to_owned),
+        owner: e.owner.map(str::to_owned).map(Into::into),
         actor: e.actor.to_owned(),
         body,
     })

@@ -4,7 +4,7 @@
 //! two racing commands cannot both pass a rule. Facts from outside the log (is this a git
 //! repository, what is its default branch) are gathered by the caller first and carried here.
 
-use crate::ids::{ProjectId, ReviewId, SessionId, TaskId};
+use crate::ids::{Login, ProjectId, ReviewId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::users::NotificationPrefs;
@@ -65,7 +65,7 @@ pub enum Command {
     /// Record a login seen for the first time (no events when the user exists).
     EnsureUser {
         /// The login.
-        login: String,
+        login: Login,
         /// The display name to start with (the login when none is known).
         display_name: String,
         /// The server's default model, which the new user starts with.
@@ -74,7 +74,7 @@ pub enum Command {
     /// `updateMe`: set the caller's git identity.
     UpdateMe {
         /// The caller.
-        login: String,
+        login: Login,
         /// `user.name` for commits; may be empty.
         git_name: String,
         /// `user.email` for commits; may be empty.
@@ -83,14 +83,14 @@ pub enum Command {
     /// `updateNotificationPrefs`.
     UpdateNotificationPrefs {
         /// The caller.
-        login: String,
+        login: Login,
         /// The new preferences.
         prefs: NotificationPrefs,
     },
     /// `updateDefaultModel`.
     UpdateDefaultModel {
         /// The caller.
-        login: String,
+        login: Login,
         /// The model name.
         model: String,
     },
@@ -219,14 +219,14 @@ pub enum Command {
     /// `setFocus`.
     SetFocus {
         /// The caller.
-        login: String,
+        login: Login,
         /// The new focus.
         focus: crate::focus::Focus,
     },
     /// `markSummaryRead`.
     MarkSummaryRead {
         /// The caller.
-        login: String,
+        login: Login,
         /// The task.
         task_id: TaskId,
         /// The seq read up to.
@@ -235,7 +235,7 @@ pub enum Command {
     /// `setPaneFocus`.
     SetPaneFocus {
         /// The caller.
-        login: String,
+        login: Login,
         /// Whether the human works in the right pane.
         focused: bool,
         /// Whether the pane holds unsent text.
@@ -244,7 +244,7 @@ pub enum Command {
     /// `messageLead`: to the user's live lead session, else a new one (`crate::lead`).
     MessageLead {
         /// The caller, whose lead it is.
-        login: String,
+        login: Login,
         /// Text.
         text: String,
         /// Blob ids.
@@ -268,7 +268,7 @@ pub enum Command {
     /// not the user's.
     DeleteLeadNote {
         /// The caller (ignored when `session_id` is given: the session's owner is the user).
-        login: String,
+        login: Login,
         /// The lead session, for `forget`.
         session_id: Option<SessionId>,
         /// The note.

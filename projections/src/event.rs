@@ -4,7 +4,7 @@
 //! Kinds are past tense (`task.created`) and never renamed once in a log: an old payload shape
 //! is upcast on load ([`crate::upcast`]).
 
-use crate::ids::{ProjectId, SessionId, TaskId};
+use crate::ids::{Login, ProjectId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::focus::TaskTab;
@@ -25,7 +25,7 @@ pub struct Event {
     /// The agent session it concerns, if any.
     pub agent_session_id: Option<SessionId>,
     /// The login the event belongs to; such events reach only that user (invariant 4).
-    pub owner: Option<String>,
+    pub owner: Option<Login>,
     /// Who caused it: a login, or `byre` for the server itself.
     pub actor: String,
     /// The kind and its payload.
@@ -42,7 +42,7 @@ pub struct NewEvent {
     /// See [`Event::agent_session_id`].
     pub agent_session_id: Option<SessionId>,
     /// See [`Event::owner`].
-    pub owner: Option<String>,
+    pub owner: Option<Login>,
     /// See [`Event::actor`].
     pub actor: String,
     /// The kind and payload.
@@ -73,7 +73,7 @@ impl NewEvent {
     }
     /// Sets `owner`: the event then reaches only that user.
     pub fn owned_by(mut self, login: impl Into<String>) -> Self {
-        self.owner = Some(login.into());
+        self.owner = Some(login.into().into());
         self
     }
     /// Gives the event its seq and time.
@@ -305,7 +305,7 @@ event_kinds! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserCreated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// Display name (the login, or the `Tailscale-User-Name` header).
     pub display_name: String,
     /// The model the user's new tasks start on.
@@ -316,7 +316,7 @@ pub struct UserCreated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserUpdated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// Git `user.name`; empty for none.
     pub git_name: String,
     /// Git `user.email`; empty for none.
@@ -327,7 +327,7 @@ pub struct UserUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NotificationPrefsUpdated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// The new preferences.
     pub notification_prefs: NotificationPrefs,
 }
@@ -336,7 +336,7 @@ pub struct NotificationPrefsUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DefaultModelUpdated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// The model.
     pub model: String,
 }
@@ -460,7 +460,7 @@ pub struct FocusUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummaryRead {
     /// The reader.
-    pub login: String,
+    pub login: Login,
     /// The highest seq read.
     pub seq: u64,
 }

@@ -160,7 +160,7 @@ pub(crate) fn mark_summary_read(
     Ok(vec![NewEvent::new(
         login,
         EventBody::SummaryRead(SummaryRead {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             seq,
         }),
     )
@@ -214,7 +214,7 @@ pub fn active_summary_reads(state: &State, login: &str) -> std::collections::BTr
 /// for most events of a busy log).
 fn ui_of<'a>(state: &'a mut State, login: &str) -> &'a mut UserUi {
     if !state.ui.contains_key(login) {
-        state.ui.insert(login.to_owned(), UserUi::default());
+        state.ui.insert(login.to_owned().into(), UserUi::default());
     }
     state.ui.get_mut(login).expect("inserted above")
 }

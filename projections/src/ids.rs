@@ -152,6 +152,12 @@ id!(
     ReviewId
 );
 
+id!(
+    /// A user's login (`User.login`, every `login`, an owner, a creator, who answered); not an
+    /// event's `actor`, which is a login or `byre` itself.
+    Login
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

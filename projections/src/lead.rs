@@ -10,7 +10,7 @@
 //!
 //! Notes (`lead_note.saved`, `lead_note.deleted`) are owned by the user too.
 
-use crate::ids::{ProjectId, TaskId};
+use crate::ids::{Login, ProjectId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -33,7 +33,7 @@ pub struct LeadNote {
     /// Id.
     pub id: String,
     /// The login whose lead keeps it.
-    pub owner: String,
+    pub owner: Login,
     /// The note.
     pub text: String,
     /// The project it applies to; `None` for every project.
@@ -187,7 +187,7 @@ pub(crate) fn message(
         forked_at: None,
     };
     let mut s = Session::created(&created, login, ctx.now_us, 0);
-    s.owner = login.to_owned();
+    s.owner = login.to_owned().into();
     let mut events = vec![session_event(
         &s,
         state,
@@ -388,7 +388,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     p.id.clone(),
                     LeadNote {
                         id: p.id.clone(),
-                        owner: owner.to_owned(),
+                        owner: owner.to_owned().into(),
                         text: p.text.clone(),
                         project_id: p.project_id.clone(),
                         created_at_us: e.created_at_us,

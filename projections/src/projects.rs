@@ -1,6 +1,6 @@
 //! Projects: one per git repository. Operations: `listProjects`, `createProject`, `getProject`.
 
-use crate::ids::ProjectId;
+use crate::ids::{Login, ProjectId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, ProjectCreated};
@@ -20,7 +20,7 @@ pub struct Project {
     /// origin's URL or empty.
     pub remote: String,
     /// Login that created it.
-    pub created_by: String,
+    pub created_by: Login,
     /// Microseconds since the epoch.
     pub created_at_us: i64,
     /// Where the project's task worktrees go.
@@ -92,7 +92,7 @@ pub(crate) fn apply(
                 repo_path: p.repo_path.clone(),
                 default_branch: p.default_branch.clone(),
                 remote: p.remote.clone(),
-                created_by: actor.to_owned(),
+                created_by: actor.to_owned().into(),
                 created_at_us,
                 worktrees_root: p.worktrees_root.clone(),
                 created_seq: seq,

@@ -26,7 +26,7 @@
 //! A stage whose inputs change later (a new attempt of an earlier stage finishes) is not
 //! restarted: its attempts keep the inputs they started from; fork it to start again.
 
-use crate::ids::{ProjectId, SessionId, TaskId};
+use crate::ids::{Login, ProjectId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -186,7 +186,7 @@ pub struct Run {
     /// Where it started (a default branch commit).
     pub base_ref: String,
     /// Who started it (its tasks' creator).
-    pub created_by: String,
+    pub created_by: Login,
     /// Whether the final stage finished.
     pub finished: bool,
     /// Once finished: the final stage's attempt that finished it (it stays for the human to
@@ -620,7 +620,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 brief: p.brief.clone(),
                 definition: p.definition.clone(),
                 base_ref: p.base_ref.clone(),
-                created_by: e.actor.clone(),
+                created_by: e.actor.clone().into(),
                 finished: false,
                 final_task: None,
                 attempts: Vec::new(),

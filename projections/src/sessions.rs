@@ -7,7 +7,7 @@
 //! the next turn when the running one ends, oldest first, one per turn; until then it can be
 //! withdrawn (`user.unqueued`).
 
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{Login, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -126,7 +126,7 @@ pub struct Session {
     /// Task (empty for a lead session).
     pub task_id: TaskId,
     /// Lead owner (empty for a task's session).
-    pub owner: String,
+    pub owner: Login,
     /// Vendor.
     pub vendor: Vendor,
     /// Model.
@@ -138,7 +138,7 @@ pub struct Session {
     /// Role.
     pub role: SessionRole,
     /// Creator.
-    pub created_by: String,
+    pub created_by: Login,
     /// Microseconds since the epoch.
     pub created_at_us: i64,
     /// Running subagents.
@@ -189,13 +189,13 @@ impl Session {
         Session {
             id: p.id.clone(),
             task_id: p.task_id.clone(),
-            owner: String::new(),
+            owner: Login::default(),
             vendor: p.vendor,
             model: p.model.clone(),
             vendor_session_id: p.vendor_session_id.clone(),
             state: SessionState::Idle,
             role: p.role,
-            created_by: actor.to_owned(),
+            created_by: actor.to_owned().into(),
             created_at_us: at_us,
             subagents: 0,
             turns: 0,

@@ -1,6 +1,6 @@
 //! The whole projected state, the fold (`State::apply`) and the decision (`decide`).
 
-use crate::ids::{ProjectId, ReviewId, SessionId, TaskId};
+use crate::ids::{Login, ProjectId, ReviewId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ pub struct State {
     /// How many events were folded.
     pub n_events: u64,
     /// Users by login.
-    pub users: BTreeMap<String, User>,
+    pub users: BTreeMap<Login, User>,
     /// Projects by id.
     pub projects: BTreeMap<ProjectId, Project>,
     /// Tasks by id.
@@ -32,7 +32,7 @@ pub struct State {
     /// Workflows by name.
     pub workflows: BTreeMap<String, Workflow>,
     /// Per-user UI state by login.
-    pub ui: BTreeMap<String, UserUi>,
+    pub ui: BTreeMap<Login, UserUi>,
     /// Per palette colour, the seq of the `task.created` that last took it.
     pub color_given_seq: BTreeMap<u32, u64>,
     /// Agent sessions by id. (Empty collections added after format 1 are left out of the

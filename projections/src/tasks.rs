@@ -6,7 +6,7 @@
 //! active task holds, the one given out longest ago (never given counts as oldest, lowest index
 //! first); when every colour is held, the one given out longest ago.
 
-use crate::ids::{ProjectId, SessionId, TaskId};
+use crate::ids::{Login, ProjectId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, TaskCreated, TaskStateChanged};
@@ -82,7 +82,7 @@ pub struct Task {
     /// Open or closed.
     pub status: TaskStatus,
     /// Creator's login.
-    pub created_by: String,
+    pub created_by: Login,
     /// Microseconds since the epoch.
     pub created_at_us: i64,
     /// When merged or discarded, microseconds since the epoch.
@@ -403,7 +403,7 @@ pub(crate) fn apply(
                 port_base: p.port_base,
                 color: p.color,
                 status: TaskStatus::Active,
-                created_by: actor.to_owned(),
+                created_by: actor.to_owned().into(),
                 created_at_us,
                 closed_at_us: None,
                 merge_commit: None,

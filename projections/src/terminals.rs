@@ -5,6 +5,7 @@
 //! also ends every viewer still attached). The terminal runtime (`src/terminal/`) gathers the
 //! facts (pids, exit statuses) and records them with [`crate::Command::RecordTerminal`].
 
+use crate::ids::Login;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,7 @@ pub struct TerminalOpened {
     /// The socket's id, chosen by the terminal runtime; its `terminal.closed` names it.
     pub viewer_id: String,
     /// The user whose socket it is.
-    pub login: String,
+    pub login: Login,
     /// The shell's pid (also its process group and session).
     pub shell_pid: u32,
     /// Whether this open started the shell (none was running).
@@ -40,7 +41,7 @@ pub struct TerminalClosed {
     /// The socket's id (its `terminal.opened`).
     pub viewer_id: String,
     /// The user whose socket it was.
-    pub login: String,
+    pub login: Login,
     /// Why: `client` (the client closed it or the connection broke), `unresponsive` (no
     /// answer to pings), `lagging` (it could not keep up with the output).
     pub reason: String,
@@ -154,7 +155,8 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 t.started_at_us = e.created_at_us;
                 t.viewers.clear();
             }
-            t.viewers.insert(o.viewer_id.clone(), o.login.clone());
+            t.viewers
+                .insert(o.viewer_id.clone(), o.login.clone().into());
         }
         EventBody::TerminalClosed(c) => {
             if let Some(t) = state.terminals.get_mut(task_id) {

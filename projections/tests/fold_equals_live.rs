@@ -55,7 +55,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
     let note = rng.pick(&notes).cloned();
     match rng.below(36) {
         32 => Command::MessageLead {
-            login,
+            login: login.into(),
             text: "lead, please".into(),
             images: vec![],
             model: None,
@@ -67,7 +67,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             project_id: None,
         },
         34 => Command::DeleteLeadNote {
-            login,
+            login: login.into(),
             session_id: (rng.below(2) == 0).then_some(lead.into()),
             note_id: note.unwrap_or_else(|| "nope".into()),
         },
@@ -82,12 +82,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             human_asked: rng.below(2) == 0,
         },
         0 => Command::EnsureUser {
-            login,
+            login: login.into(),
             display_name: "x".into(),
             default_model: "sonnet".into(),
         },
         1 => Command::UpdateMe {
-            login,
+            login: login.into(),
             git_name: "N".into(),
             git_email: if rng.below(4) == 0 {
                 "bad".into()
@@ -146,12 +146,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             name: format!("w{}", rng.below(3)),
         },
         9 => Command::MarkSummaryRead {
-            login,
+            login: login.into(),
             task_id: task.into(),
             seq: rng.below(s.last_seq as usize + 2) as u64,
         },
         10 => Command::SetPaneFocus {
-            login,
+            login: login.into(),
             focused: rng.below(2) == 0,
             drafting: rng.below(2) == 0,
         },

@@ -456,7 +456,7 @@ impl Runtime {
             .read(|s| s.sessions.get(session_id).map(|x| x.owner.clone()))
             .unwrap_or_default();
         recent.push_front(ProtocolError {
-            owner,
+            owner: owner.into(),
             vendor: u.vendor.as_str().into(),
             session_id: session_id.into(),
             at: byre_log::rfc3339(chrono::Utc::now().timestamp_micros()),
@@ -484,7 +484,7 @@ impl Runtime {
             }
         };
         let _ = self.ephemeral.send(Arc::new(Ephemeral {
-            owner,
+            owner: owner.map(Into::into),
             task_id: task_id.into(),
             json: json.to_string().into(),
         }));

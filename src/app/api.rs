@@ -27,7 +27,7 @@ pub struct User {
 impl From<&p::users::User> for User {
     fn from(u: &p::users::User) -> Self {
         User {
-            login: u.login.clone(),
+            login: u.login.clone().into(),
             display_name: u.display_name.clone(),
             git_name: u.git_name.clone(),
             git_email: u.git_email.clone(),
@@ -64,7 +64,7 @@ impl From<&p::projects::Project> for Project {
             repo_path: x.repo_path.clone(),
             default_branch: x.default_branch.clone(),
             remote: x.remote.clone(),
-            created_by: x.created_by.clone(),
+            created_by: x.created_by.clone().into(),
             created_at: rfc3339(x.created_at_us),
         }
     }
@@ -154,7 +154,7 @@ impl From<&p::tasks::Task> for Task {
             port_base: t.port_base,
             color: t.color,
             status: t.status,
-            created_by: t.created_by.clone(),
+            created_by: t.created_by.clone().into(),
             created_at: rfc3339(t.created_at_us),
             closed_at: t.closed_at_us.map(rfc3339),
             merge_commit: t.merge_commit.clone(),
@@ -192,7 +192,7 @@ pub struct Participant {
 impl From<&p::users::User> for Participant {
     fn from(u: &p::users::User) -> Self {
         Participant {
-            login: u.login.clone(),
+            login: u.login.clone().into(),
             display_name: u.display_name.clone(),
             git_name: u.git_name.clone(),
             git_email: u.git_email.clone(),
@@ -222,7 +222,7 @@ impl From<&p::blobs::Blob> for Blob {
         Blob {
             id: b.id.clone(),
             content_type: b.content_type.clone(),
-            created_by: b.created_by.clone(),
+            created_by: b.created_by.clone().into(),
             created_at: rfc3339(b.created_at_us),
         }
     }
@@ -354,13 +354,13 @@ impl From<&p::sessions::Session> for AgentSession {
         AgentSession {
             id: s.id.clone().into(),
             task_id: s.task_id.clone().into(),
-            owner: s.owner.clone(),
+            owner: s.owner.clone().into(),
             vendor: s.vendor,
             model: s.model.clone(),
             vendor_session_id: s.vendor_session_id.clone(),
             state: s.state,
             role: s.role,
-            created_by: s.created_by.clone(),
+            created_by: s.created_by.clone().into(),
             created_at: rfc3339(s.created_at_us),
             subagents: s.subagents,
             forked_from: s.forked_from.as_ref().map(|f| f.vendor_session_id.clone()),
@@ -463,7 +463,7 @@ impl From<&p::inbox::ResponseRecord> for InboxResponse {
         InboxResponse {
             id: x.id.clone(),
             item_id: x.item_id.clone(),
-            user: x.user.clone(),
+            user: x.user.clone().into(),
             kind: x.kind,
             options: (x.kind == p::inbox::ResponseType::Option).then(|| x.options.clone()),
             text: (!x.text.is_empty()).then(|| x.text.clone()),

@@ -28,7 +28,7 @@ pub async fn message_lead(
 ) -> Result<api::AgentSession, Error> {
     let ack = app
         .submit(Command::MessageLead {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             text: message.text,
             images: message.images,
             model: message.model,
@@ -104,7 +104,7 @@ pub fn list_lead_notes(app: &Ctx, login: &str) -> Vec<api::LeadNote> {
 /// Not found for a note that is not the caller's (unknown, or another user's).
 pub async fn delete_lead_note(app: &Ctx, login: &str, note_id: &str) -> Result<(), Error> {
     app.submit(Command::DeleteLeadNote {
-        login: login.to_owned(),
+        login: login.to_owned().into(),
         session_id: None,
         note_id: note_id.to_owned(),
     })

@@ -67,7 +67,7 @@ impl StoredEvent {
             project_id: e.project_id.clone().map(Into::into),
             task_id: e.task_id.clone().map(Into::into),
             agent_session_id: e.agent_session_id.clone().map(Into::into),
-            owner: e.owner.clone(),
+            owner: e.owner.clone().map(Into::into),
             actor: e.actor.clone(),
             payload: e.body.payload_json(),
         }

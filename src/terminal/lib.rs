@@ -184,7 +184,7 @@ impl Viewer {
         }
         let change = TerminalChange::Closed(TerminalClosed {
             viewer_id: self.id.clone(),
-            login: self.login.clone(),
+            login: self.login.clone().into(),
             reason: reason.into(),
         });
         if let Err(e) = self

@@ -1,6 +1,7 @@
 //! Given / when / then for the users' lead agents: the session, privacy, notes and `show`.
 use super::*;
 use crate::focus::TaskTab;
+use crate::ids::Login;
 use crate::sessions::TurnOutcome;
 use crate::testkit::{kinds, World};
 use crate::Command;
@@ -163,7 +164,7 @@ fn remember_adds_and_replaces_notes_and_new_sessions_are_told_them() {
     // forget
     let events = w
         .when(Command::DeleteLeadNote {
-            login: String::new(),
+            login: Login::default(),
             session_id: Some(sid.into()),
             note_id: id,
         })

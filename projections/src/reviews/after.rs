@@ -5,7 +5,7 @@
 //! review reactor makes the merge (`Command::MergeTask`), whose `task.merge_requested` ends
 //! the wait.
 
-use crate::ids::ReviewId;
+use crate::ids::{Login, ReviewId};
 use serde::{Deserialize, Serialize};
 
 use super::{Review, ReviewState};
@@ -32,7 +32,7 @@ pub struct MergeAfterReviewDropped {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingMerge {
     /// Who asked; the merge is made as them.
-    pub by: String,
+    pub by: Login,
     /// The title.
     pub merge_title: String,
     /// The review.
@@ -165,7 +165,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 state.after_review.insert(
                     task_id.to_owned().into(),
                     PendingMerge {
-                        by: e.actor.clone(),
+                        by: e.actor.clone().into(),
                         merge_title: p.merge_title.clone(),
                         review_id: p.review_id.clone(),
                     },

@@ -254,7 +254,7 @@ async fn run(
             submit(
                 app,
                 Command::DeleteLeadNote {
-                    login: owner.to_owned(),
+                    login: owner.to_owned().into(),
                     session_id: Some(session_id.to_owned().into()),
                     note_id: required(args, "id")?,
                 },

@@ -171,7 +171,10 @@ fn place(app: &Ctx, session_id: &str) -> Result<(String, PathBuf), String> {
         if task.status != TaskStatus::Active || !task.worktree_ready {
             return Err("this task has no worktree now".to_owned());
         }
-        Ok((task.created_by.clone(), PathBuf::from(&task.worktree_path)))
+        Ok((
+            task.created_by.to_string(),
+            PathBuf::from(&task.worktree_path),
+        ))
     })
 }
 

@@ -315,7 +315,7 @@ impl<'a> StoredEventRef<'a> {
             project_id: self.project_id.map(str::to_owned).map(Into::into),
             task_id: self.task_id.map(str::to_owned).map(Into::into),
             agent_session_id: self.agent_session_id.map(str::to_owned).map(Into::into),
-            owner: self.owner.map(str::to_owned),
+            owner: self.owner.map(str::to_owned).map(Into::into),
             actor: self.actor.to_owned(),
             body,
         })
@@ -339,7 +339,7 @@ mod tests {
             project_id: None,
             task_id: None,
             agent_session_id: None,
-            owner: Some(format!("u{}", seq % 3)),
+            owner: Some(format!("u{}", seq % 3).into()),
             actor: format!("u{}", seq % 3),
             body: EventBody::PaneFocusUpdated(PaneFocusUpdated {
                 focused: seq.is_multiple_of(2),
