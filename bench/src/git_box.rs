@@ -1,5 +1,5 @@
 //! `git-box`: what running the git work that reads a worktree inside the task's sandbox costs
-//! (`byre::git::boxed`, `byre::vendors::git_box`). A repository of `files` files in
+//! (`byre_git::boxed`, `byre_agents::git_box`). A repository of `files` files in
 //! directories of 50, a task's linked worktree with a few files changed and added; then
 //! `rounds` requested snapshots and `rounds` staged trees (what the changes views compare),
 //! each in byre's own process (as before the sandbox ran them) and through the sandbox
@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use byre::git::boxed::{serve, Job};
-use byre::vendors::git_box::GitBox;
-use byre::vendors::sandbox::Sandbox;
+use byre_agents::git_box::GitBox;
+use byre_agents::sandbox::Sandbox;
+use byre_git::boxed::{serve, Job};
 
 use crate::stats::Summary;
 
@@ -52,7 +52,7 @@ fn fixture(dir: &Path, files: usize) -> anyhow::Result<PathBuf> {
     }
     let base = commit_all(&repo)?;
     let wt = dir.join("wt");
-    byre::git::ensure_worktree(&repo_dir, "byre/bench", &base.to_string(), &wt, "bench")?;
+    byre_git::ensure_worktree(&repo_dir, "byre/bench", &base.to_string(), &wt, "bench")?;
     for i in 0..3 {
         std::fs::write(
             wt.join(format!("d000/f{i:05}.txt")),

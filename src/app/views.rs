@@ -14,12 +14,12 @@ use byre_projections::tasks::TaskStatus;
 use serde::Serialize;
 
 use super::{blocking, Ctx, Error};
-use crate::git::boxed::{Answer, Job as GitJob};
-use crate::git::views::{
+use byre_git::boxed::{Answer, Job as GitJob};
+use byre_git::views::{
     self as git_views, ChangeStatus, EntryKind, SnapshotBase, TreePath, ViewError, WorkPath,
     Worktree,
 };
-use crate::git::GitError;
+use byre_git::GitError;
 
 /// What a view needs of its task: where the worktree is, its branch, the default branch.
 pub(crate) struct TaskPlace {

@@ -3,7 +3,7 @@
 //!
 //! - The agents are the directories holding an `index.js` in the agents directories
 //!   (`serve --codebolt-agents DIR`, repeatable; the first holding a name wins), the names
-//!   `codebolt:<agent>` models resolve (`crate::vendors::codebolt::entry_of`). An agent's id is
+//!   `codebolt:<agent>` models resolve (`byre_agents::codebolt::entry_of`). An agent's id is
 //!   its directory name; its title, `unique_id` and descriptions come from its
 //!   `codeboltagent.yaml` when present and readable (else the id, and empty descriptions).
 //! - `agentnotify/startSubagentTaskRequest` (v2's notification) starts the same subtask as
@@ -33,11 +33,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::actions::{closed, err, Ctx};
-use super::frames::text;
+use byre_agents::codebolt::frames::text;
 
 /// Longest title `startAgent` gives its task, in characters.
 pub const MAX_TITLE_CHARS: usize = 80;
@@ -183,7 +182,7 @@ fn strings(v: &Value) -> Vec<String> {
 /// The agents of the configured agents directories (the first directory holding an id wins),
 /// and those directories, for messages.
 async fn configured(ctx: &Arc<Ctx>) -> (Vec<AgentInfo>, String) {
-    let dirs = ctx.app.config.codebolt_agents.clone();
+    let dirs = ctx.app.settings.codebolt_agents.clone();
     let shown = if dirs.is_empty() {
         "(none configured: serve --codebolt-agents DIR)".to_owned()
     } else {
@@ -304,15 +303,15 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         return err("startAgent needs a non-empty task");
     }
     let app = &ctx.app;
-    let started = crate::app::subtasks::start_subtask(
+    let started = byre_app::subtasks::start_subtask(
         app,
         &ctx.link.session_id,
-        crate::app::subtasks::NewSubtask {
+        byre_app::subtasks::NewSubtask {
             title: title_of(task),
             prompt: task.to_owned(),
             model: Some(format!("codebolt:{}", agent.id)),
             agent: agent.id.clone(),
-            base: crate::app::subtasks::Base::DefaultBranch,
+            base: byre_app::subtasks::Base::DefaultBranch,
         },
     )
     .await;
@@ -320,36 +319,15 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         Ok(s) => (s.task_id, s.session_id, s.linked_seq),
         Err(e) => return err(format!("the agent's task could not be started: {e}")),
     };
-    // Everything after the link (the log keeps what came meanwhile), so the new session's
-    // turn end cannot be missed.
-    let mut events = Box::pin(crate::log::subscription::subscribe(
-        app.writer.clone(),
-        after,
-    ));
     let fail = |why: String| {
         let mut v = err(why);
         v["task_id"] = task_id.clone().into();
         v["session_id"] = session_id.clone().into();
         v
     };
-    let ended = async {
-        let mut last_text = String::new();
-        while let Some(r) = events.next().await {
-            let Ok(r) = r else { continue };
-            if r.agent_session_id.as_deref() != Some(session_id.as_str()) {
-                continue;
-            }
-            let payload = serde_json::from_str::<Value>(&r.json)
-                .map(|v| v["payload"].clone())
-                .unwrap_or_default();
-            match r.kind.as_str() {
-                "agent.text" => last_text = text(&payload["text"]),
-                "turn.ended" => return Some((payload, last_text)),
-                _ => {}
-            }
-        }
-        None
-    };
+    // Everything after the link (the log keeps what came meanwhile), so the new session's
+    // turn end cannot be missed.
+    let ended = byre_app::subtasks::turn_end(app, &session_id, after);
     let (payload, last_text) = tokio::select! {
         e = ended => match e {
             Some(e) => e,

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::merge::WorktreeFacts;
 use super::snapshots::{take_snapshot, Snapshot, SnapshotJob};
 use super::views::{staged_index, Worktree};
 use super::GitError;
@@ -196,20 +197,6 @@ impl Answer {
     }
 }
 
-/// What byre's merges need of a task's worktree, read in its sandbox (`git::merge`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorktreeFacts {
-    /// The worktree as a tree, as if everything were staged (40 hex, written).
-    pub tree: String,
-    /// Its HEAD commit (40 hex), if it has one.
-    pub head: Option<String>,
-    /// The operation in progress in it (`merge`, `rebase`, …), if any.
-    pub operation: Option<String>,
-    /// How many paths have changes not committed (staged, unstaged, untracked, not ignored).
-    pub n_uncommitted: u64,
-}
-
 fn refused(e: GitError) -> Answer {
     match e {
         GitError::Conflict(message) => Answer::Refused {
@@ -259,49 +246,20 @@ pub fn serve(job: &Job) -> Answer {
         Job::StagedTree { worktree } => staged_tree(worktree)
             .map(|tree| Answer::Tree { tree })
             .unwrap_or_else(refused),
-        Job::Facts { worktree } => facts(worktree).map(Answer::Facts).unwrap_or_else(refused),
+        Job::Facts { worktree } => super::merge::worktree_facts(worktree)
+            .map(Answer::Facts)
+            .unwrap_or_else(refused),
         Job::Ignored { worktree, paths } => ignored(worktree, paths)
             .map(|ignored| Answer::Ignored { ignored })
             .unwrap_or_else(refused),
     }
 }
 
-fn view_error(e: super::views::ViewError) -> GitError {
-    match e {
-        super::views::ViewError::Conflict(m) => GitError::Conflict(m),
-        other => GitError::Other(other.to_string()),
-    }
-}
-
 fn staged_tree(worktree: &Path) -> Result<String, GitError> {
-    let wt = Worktree::open(worktree).map_err(view_error)?;
-    let repo = wt.repo().map_err(view_error)?;
-    let mut index = staged_index(&wt, &repo).map_err(view_error)?;
+    let wt = Worktree::open(worktree)?;
+    let repo = wt.repo()?;
+    let mut index = staged_index(&wt, &repo)?;
     Ok(index.write_tree_to(&repo)?.to_string())
-}
-
-fn facts(worktree: &Path) -> Result<WorktreeFacts, GitError> {
-    let wt = Worktree::open(worktree).map_err(view_error)?;
-    let repo = wt.repo().map_err(view_error)?;
-    let tree = staged_index(&wt, &repo)
-        .map_err(view_error)?
-        .write_tree_to(&repo)?
-        .to_string();
-    let head = repo
-        .head()
-        .ok()
-        .and_then(|h| h.peel_to_commit().ok())
-        .map(|c| c.id().to_string());
-    let operation = match repo.state() {
-        git2::RepositoryState::Clean => None,
-        other => Some(super::merge::operation_name(other).to_owned()),
-    };
-    Ok(WorktreeFacts {
-        tree,
-        head,
-        operation,
-        n_uncommitted: super::merge::changed_paths(&repo)?,
-    })
 }
 
 fn ignored(worktree: &Path, paths: &[String]) -> Result<Vec<bool>, GitError> {
@@ -310,8 +268,8 @@ fn ignored(worktree: &Path, paths: &[String]) -> Result<Vec<bool>, GitError> {
             "at most {MAX_IGNORED_PATHS} paths at once"
         )));
     }
-    let wt = Worktree::open(worktree).map_err(view_error)?;
-    let repo = wt.repo().map_err(view_error)?;
+    let wt = Worktree::open(worktree)?;
+    let repo = wt.repo()?;
     paths.iter().map(|p| Ok(repo.is_path_ignored(p)?)).collect()
 }
 

@@ -31,11 +31,10 @@ use git2::{
     StatusOptions, WorktreePruneOptions,
 };
 
-use super::boxed::WorktreeFacts;
 use super::GitError;
 
 /// What a task's worktree holds that the default branch doesn't (spec `Unmerged`, served as
-/// it is: `crate::api::Unmerged`).
+/// it is: byre-app's `api::Unmerged`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Unmerged {
     /// Commits on the task branch that aren't on the default branch.
@@ -92,6 +91,47 @@ fn local_tip(repo: &Repository, branch: &str) -> Result<Oid, GitError> {
         .find_branch(branch, BranchType::Local)
         .map_err(|e| GitError::Conflict(format!("cannot read branch {branch}: {}", e.message())))?;
     Ok(b.get().peel_to_commit()?.id())
+}
+
+/// What byre's merges need of a task's worktree, read in its sandbox (`git::boxed`, `Job::Facts`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeFacts {
+    /// The worktree as a tree, as if everything were staged (40 hex, written).
+    pub tree: String,
+    /// Its HEAD commit (40 hex), if it has one.
+    pub head: Option<String>,
+    /// The operation in progress in it (`merge`, `rebase`, …), if any.
+    pub operation: Option<String>,
+    /// How many paths have changes not committed (staged, unstaged, untracked, not ignored).
+    pub n_uncommitted: u64,
+}
+
+/// The [`WorktreeFacts`] of `worktree`: libgit2 walks the worktree, so only `git::boxed`'s
+/// [`super::boxed::serve`] calls it, inside the task's sandbox.
+/// # Errors
+/// Not a worktree; git cannot read it.
+pub fn worktree_facts(worktree: &Path) -> Result<WorktreeFacts, GitError> {
+    let wt = super::views::Worktree::open(worktree)?;
+    let repo = wt.repo()?;
+    let tree = super::views::staged_index(&wt, &repo)?
+        .write_tree_to(&repo)?
+        .to_string();
+    let head = repo
+        .head()
+        .ok()
+        .and_then(|h| h.peel_to_commit().ok())
+        .map(|c| c.id().to_string());
+    let operation = match repo.state() {
+        RepositoryState::Clean => None,
+        other => Some(operation_name(other).to_owned()),
+    };
+    Ok(WorktreeFacts {
+        tree,
+        head,
+        operation,
+        n_uncommitted: changed_paths(&repo)?,
+    })
 }
 
 /// The worktree's tree of `facts` (read in the task's sandbox).
@@ -472,7 +512,9 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         {
             let mut opts = CheckoutBuilder::new();
             opts.safe().overwrite_ignored(false);
-            if let (Some(workdir), Some(_)) = (c.workdir(), crate::private_files::user_umask()) {
+            if let (Some(workdir), Some(_)) =
+                (c.workdir(), byre_process::private_files::user_umask())
+            {
                 opts.notify_on(git2::CheckoutNotificationType::UPDATED)
                     .notify(|_, path, _, target, _| {
                         if let (Some(path), Some(target)) = (path, target) {
@@ -543,7 +585,7 @@ impl Written {
 fn restore_user_modes(written: &[Written]) {
     use std::os::unix::fs::PermissionsExt;
     let set = |path: &Path, exec_or_dir: bool, previous: Option<u32>| {
-        let Some(mode) = crate::private_files::user_mode(exec_or_dir) else {
+        let Some(mode) = byre_process::private_files::user_mode(exec_or_dir) else {
             return;
         };
         let mode = previous.unwrap_or(mode);
@@ -571,10 +613,10 @@ pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
 /// own credential helpers and ssh configuration apply; no terminal prompt and a time limit
-/// ([`super::remote::run_git`]'s rules). Also the task branch's push (`gitPush`).
+/// ([`super::binary::run_git`]'s rules). Also the task branch's push (`gitPush`).
 pub(crate) fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
     let refspec = format!("{commit}:refs/heads/{branch}");
-    let ran = super::remote::run_git(
+    let ran = super::binary::run_git(
         repo_path,
         &["push", "--porcelain", "origin", &refspec],
         &[],

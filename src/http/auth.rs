@@ -18,14 +18,14 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
+use super::identity;
 use super::limits::{Limits, MAX_SIGNIN_BYTES};
 use super::{ApiError, App};
-use crate::app::signin;
 use crate::config::AuthMode;
-use crate::identity;
+use byre_app::signin;
 
-pub use crate::app::signin::{
-    Sessions, CSRF_HEADER, MAX_SESSIONS_PER_LOGIN, SESSION_COOKIE, SESSION_LIFETIME,
+pub use byre_app::signin::{
+    SignIns, CSRF_HEADER, MAX_SIGNINS_PER_LOGIN, SIGNIN_COOKIE, SIGNIN_LIFETIME,
 };
 
 const SIGNIN_HTML: &str = include_str!("../ui/signin/signin.html");
@@ -34,11 +34,11 @@ const SIGNIN_CSS: &str = include_str!("../ui/signin/signin.css");
 
 /// The end signal of the session a request is signed in with, when it is signed in by
 /// cookie rather than a bearer token.
-pub fn session_end(app: &App, req: &HttpRequest) -> Option<tokio::sync::watch::Receiver<bool>> {
+pub fn signin_end(app: &App, req: &HttpRequest) -> Option<tokio::sync::watch::Receiver<bool>> {
     if identity::bearer(req).is_some() {
         return None;
     }
-    app.sessions.watch(req.cookie(SESSION_COOKIE)?.value())
+    app.signins.watch(req.cookie(SIGNIN_COOKIE)?.value())
 }
 
 /// Body of `POST /auth/signin`.
@@ -49,7 +49,7 @@ pub struct SigninBody {
 }
 
 fn session_cookie(req: &HttpRequest, value: String, max_age: time::Duration) -> Cookie<'static> {
-    Cookie::build(SESSION_COOKIE, value)
+    Cookie::build(SIGNIN_COOKIE, value)
         .path("/")
         .http_only(true)
         .same_site(SameSite::Strict)
@@ -97,7 +97,7 @@ pub async fn signin(
     let body: SigninBody = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
     let (login, id) = signin::sign_in(&app, &body.token)?;
-    let max_age = time::Duration::seconds(SESSION_LIFETIME.as_secs() as i64);
+    let max_age = time::Duration::seconds(SIGNIN_LIFETIME.as_secs() as i64);
     Ok(HttpResponse::Ok()
         .cookie(session_cookie(&req, id, max_age))
         .insert_header((header::CACHE_CONTROL, "no-store"))
@@ -110,7 +110,7 @@ pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpRespon
     signin::token_mode(&app)?;
     identity::refuse_cross_site(&req)?;
     identity::require_csrf_header(&req)?;
-    let cookie = req.cookie(SESSION_COOKIE);
+    let cookie = req.cookie(SIGNIN_COOKIE);
     signin::sign_out(&app, cookie.as_ref().map(|c| c.value()))?;
     Ok(HttpResponse::NoContent()
         .cookie(session_cookie(&req, String::new(), time::Duration::ZERO))
@@ -121,7 +121,7 @@ pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpRespon
 /// redirect to `/`.
 pub async fn signin_page(req: HttpRequest, app: web::Data<App>) -> HttpResponse {
     let signed_in = identity::resolve(&req, &app).is_ok();
-    if !matches!(app.config.auth, AuthMode::Token { .. }) || signed_in {
+    if !matches!(app.settings.auth, AuthMode::Token { .. }) || signed_in {
         return HttpResponse::SeeOther()
             .insert_header((header::LOCATION, "/"))
             .finish();
@@ -170,10 +170,10 @@ pub async fn page_guard(
         actix_web::http::Method::GET | actix_web::http::Method::HEAD
     ) && !NOT_PAGES.iter().any(|p| req.path().starts_with(p))
         && req.app_data::<web::Data<App>>().is_some_and(|app| {
-            matches!(app.config.auth, AuthMode::Token { .. })
+            matches!(app.settings.auth, AuthMode::Token { .. })
                 && matches!(
                     identity::resolve(req.request(), app),
-                    Err(crate::app::Error::Unauthenticated(_))
+                    Err(ApiError::Unauthorized(_))
                 )
         });
     if guarded {
@@ -209,31 +209,31 @@ mod tests {
 
     #[test]
     fn a_session_names_its_login_until_closed() {
-        let sessions = Sessions::default();
-        let id = sessions.open("ada");
+        let signins = SignIns::default();
+        let id = signins.open("ada");
         assert_eq!(id.len(), 64);
-        assert_eq!(sessions.login(&id).as_deref(), Some("ada"));
-        assert_eq!(sessions.login("not-a-session"), None);
-        let mut ended = sessions.watch(&id).unwrap();
+        assert_eq!(signins.login(&id).as_deref(), Some("ada"));
+        assert_eq!(signins.login("not-a-session"), None);
+        let mut ended = signins.watch(&id).unwrap();
         assert!(!*ended.borrow_and_update());
-        assert!(sessions.close(&id));
+        assert!(signins.close(&id));
         assert!(ended.has_changed().unwrap_or(true) && *ended.borrow());
-        assert_eq!(sessions.login(&id), None);
-        assert!(!sessions.close(&id));
+        assert_eq!(signins.login(&id), None);
+        assert!(!signins.close(&id));
     }
 
     #[test]
     fn a_login_holds_a_bounded_number_of_sessions_and_loses_the_oldest() {
-        let sessions = Sessions::default();
-        let first = sessions.open("ada");
-        let bob = sessions.open("bob");
+        let signins = SignIns::default();
+        let first = signins.open("ada");
+        let bob = signins.open("bob");
         let mut last = String::new();
-        for _ in 0..MAX_SESSIONS_PER_LOGIN {
-            last = sessions.open("ada");
+        for _ in 0..MAX_SIGNINS_PER_LOGIN {
+            last = signins.open("ada");
         }
-        assert_eq!(sessions.login(&first), None, "the oldest ended");
-        assert_eq!(sessions.login(&last).as_deref(), Some("ada"));
-        assert_eq!(sessions.login(&bob).as_deref(), Some("bob"));
+        assert_eq!(signins.login(&first), None, "the oldest ended");
+        assert_eq!(signins.login(&last).as_deref(), Some("ada"));
+        assert_eq!(signins.login(&bob).as_deref(), Some("bob"));
     }
 
     #[test]

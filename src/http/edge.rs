@@ -45,7 +45,7 @@ use actix_web::http::{header, Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpResponse};
 
-use crate::app::signin::CSRF_HEADER;
+use byre_app::signin::CSRF_HEADER;
 
 /// The hosts byre serves, fixed at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -292,7 +292,7 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
             ));
         }
     }
-    if !crate::identity::changes_state(req.method()) || *req.method() == Method::OPTIONS {
+    if !crate::http::identity::changes_state(req.method()) || *req.method() == Method::OPTIONS {
         return Ok(());
     }
     if !is_simple_content_type(text(header::CONTENT_TYPE.as_str())) {

@@ -34,6 +34,7 @@ mod finish;
 mod fork;
 mod fs_rule;
 mod inbox;
+mod layering;
 mod lead;
 mod limits;
 mod me;

@@ -514,7 +514,7 @@ async fn a_forks_transcript_copy_never_writes_through_a_symlink_the_agent_plante
     );
     std::fs::write(worktree(&fork).join("escape.sh"), &script).unwrap();
     let ended = t.say(id(&fork), &fork_sid, "Run the escape script").await;
-    let fork_dir = byre::vendors::session_dir(t.server.data.path(), &fork_sid);
+    let fork_dir = byre_agents::session_dir(t.server.data.path(), &fork_sid);
     assert!(
         symlinks_under(&fork_dir.join("claude/projects")) > 0,
         "the agent planted its link; its turn: {ended}; its tools: {}",

@@ -64,7 +64,7 @@ fn fixture() -> Fixture {
     git(&repo, &["push", "-q", "origin", "main"]);
     let wt = dir.path().join("wt").join("task-1");
     let head = git(&repo, &["rev-parse", "main"]);
-    crate::git::ensure_worktree(&repo, BRANCH, &head, &wt, "task-1").unwrap();
+    crate::ensure_worktree(&repo, BRANCH, &head, &wt, "task-1").unwrap();
     Fixture {
         _dir: dir,
         repo,
@@ -109,11 +109,8 @@ fn ada() -> Identity {
 }
 
 /// The worktree's facts, read as the task's sandbox reads them (here in this process).
-fn facts(wt: &Path) -> Option<crate::git::boxed::WorktreeFacts> {
-    crate::git::boxed::serve(&crate::git::boxed::Job::Facts {
-        worktree: wt.to_owned(),
-    })
-    .into_facts()
+fn facts(wt: &Path) -> Option<WorktreeFacts> {
+    worktree_facts(wt).ok()
 }
 
 /// [`remove_task_worktree`] of the fixture's task, with its worktree's facts when it has one.
@@ -394,7 +391,7 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
     let f = fixture();
     let head = git(&f.repo, &["rev-parse", "main"]);
     let sibling = f.wt.parent().unwrap().join("task-2");
-    crate::git::ensure_worktree(&f.repo, "byre/task-2", &head, &sibling, "task-2").unwrap();
+    crate::ensure_worktree(&f.repo, "byre/task-2", &head, &sibling, "task-2").unwrap();
     fs::write(sibling.join("sib.txt"), "sibling work\n").unwrap();
     fs::write(f.wt.join("work.txt"), "precious\n").unwrap();
     let kept = remove(&f).unwrap().expect("a snapshot ref");
@@ -723,7 +720,7 @@ fn the_default_branch_checked_out_in_another_tasks_worktree_refuses_the_merge_un
     let f = fixture();
     let head = git(&f.repo, &["rev-parse", "main"]);
     let other = f.wt.parent().unwrap().join("task-2");
-    crate::git::ensure_worktree(&f.repo, "byre/task-2", &head, &other, "task-2").unwrap();
+    crate::ensure_worktree(&f.repo, "byre/task-2", &head, &other, "task-2").unwrap();
     // The other task's agent checks out main in its worktree, where main is checked out already.
     git(
         &other,
