@@ -19,13 +19,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::actions;
 pub use super::merge::WorktreeFacts;
 use super::snapshots::{take_snapshot, Snapshot, SnapshotJob};
 use super::views::{staged_index, Worktree};
 use super::GitError;
 
-/// Most bytes of an answer line that byre reads.
-pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+/// Most bytes of an answer line that byre reads (a 1 MiB diff, escaped, fits).
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 
 /// Most paths one [`Job::Ignored`] asks about.
 pub const MAX_IGNORED_PATHS: usize = 10_000;
@@ -69,6 +70,50 @@ pub enum Job {
         /// The paths asked about.
         paths: Vec<String>,
     },
+    /// A CodeBolt agent's `gitStatus` ([`actions::status`]).
+    Status {
+        /// The task's worktree.
+        worktree: PathBuf,
+    },
+    /// The branch the worktree's HEAD is on ([`actions::current_branch`]).
+    Branch {
+        /// The task's worktree.
+        worktree: PathBuf,
+    },
+    /// A CodeBolt agent's `gitAdd`: every change staged ([`actions::stage_all`]).
+    StageAll {
+        /// The task's worktree.
+        worktree: PathBuf,
+    },
+    /// A CodeBolt agent's `gitCommit` on the task branch ([`actions::commit`]).
+    Commit {
+        /// The task's worktree.
+        worktree: PathBuf,
+        /// The task's branch (short name).
+        branch: String,
+        /// The commit message.
+        message: String,
+        /// The author's name when the repository configures none.
+        author_name: String,
+        /// The author's email when the repository configures none.
+        author_email: String,
+    },
+    /// A CodeBolt agent's `gitLogs` ([`actions::log`]).
+    Log {
+        /// The task's worktree.
+        worktree: PathBuf,
+        /// Most commits listed.
+        n: usize,
+    },
+    /// A CodeBolt agent's `gitDiff` ([`actions::diff`]).
+    Diff {
+        /// The task's worktree.
+        worktree: PathBuf,
+        /// The revision compared from (`None`: HEAD).
+        base: Option<String>,
+        /// The patch is cut once it holds this many bytes.
+        max_bytes: usize,
+    },
 }
 
 impl Job {
@@ -78,7 +123,13 @@ impl Job {
             Job::Snapshot { worktree, .. }
             | Job::StagedTree { worktree }
             | Job::Facts { worktree }
-            | Job::Ignored { worktree, .. } => worktree,
+            | Job::Ignored { worktree, .. }
+            | Job::Status { worktree }
+            | Job::Branch { worktree }
+            | Job::StageAll { worktree }
+            | Job::Commit { worktree, .. }
+            | Job::Log { worktree, .. }
+            | Job::Diff { worktree, .. } => worktree,
         }
     }
 }
@@ -109,6 +160,30 @@ pub enum Answer {
     Ignored {
         /// Whether each is ignored.
         ignored: Vec<bool>,
+    },
+    /// [`Job::Status`] done.
+    Status(actions::Status),
+    /// [`Job::Branch`] done.
+    Branch {
+        /// The short name of the branch HEAD is on (`None`: none).
+        branch: Option<String>,
+    },
+    /// [`Job::StageAll`] done.
+    Staged,
+    /// [`Job::Commit`] done.
+    Committed {
+        /// The new commit, 40 hex.
+        commit: String,
+    },
+    /// [`Job::Log`] done.
+    Log {
+        /// The commits, newest first.
+        entries: Vec<actions::LogEntry>,
+    },
+    /// [`Job::Diff`] done.
+    Diff {
+        /// The patch.
+        patch: String,
     },
     /// The job was refused: `conflict` for a worktree not in a state to do it (a message for
     /// the user, [`GitError::Conflict`]), else a failure.
@@ -152,6 +227,14 @@ impl Answer {
             }
             (Answer::Ignored { ignored }, Job::Ignored { paths, .. }) => {
                 ignored.len() == paths.len()
+            }
+            (Answer::Status(_), Job::Status { .. })
+            | (Answer::Branch { .. }, Job::Branch { .. })
+            | (Answer::Staged, Job::StageAll { .. })
+            | (Answer::Diff { .. }, Job::Diff { .. }) => true,
+            (Answer::Committed { commit }, Job::Commit { .. }) => is_hex40(commit),
+            (Answer::Log { entries }, Job::Log { n, .. }) => {
+                entries.len() <= *n && entries.iter().all(|e| is_hex40(&e.hash))
             }
             (
                 Answer::Refused {
@@ -251,6 +334,39 @@ pub fn serve(job: &Job) -> Answer {
             .unwrap_or_else(refused),
         Job::Ignored { worktree, paths } => ignored(worktree, paths)
             .map(|ignored| Answer::Ignored { ignored })
+            .unwrap_or_else(refused),
+        Job::Status { worktree } => actions::status(worktree)
+            .map(Answer::Status)
+            .unwrap_or_else(refused),
+        Job::Branch { worktree } => actions::current_branch(worktree)
+            .map(|branch| Answer::Branch { branch })
+            .unwrap_or_else(refused),
+        Job::StageAll { worktree } => actions::stage_all(worktree)
+            .map(|()| Answer::Staged)
+            .unwrap_or_else(refused),
+        Job::Commit {
+            worktree,
+            branch,
+            message,
+            author_name,
+            author_email,
+        } => actions::commit(
+            worktree,
+            branch,
+            message,
+            (author_name.as_str(), author_email.as_str()),
+        )
+        .map(|commit| Answer::Committed { commit })
+        .unwrap_or_else(refused),
+        Job::Log { worktree, n } => actions::log(worktree, *n)
+            .map(|entries| Answer::Log { entries })
+            .unwrap_or_else(refused),
+        Job::Diff {
+            worktree,
+            base,
+            max_bytes,
+        } => actions::diff(worktree, base.as_deref(), *max_bytes)
+            .map(|patch| Answer::Diff { patch })
             .unwrap_or_else(refused),
     }
 }
