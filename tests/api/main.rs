@@ -27,6 +27,7 @@ mod codeutil_break;
 mod codex;
 mod contract;
 mod crash;
+mod docs;
 mod edge;
 mod events;
 mod finish;
