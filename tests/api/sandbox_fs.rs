@@ -8,7 +8,8 @@
 //! - **C1** a path checked, then opened again by path: the agent exchanges a directory of its
 //!   worktree with a symlink to a directory outside (`renameat2(RENAME_EXCHANGE)` in a loop,
 //!   `fixtures/codebolt/racer/swap.py`) while it asks byre for (a) snapshots (libgit2 walking the worktree), (b) uploads
-//!   to its owner's machine, (c) CodeBolt's `readFile` and `writeToFile`;
+//!   to its owner's machine, (c) CodeBolt's `readFile` and `writeToFile`; and CodeBolt's
+//!   `gitCommit` appending to a reflog the agent replaced with a symlink to a file outside;
 //! - **C2** the copy of a forked Claude Code transcript, whose destination the fork's agent
 //!   replaced with a symlink to the project's `.git/config`;
 //! - **C3** a `codebolt:` model naming a file outside the agents directories;
@@ -482,6 +483,38 @@ async fn a_codebolt_agent_racing_symlink_swaps_reads_and_writes_nothing_outside(
         t.outside.written(),
         Vec::<String>::new(),
         "writeToFile wrote outside the worktree"
+    );
+    t.server.stop().await;
+}
+
+/// C1c, CodeBolt's git family: a commit moves the task branch, and libgit2 appends the move
+/// to the branch's reflog by path, in the project's git dir that the agent writes. The agent
+/// replaces that reflog with a symlink to a file outside and asks for `gitAdd` and `gitCommit`:
+/// they run in its sandbox (`git::boxed`), where the link leads nowhere, so the file outside
+/// is never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codebolt_commit_never_writes_through_a_reflog_link_the_agent_planted() {
+    let mut t = Team::start().await;
+    let victim = t.outside.target().join("victim.txt");
+    std::fs::write(&victim, "VICTIM\n").unwrap();
+    let report = codebolt_race(&mut t, json!({"mode": "reflog", "victim": victim})).await;
+    eprintln!("C1c git: {report}");
+    assert!(
+        report["planted"]
+            .as_str()
+            .is_some_and(|p| p.contains("logs/refs/heads/")),
+        "the agent planted its link: {report}"
+    );
+    assert_eq!(report["add"]["success"], true, "gitAdd worked: {report}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "VICTIM\n",
+        "a commit appended to a file outside through the agent's link: {report}"
+    );
+    assert_eq!(
+        t.outside.written(),
+        ["victim.txt"],
+        "nothing else was made outside"
     );
     t.server.stop().await;
 }
