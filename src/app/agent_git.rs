@@ -207,23 +207,37 @@ fn refused(e: byre_git::merge::MergeError) -> Error {
 /// refused (a conflict, uncommitted changes in the way, a failed fetch; nothing changed).
 pub async fn pull_default_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
     let f = remote_facts(app, task_id)?;
-    blocking(move || {
-        let pulled =
-            byre_git::remote::pull_default(&f.repo, &f.worktree, &f.default_branch, &f.identity)
-                .map_err(refused)?;
-        Ok(if pulled.head_before == pulled.head_after {
-            format!(
-                "{} is already merged into {}\n{}",
-                f.default_branch, f.branch, pulled.message
-            )
-        } else {
-            format!(
-                "merged {} into {} (now at {})\n{}",
-                f.default_branch, f.branch, pulled.head_after, pulled.message
-            )
-        })
+    // The fetch is on the project's repository, byre's own; the merge reads and writes the
+    // worktree, so it runs in the task's sandbox (`git::boxed`).
+    let (repo, default_branch) = (f.repo.clone(), f.default_branch.clone());
+    let notes =
+        blocking(move || byre_git::remote::fetch_default(&repo, &default_branch).map_err(refused))
+            .await?;
+    let job = Job::MergeDefault {
+        worktree: f.worktree,
+        default_branch: f.default_branch.clone(),
+        author_name: f.identity.name,
+        author_email: f.identity.email,
+    };
+    let Answer::Merged(pulled) = boxed(app, job).await? else {
+        return Err(unexpected());
+    };
+    let mut message = pulled.message;
+    for n in notes {
+        message.push('\n');
+        message.push_str(&n);
+    }
+    Ok(if pulled.head_before == pulled.head_after {
+        format!(
+            "{} is already merged into {}\n{message}",
+            f.default_branch, f.branch
+        )
+    } else {
+        format!(
+            "merged {} into {} (now at {})\n{message}",
+            f.default_branch, f.branch, pulled.head_after
+        )
     })
-    .await
 }
 
 /// A task's agent's `gitPush` (CodeBolt): the task's branch, and only it, pushed to the

@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::actions;
 pub use super::merge::WorktreeFacts;
+use super::merge::{Identity, MergeError};
+use super::remote;
 use super::snapshots::{take_snapshot, Snapshot, SnapshotJob};
 use super::views::{staged_index, Worktree};
 use super::GitError;
@@ -114,6 +116,18 @@ pub enum Job {
         /// The patch is cut once it holds this many bytes.
         max_bytes: usize,
     },
+    /// A CodeBolt agent's `gitPull`, its worktree's half: the local default branch merged in
+    /// ([`remote::merge_default`]; byre fetched it first, outside).
+    MergeDefault {
+        /// The task's worktree.
+        worktree: PathBuf,
+        /// The project's default branch (short name).
+        default_branch: String,
+        /// The author's name when the repository configures none.
+        author_name: String,
+        /// The author's email when the repository configures none.
+        author_email: String,
+    },
 }
 
 impl Job {
@@ -129,7 +143,8 @@ impl Job {
             | Job::StageAll { worktree }
             | Job::Commit { worktree, .. }
             | Job::Log { worktree, .. }
-            | Job::Diff { worktree, .. } => worktree,
+            | Job::Diff { worktree, .. }
+            | Job::MergeDefault { worktree, .. } => worktree,
         }
     }
 }
@@ -185,6 +200,8 @@ pub enum Answer {
         /// The patch.
         patch: String,
     },
+    /// [`Job::MergeDefault`] done.
+    Merged(remote::Pulled),
     /// The job was refused: `conflict` for a worktree not in a state to do it (a message for
     /// the user, [`GitError::Conflict`]), else a failure.
     Refused {
@@ -233,6 +250,9 @@ impl Answer {
             | (Answer::Staged, Job::StageAll { .. })
             | (Answer::Diff { .. }, Job::Diff { .. }) => true,
             (Answer::Committed { commit }, Job::Commit { .. }) => is_hex40(commit),
+            (Answer::Merged(p), Job::MergeDefault { .. }) => {
+                is_hex40(&p.head_before) && is_hex40(&p.head_after)
+            }
             (Answer::Log { entries }, Job::Log { n, .. }) => {
                 entries.len() <= *n && entries.iter().all(|e| is_hex40(&e.hash))
             }
@@ -368,6 +388,25 @@ pub fn serve(job: &Job) -> Answer {
         } => actions::diff(worktree, base.as_deref(), *max_bytes)
             .map(|patch| Answer::Diff { patch })
             .unwrap_or_else(refused),
+        Job::MergeDefault {
+            worktree,
+            default_branch,
+            author_name,
+            author_email,
+        } => {
+            let fallback = Identity {
+                name: author_name.clone(),
+                email: author_email.clone(),
+            };
+            match remote::merge_default(worktree, default_branch, &fallback) {
+                Ok(pulled) => Answer::Merged(pulled),
+                Err(MergeError::Refused(message)) => Answer::Refused {
+                    conflict: true,
+                    message,
+                },
+                Err(MergeError::Git(e)) => refused(e),
+            }
+        }
     }
 }
 
