@@ -519,6 +519,52 @@ async fn a_codebolt_commit_never_writes_through_a_reflog_link_the_agent_planted(
     t.server.stop().await;
 }
 
+/// CodeBolt's `gitPull` merges the default branch into the worktree with `git merge`, which
+/// appends the move to the worktree's HEAD reflog by path, in the worktree's git dir that the
+/// agent writes. The agent replaces that reflog with a symlink to a file outside, then pulls a
+/// default branch that moved on: the merge runs in its sandbox (`git::boxed`), where the link
+/// leads nowhere, so the file outside is never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codebolt_pull_never_writes_through_a_reflog_link_the_agent_planted() {
+    let mut t = Team::start().await;
+    let victim = t.outside.target().join("victim.txt");
+    std::fs::write(&victim, "VICTIM\n").unwrap();
+    let order = json!({"mode": "pull", "victim": victim});
+    let model = format!("codebolt:{}", racer().display());
+    let (task, _) = t.task("puller", &order.to_string(), &model).await;
+    t.seen.of_task("task.worktree_created", id(&task)).await;
+    // The default branch moves on, so the pull fast-forwards the task's branch.
+    crate::helpers::commit_file(t.checkout.path(), "later.txt", &racer().join("swap.py"));
+    std::fs::write(worktree(&task).join("go.txt"), "go\n").unwrap();
+    t.seen.of_task("turn.ended", id(&task)).await;
+    let said = t
+        .seen
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.data["kind"] == "agent.text" && e.data["task_id"] == id(&task))
+        .expect("the racer reported")
+        .data["payload"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    eprintln!("C1c pull: {said}");
+    let report: Value = serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert_eq!(report["go"], true, "the racer saw the sign: {report}");
+    assert!(
+        report["planted"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("logs/HEAD")),
+        "the agent planted its link: {report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "VICTIM\n",
+        "a pull appended to a file outside through the agent's link: {report}"
+    );
+    t.server.stop().await;
+}
+
 /// C2: a fork's first start copies the forked session's Claude Code transcript into the
 /// fork's session directory. The fork's agent (its own transcript removed, so its next start
 /// is a fork again) replaces that copy's destination with a symlink to the project's
