@@ -81,6 +81,10 @@ pub struct Access {
     /// A worktree's git data, bound in this order after `read_only` (writable or not, the
     /// path): [`Access::worktree`].
     pub git: Vec<(bool, PathBuf)>,
+    /// Directories shown empty and writable, each a tmpfs of the process's own, mounted after
+    /// `git`: an agent's own view of a shared directory byre itself writes by path outside
+    /// the sandbox (the project's `logs/`, whose reflogs git appends to by path).
+    pub private: Vec<PathBuf>,
     /// Single files bound read-only: (the file on the host, where the process sees it).
     pub files: Vec<(PathBuf, PathBuf)>,
     /// The working directory.
@@ -126,7 +130,9 @@ impl Access {
     /// there, byre's own git (libgit2 for snapshots and views, the `git` binary for pulls and
     /// pushes, outside the sandbox) and the user's own `git` read, so only the parts that hold
     /// data are writable ([`Access::git`], in this order): the common dir read-only, then
-    /// `objects`, `refs`, `logs` and the worktree's own git dir read-write, then, read-only
+    /// `objects`, `refs` and the worktree's own git dir read-write, `logs` a private tmpfs
+    /// (byre's own ref moves outside append to its reflogs by path, so no agent may plant a
+    /// link there; an agent's reflogs last as long as its sandbox), then, read-only
     /// again, what would redirect or configure a git run — the worktree's `.git` file, its git
     /// dir's `commondir`, `gitdir` and `config.worktree`, and `objects/info` (alternates);
     /// and `objects/pack`, the project's packed history, which no agent may delete or rewrite
@@ -171,8 +177,12 @@ impl Access {
             return self;
         };
         bind(false, common.clone());
-        for dir in ["objects", "refs", "logs"] {
+        for dir in ["objects", "refs"] {
             bind(true, common.join(dir));
+        }
+        let logs = common.join("logs");
+        if std::fs::canonicalize(&logs).is_ok_and(|c| c == logs) {
+            self.private.push(logs);
         }
         bind(true, admin.clone());
         bind(false, common.join("objects/info"));
@@ -444,6 +454,11 @@ impl Sandbox {
             let option = if *writable { "--bind" } else { "--ro-bind" };
             push(&mut argv, option, p, p);
         }
+        // Empty: a tmpfs shows nothing of what lies below it.
+        for p in &access.private {
+            argv.push("--tmpfs".into());
+            argv.push(p.as_os_str().to_owned());
+        }
         for (host, inside) in &access.files {
             push(&mut argv, "--ro-bind", host, inside);
         }
@@ -658,7 +673,6 @@ mod tests {
                 (false, common.clone()),
                 (true, common.join("objects")),
                 (true, common.join("refs")),
-                (true, common.join("logs")),
                 (true, admin.clone()),
                 (false, common.join("objects/info")),
                 (false, common.join("objects/pack")),
@@ -668,6 +682,7 @@ mod tests {
                 (false, wt.join(".git")),
             ]
         );
+        assert_eq!(access.private, [common.join("logs")]);
         // A symlink is never bound (bwrap would bind what it points at).
         std::fs::remove_dir_all(common.join("refs")).expect("refs");
         std::os::unix::fs::symlink(&root, common.join("refs")).expect("symlink");

@@ -565,6 +565,48 @@ async fn a_codebolt_pull_never_writes_through_a_reflog_link_the_agent_planted() 
     t.server.stop().await;
 }
 
+/// byre's own ref moves outside the sandbox (a squash merge moving the default branch) append
+/// to the ref's reflog by path, in the project's `logs/`. The agent replaces the default
+/// branch's reflog with a symlink to a file outside, then its task is merged: an agent's
+/// `logs/` is its sandbox's own (a private tmpfs), so the link never reaches the project's and
+/// the merge never writes the file outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_never_writes_through_a_default_branch_reflog_link_an_agent_planted() {
+    let mut t = Team::start().await;
+    let victim = t.outside.target().join("victim.txt");
+    std::fs::write(&victim, "VICTIM\n").unwrap();
+    let order = json!({"mode": "reflog", "ref": "refs/heads/main", "victim": victim});
+    let model = format!("codebolt:{}", racer().display());
+    let (task, _) = t.task("planter", &order.to_string(), &model).await;
+    t.seen.of_task("snapshot.taken", id(&task)).await;
+    let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
+    let r = t.ada.call("updateMe", &[], &[], Some(me)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = t
+        .ada
+        .call(
+            "mergeTask",
+            &[id(&task)],
+            &[],
+            Some(json!({"merge_title": "Planted"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let merged = t.seen.of_task("task.merged", id(&task)).await;
+    eprintln!("merge: {merged}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "VICTIM\n",
+        "the merge appended to a file outside through the agent's link"
+    );
+    let log = t.checkout.path().join(".git/logs/refs/heads/main");
+    assert!(
+        !std::fs::symlink_metadata(&log).is_ok_and(|m| m.file_type().is_symlink()),
+        "the agent's link reached the project's logs"
+    );
+    t.server.stop().await;
+}
+
 /// C2: a fork's first start copies the forked session's Claude Code transcript into the
 /// fork's session directory. The fork's agent (its own transcript removed, so its next start
 /// is a fork again) replaces that copy's destination with a symlink to the project's
