@@ -434,19 +434,31 @@ async fn a_claude_agent_racing_symlink_swaps_uploads_nothing_from_outside_to_the
 async fn codebolt_race(t: &mut Team, order: Value) -> Value {
     let model = format!("codebolt:{}", racer().display());
     let (task, _) = t.task("racer", &order.to_string(), &model).await;
-    t.seen.of_task("turn.ended", id(&task)).await;
+    racer_report(t, &task).await
+}
+
+/// What the CodeBolt racer of `task` reported, once its turn ended.
+async fn racer_report(t: &mut Team, task: &Value) -> Value {
+    t.seen.of_task("turn.ended", id(task)).await;
     let said = t
         .seen
         .events
         .iter()
         .rev()
-        .find(|e| e.data["kind"] == "agent.text" && e.data["task_id"] == id(&task))
+        .find(|e| e.data["kind"] == "agent.text" && e.data["task_id"] == id(task))
         .unwrap_or_else(|| panic!("the racer reported nothing"))
         .data["payload"]["text"]
         .as_str()
         .unwrap()
         .to_owned();
     serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}"))
+}
+
+/// A file outside every sandbox, holding `VICTIM`, for an agent's link to point at.
+fn victim(t: &Team) -> PathBuf {
+    let victim = t.outside.target().join("victim.txt");
+    std::fs::write(&victim, "VICTIM\n").unwrap();
+    victim
 }
 
 /// C1c: CodeBolt's `readFile` and `writeToFile` check the path, then open it by path; with a
@@ -495,8 +507,7 @@ async fn a_codebolt_agent_racing_symlink_swaps_reads_and_writes_nothing_outside(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codebolt_commit_never_writes_through_a_reflog_link_the_agent_planted() {
     let mut t = Team::start().await;
-    let victim = t.outside.target().join("victim.txt");
-    std::fs::write(&victim, "VICTIM\n").unwrap();
+    let victim = victim(&t);
     let report = codebolt_race(&mut t, json!({"mode": "reflog", "victim": victim})).await;
     eprintln!("C1c git: {report}");
     assert!(
@@ -527,8 +538,7 @@ async fn a_codebolt_commit_never_writes_through_a_reflog_link_the_agent_planted(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codebolt_pull_never_writes_through_a_reflog_link_the_agent_planted() {
     let mut t = Team::start().await;
-    let victim = t.outside.target().join("victim.txt");
-    std::fs::write(&victim, "VICTIM\n").unwrap();
+    let victim = victim(&t);
     let order = json!({"mode": "pull", "victim": victim});
     let model = format!("codebolt:{}", racer().display());
     let (task, _) = t.task("puller", &order.to_string(), &model).await;
@@ -536,20 +546,8 @@ async fn a_codebolt_pull_never_writes_through_a_reflog_link_the_agent_planted() 
     // The default branch moves on, so the pull fast-forwards the task's branch.
     crate::helpers::commit_file(t.checkout.path(), "later.txt", &racer().join("swap.py"));
     std::fs::write(worktree(&task).join("go.txt"), "go\n").unwrap();
-    t.seen.of_task("turn.ended", id(&task)).await;
-    let said = t
-        .seen
-        .events
-        .iter()
-        .rev()
-        .find(|e| e.data["kind"] == "agent.text" && e.data["task_id"] == id(&task))
-        .expect("the racer reported")
-        .data["payload"]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    eprintln!("C1c pull: {said}");
-    let report: Value = serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}"));
+    let report = racer_report(&mut t, &task).await;
+    eprintln!("C1c pull: {report}");
     assert_eq!(report["go"], true, "the racer saw the sign: {report}");
     assert!(
         report["planted"]
@@ -573,8 +571,7 @@ async fn a_codebolt_pull_never_writes_through_a_reflog_link_the_agent_planted() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_never_writes_through_a_default_branch_reflog_link_an_agent_planted() {
     let mut t = Team::start().await;
-    let victim = t.outside.target().join("victim.txt");
-    std::fs::write(&victim, "VICTIM\n").unwrap();
+    let victim = victim(&t);
     let order = json!({"mode": "reflog", "ref": "refs/heads/main", "victim": victim});
     let model = format!("codebolt:{}", racer().display());
     let (task, _) = t.task("planter", &order.to_string(), &model).await;
