@@ -843,6 +843,32 @@ pub async fn real_clis_on(
     (claude_bin, codex_bin, env)
 }
 
+/// A token-mode server (the users of [`TOKENS`]) whose agents are the real Claude Code and
+/// Codex CLIs pointed at `claude` and `codex`, with `more_env` added to their environment;
+/// `configure` sets the rest. Its data dir is not under /tmp: there Codex will not create its
+/// helper binaries.
+pub async fn token_server_on_real_clis(
+    claude: &byre_fake_models::FakeAnthropic,
+    codex: &byre_fake_models::FakeOpenAi,
+    more_env: Vec<(String, String)>,
+    configure: impl FnOnce(&mut Config),
+) -> TestServer {
+    let (claude_bin, codex_bin, mut env) = real_clis_on(claude, codex).await;
+    env.extend(more_env);
+    let tokens: HashMap<String, String> = TOKENS
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
+    let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
+    TestServer::spawn_configured(data, AuthMode::Token { tokens }, move |c| {
+        c.claude_bin = Some(claude_bin);
+        c.codex_bin = Some(codex_bin);
+        c.agent_env = env;
+        configure(c);
+    })
+    .await
+}
+
 /// The system's Python (`/usr/bin/python3`): a toolbox server's program must be one its
 /// sandbox shows (the system directories, node's install, the task's worktree), which a
 /// Python of the user's own (pyenv's, under `~`) is not.

@@ -19,13 +19,11 @@
 //! The outside target is a directory of the test's ([`Outside`]), holding [`SECRET`]: no
 //! sandbox binds it, so only byre can have carried its content in or a write out.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use byre::config::AuthMode;
 use byre_fake_models::{FakeAnthropic, FakeOpenAi};
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -97,21 +95,11 @@ impl Team {
         let codex = FakeOpenAi::fixture("codex_y_escape")
             .await
             .expect("fake API");
-        let (claude_bin, codex_bin, mut env) = crate::helpers::real_clis_on(&claude, &codex).await;
         let modules = tokio::task::spawn_blocking(byre_fake_models::codeboltjs_node_modules)
             .await
             .expect("install codeboltjs");
-        env.push(("NODE_PATH".into(), modules.display().to_string()));
-        let tokens: HashMap<String, String> = TOKENS
-            .iter()
-            .map(|(t, l)| (t.to_string(), l.to_string()))
-            .collect();
-        // Not under /tmp: there Codex will not create its helper binaries.
-        let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
-        let server = TestServer::spawn_configured(data, AuthMode::Token { tokens }, move |c| {
-            c.claude_bin = Some(claude_bin);
-            c.codex_bin = Some(codex_bin);
-            c.agent_env = env;
+        let node_path = vec![("NODE_PATH".into(), modules.display().to_string())];
+        let server = crate::helpers::token_server_on_real_clis(&claude, &codex, node_path, |c| {
             c.sandbox = true;
             c.reviews.enabled = false;
         })
