@@ -119,25 +119,35 @@ impl ClaudeDriver {
     /// start then fails, recorded as the turn's error.
     fn bring_transcript(&self, fork: &super::ForkSpec, session_id: &str, cwd: &Path) {
         let from_rel = transcript_rel(&fork.cwd, &fork.vendor_session_id);
-        let own = self.config_root(&fork.session_id).ok();
-        let from = match own {
-            Some(own) if own.exists(&from_rel) => Some(own),
-            _ => Dir::open(&self.shared_config_dir()).ok(),
+        // Where the forked session's transcript is: its own config dir, else the shared one.
+        let find = || {
+            let own = self.config_root(&fork.session_id).ok();
+            match own {
+                Some(own) if own.exists(&from_rel) => Some(own),
+                _ => Dir::open(&self.shared_config_dir())
+                    .ok()
+                    .filter(|d| d.exists(&from_rel)),
+            }
+        };
+        let holds_cut = |from: &Dir| {
+            from.read(&from_rel, Links::Refuse, super::MAX_TRANSCRIPT_BYTES)
+                .is_ok_and(|t| String::from_utf8_lossy(&t).contains(&fork.at))
+        };
+        // The forked session's CLI may not have written its transcript yet, or still be
+        // writing the message the fork is cut at (it writes lazily): wait for both, at most
+        // 10 s, so the copy holds it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let from = loop {
+            let found = find();
+            if found.as_ref().is_some_and(holds_cut) || std::time::Instant::now() >= deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         };
         let Some(from) = from else {
             tracing::warn!("the forked session's transcript is not there");
             return;
         };
-        // The forked session's CLI may still be writing the message the fork is cut at (it
-        // writes its transcript lazily): wait for it, at most 10 s, so the copy holds it.
-        let holds_cut = || {
-            from.read(&from_rel, Links::Refuse, super::MAX_TRANSCRIPT_BYTES)
-                .is_ok_and(|t| String::from_utf8_lossy(&t).contains(&fork.at))
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !holds_cut() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
         let to_rel = transcript_rel(cwd, &fork.vendor_session_id);
         if let Err(e) = self
             .config_root(session_id)
