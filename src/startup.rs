@@ -7,7 +7,7 @@
 //! requests, end event streams and reactors, let the writer drain its queue and write a
 //! checkpoint.
 
-use std::fs::File;
+use std::fs::{File, TryLockError};
 use std::net::TcpListener;
 use std::sync::Arc;
 
@@ -134,12 +134,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let lock_path = config.data_dir.join("byre.lock");
     let lock = File::create(&lock_path)
         .with_context(|| format!("cannot create {}", lock_path.display()))?;
-    lock.try_lock().map_err(|_| {
-        anyhow::anyhow!(
-            "another byre server is using the data dir {}",
-            config.data_dir.display()
-        )
-    })?;
+    lock_data_dir(&lock, &config.data_dir).await?;
 
     let log_path = config.log_path();
     byre_log::projection_snapshot::remove_leftover(&log_path);
@@ -393,4 +388,40 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         browsers,
         _lock: lock,
     })
+}
+
+/// How long start-up waits for the data dir's lock before it gives up. A server that has just
+/// stopped may still look alive for a moment: every process forked in that moment (by any
+/// thread of byre, or of a test binary running many servers) holds a copy of its lock's file
+/// until it execs; and a restart under a service manager may overlap the old process's exit.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes the data dir's exclusive lock (`byre.lock`), retrying for up to [`LOCK_WAIT`] while
+/// another holder has it; then fails with the one-server-per-data-dir message.
+async fn lock_data_dir(lock: &File, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let mut waited = false;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                if !waited {
+                    tracing::info!(data_dir = %data_dir.display(), "waiting for the data dir's lock");
+                    waited = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(TryLockError::WouldBlock) => {
+                anyhow::bail!(
+                    "another byre server is using the data dir {}",
+                    data_dir.display()
+                )
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(e).with_context(|| {
+                    format!("cannot lock {}", data_dir.join("byre.lock").display())
+                })
+            }
+        }
+    }
 }
