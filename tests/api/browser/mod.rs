@@ -27,6 +27,7 @@ mod resume;
 mod reviews;
 mod signin;
 mod speed;
+mod stolen_cookie;
 mod subagents;
 mod subtasks;
 mod task_flow;

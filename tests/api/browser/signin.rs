@@ -19,7 +19,8 @@ const OPEN_STREAM: &str = r#"
     es.onmessage = (m) => window.__events.push(JSON.parse(m.data));
 "#;
 
-async fn sign_in(b: &Browser, token: &str) {
+/// Types `token` into the sign-in form and submits it.
+pub(super) async fn sign_in(b: &Browser, token: &str) {
     let input = b.testid("signin-token", "").await;
     input.clear().await.expect("clear");
     input.send_keys(token).await.expect("type the token");
