@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
+pub mod env;
 pub mod hands;
 pub mod ops;
 

@@ -77,8 +77,8 @@ impl Drop for Group {
     }
 }
 
-/// `bash`: `SHELL -l -c command` in the home directory, in its own process group, stdout and
-/// stderr into one pipe; killed (with its group) at `timeout_ms` (exit code −1). Whatever the
+/// `bash`: `SHELL -l -c command` in the home directory, with only the variables
+/// [`super::env`] passes on, in its own process group, stdout and stderr into one pipe; killed (with its group) at `timeout_ms` (exit code −1). Whatever the
 /// command left running in its group is killed when it exits.
 pub async fn bash(request: &Value) -> Result<Value, String> {
     let command = request["command"]
@@ -92,6 +92,9 @@ pub async fn bash(request: &Value) -> Result<Value, String> {
     cmd.arg("-l")
         .arg("-c")
         .arg(&command)
+        .env_clear()
+        .envs(super::env::for_commands())
+        .env("HOME", home_dir())
         .current_dir(home_dir())
         .stdin(Stdio::null())
         .stdout(writer.try_clone().map_err(|e| e.to_string())?)

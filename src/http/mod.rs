@@ -21,6 +21,7 @@ mod me;
 mod projects;
 mod reviews;
 pub mod security;
+pub mod serve_socket;
 mod sessions;
 mod snapshots;
 mod status;
@@ -34,6 +35,7 @@ mod workflows;
 
 pub use crate::app::tools::MAX_TOOL_ARGS_BYTES;
 pub use error::ApiError;
+pub use serve_socket::serve_socket_path;
 pub use table::json_errors;
 use table::RouteTable;
 

@@ -20,7 +20,9 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::helpers::{agent_tool, kinds, local_ada, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{
+    agent_tool, fake_claude_env, kinds, local_ada, Api, Sse, SseEvent, TestServer,
+};
 use crate::process::byre_bin;
 
 /// How long a test waits for the real CLI's turns, the client's lines and its exit.
@@ -125,11 +127,7 @@ async fn bench() -> (TestServer, FakeAnthropic, Api, String, TempDir, Sse) {
     let url = fake.url.clone();
     let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
         c.claude_bin = Some(bin);
-        c.agent_env = vec![
-            ("ANTHROPIC_BASE_URL".into(), url),
-            ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-            ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-        ];
+        c.agent_env = fake_claude_env(&url);
     })
     .await;
     let api = server.api();
@@ -679,11 +677,7 @@ async fn team_bench() -> (TestServer, FakeAnthropic, Api, String, TempDir, Sse) 
         byre::config::AuthMode::Token { tokens },
         move |c| {
             c.claude_bin = Some(bin);
-            c.agent_env = vec![
-                ("ANTHROPIC_BASE_URL".into(), url),
-                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-                ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-            ];
+            c.agent_env = fake_claude_env(&url);
         },
     )
     .await;
@@ -719,15 +713,7 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
     let (task_id, _) = start_task(&ada, &project_id, "Just say hi").await;
     first_turn(&mut sse, &task_id).await;
     let session_id = ada.first_session_id(&task_id).await;
-    let said = bob
-        .call(
-            "sendMessage",
-            &[&session_id],
-            &[],
-            Some(json!({"text": "Please use my machine"})),
-        )
-        .await;
-    assert_eq!(said.status, 202, "{:?}", said.body);
+    bob.send_message(&session_id, "Please use my machine").await;
     let results = tool_results(&first_turn(&mut sse, &task_id).await);
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(
@@ -760,15 +746,7 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
         &["--token", token_of("ada")],
     );
     ada_machine.line("connected to").await;
-    let said = bob
-        .call(
-            "sendMessage",
-            &[&session_id],
-            &[],
-            Some(json!({"text": "Please use my machine"})),
-        )
-        .await;
-    assert_eq!(said.status, 202, "{:?}", said.body);
+    bob.send_message(&session_id, "Please use my machine").await;
     let results = tool_results(&first_turn(&mut sse, &task_id).await);
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(
@@ -801,15 +779,7 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
     assert!(listed(&status.body, "ada"), "{}", status.body["clients"]);
 
     // Ada's own message runs on her machine, and on hers only.
-    let said = ada
-        .call(
-            "sendMessage",
-            &[&session_id],
-            &[],
-            Some(json!({"text": "Please use my machine"})),
-        )
-        .await;
-    assert_eq!(said.status, 202, "{:?}", said.body);
+    ada.send_message(&session_id, "Please use my machine").await;
     let results = tool_results(&first_turn(&mut sse, &task_id).await);
     assert_eq!(results.len(), 3, "bash, upload, download: {results:?}");
     assert!(results[0].contains("on `ada-laptop`"), "{}", results[0]);

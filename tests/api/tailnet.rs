@@ -13,11 +13,9 @@ use byre_fake_models::FakeAnthropic;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use crate::claude::TURN_WAIT;
-use crate::helpers::{until_kind, Api, TestServer};
+use crate::helpers::{fake_claude_env, handshake_status, until_kind, Api, TestServer};
 
 /// Where byre listens for `tailscale serve` in tailscale mode (docs/operating.md).
 pub fn serve_socket(data: &Path) -> PathBuf {
@@ -184,11 +182,7 @@ async fn tailnet(with_agents: bool) -> Tailnet {
             if let Some(bin) = claude_bin {
                 c.claude_bin = Some(bin);
             }
-            c.agent_env = vec![
-                ("ANTHROPIC_BASE_URL".into(), url),
-                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-                ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-            ];
+            c.agent_env = fake_claude_env(&url);
         },
     )
     .await;
@@ -216,24 +210,6 @@ async fn get_tcp(server: &TestServer, path: &str, headers: &[(&str, &str)]) -> (
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-/// The status of a WebSocket handshake to `base` + `path` with `headers` (101 when it
-/// opened).
-async fn socket_status(base: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
-    let url = format!("{}{path}", base.replacen("http://", "ws://", 1));
-    let mut req = url.into_client_request().expect("ws request");
-    for (n, v) in headers {
-        let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(n.as_bytes())
-            .expect("header name");
-        req.headers_mut()
-            .insert(name, HeaderValue::from_str(v).expect("header"));
-    }
-    match tokio_tungstenite::connect_async(req).await {
-        Ok((_, resp)) => resp.status().as_u16(),
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
-        Err(e) => panic!("{path}: the handshake failed without an answer: {e}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tailscale_headers_count_on_the_serve_socket_only_never_on_the_tcp_port() {
     let t = tailnet(false).await;
@@ -258,20 +234,35 @@ async fn tailscale_headers_count_on_the_serve_socket_only_never_on_the_tcp_port(
     }
     let terminal = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
     for path in [terminal.as_str(), "/api/clients/connect"] {
-        let status = socket_status(&t.server.url, path, &[claim[0], ("Byre-Host", "laptop")]).await;
+        let status =
+            handshake_status(&t.server.url, path, &[claim[0], ("Byre-Host", "laptop")]).await;
         assert_eq!(status, 401, "{path} on TCP");
-        let status = socket_status(&t.ada.url, path, &[("Byre-Host", "laptop")]).await;
+        let status = handshake_status(&t.ada.url, path, &[("Byre-Host", "laptop")]).await;
         assert_eq!(status, 101, "{path} through tailscale serve");
     }
 
     // On the socket, only the public names are served: loopback names are the TCP door's.
-    let rebound = t
-        .ada
-        .api()
-        .with_header("Host", &format!("localhost:{port}"))
-        .get_me()
-        .await;
-    assert_eq!(rebound.status, 421, "{:?}", rebound.body);
+    for host in [
+        format!("localhost:{port}"),
+        "rebind.attacker.example".to_owned(),
+    ] {
+        let resp = reqwest::Client::new()
+            .get(format!("{}/api/me", t.ada.url))
+            .header("Host", &host)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(
+            resp.status().as_u16(),
+            421,
+            "Host {host} through tailscale serve"
+        );
+        let body: Value = resp.json().await.unwrap();
+        assert!(
+            body["message"].as_str().unwrap().contains("tailnet name"),
+            "{body}"
+        );
+    }
 
     // Only byre's user (and root, tailscaled) can reach the socket.
     let socket = serve_socket(t.server.data.path());
@@ -321,15 +312,7 @@ async fn an_agent_cannot_become_another_tailnet_user() {
     );
     let worktree = PathBuf::from(task["worktree_path"].as_str().unwrap());
     std::fs::write(worktree.join("escape.sh"), script).unwrap();
-    let r = ada
-        .call(
-            "sendMessage",
-            &[&session],
-            &[],
-            Some(json!({"text": "Run the escape script"})),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{:?}", r.body);
+    ada.send_message(&session, "Run the escape script").await;
     until_kind(&mut sse, "turn.ended", TURN_WAIT).await;
 
     let seen: String = t

@@ -8,12 +8,10 @@
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use super::signin::sign_in;
 use super::Browser;
-use crate::helpers::{TestServer, TOKENS};
+use crate::helpers::{handshake_status, TestServer, TOKENS};
 
 /// A "preview" on another loopback port: answers every request with a small page and keeps
 /// the request heads it got (what a bob's agent would log).
@@ -105,25 +103,6 @@ async fn replay(
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-/// The status of the terminal socket's handshake replayed with the stolen `cookie`.
-async fn replay_socket(base: &str, path: &str, cookie: &str, csrf: Option<&str>) -> u16 {
-    let url = format!("{}{path}", base.replacen("http://", "ws://", 1));
-    let mut req = url.into_client_request().expect("ws request");
-    let headers = req.headers_mut();
-    headers.insert(
-        "Cookie",
-        HeaderValue::from_str(&format!("byre_session={cookie}")).unwrap(),
-    );
-    if let Some(csrf) = csrf {
-        headers.insert("X-Byre-CSRF", HeaderValue::from_str(csrf).unwrap());
-    }
-    match tokio_tungstenite::connect_async(req).await {
-        Ok((_, resp)) => resp.status().as_u16(),
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
-        Err(e) => panic!("{path}: the handshake failed without an answer: {e}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sign_in_cookie_another_port_received_is_worth_nothing_replayed() {
     let server = TestServer::spawn_team().await;
@@ -187,7 +166,10 @@ async fn a_sign_in_cookie_another_port_received_is_worth_nothing_replayed() {
                 "{path} on the stolen cookie, X-Byre-CSRF {csrf:?}: {body}"
             );
         }
-        let status = replay_socket(base, &terminal, &cookie, csrf).await;
+        let cookie_header = format!("byre_session={cookie}");
+        let mut headers = vec![("Cookie", cookie_header.as_str())];
+        headers.extend(csrf.map(|c| ("X-Byre-CSRF", c)));
+        let status = handshake_status(base, &terminal, &headers).await;
         assert_eq!(
             status, 401,
             "the terminal on the stolen cookie, X-Byre-CSRF {csrf:?}"
