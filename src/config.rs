@@ -4,30 +4,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How callers are identified (DESIGN.md "Identity").
-#[derive(Debug, Clone)]
-pub enum AuthMode {
-    /// One local user; the listener must be loopback.
-    Local {
-        /// The one login every request runs as.
-        login: String,
-    },
-    /// `tailscale serve` in front: the `Tailscale-User-Login` (and `-Name`) headers, trusted
-    /// only on the Unix socket it forwards to (`http::serve_socket`), never on TCP.
-    Tailscale,
-    /// `Authorization: Bearer <token>`, each token mapped to a login.
-    Token {
-        /// Token → login.
-        tokens: HashMap<String, String>,
-    },
-}
-
-impl AuthMode {
-    /// Whether this mode authenticates callers, so byre may listen beyond loopback.
-    pub fn authenticates(&self) -> bool {
-        !matches!(self, AuthMode::Local { .. })
-    }
-}
+pub use byre_app::settings::{
+    AuthMode, ReviewConfig, DEFAULT_CLAUDE_REVIEWER, DEFAULT_CODEX_REVIEWER,
+};
 
 /// Everything `startup::run` needs besides the listener.
 #[derive(Debug, Clone)]
@@ -73,13 +52,13 @@ pub struct Config {
     pub browser_allow: Vec<String>,
     /// When agent processes may start and when idle ones stop (`serve --agent-memory-floor`,
     /// `--agent-idle-stop`; both off in `Config::new`).
-    pub agents: AgentLimits,
+    pub agents: byre_agents::AgentLimits,
     /// Host names served besides the listen address and loopback (`serve --public-host`,
     /// `NAME` or `NAME:PORT`): the tailscale name, a reverse proxy's name (`http::edge`).
     pub public_hosts: Vec<String>,
     /// Whether every agent process runs in its bubblewrap sandbox (`serve --sandbox on|off`;
     /// on by default, in `Config::new` too). Off, every agent can act as every user
-    /// (`docs/sandbox.md`); `crate::vendors::sandbox::Sandbox::start` decides at start-up.
+    /// (`docs/sandbox.md`); `byre_agents::sandbox::Sandbox::start` decides at start-up.
     pub sandbox: bool,
     /// Where projects' repositories may be (`serve --repos-root`, canonical), checked by
     /// `createProject` (docs/security.md); `None`: anywhere (local mode without roots, and
@@ -113,57 +92,6 @@ pub const DEFAULT_SIGNIN_ATTEMPTS: u32 = 300;
 /// `serve --signin-window`'s default.
 pub const DEFAULT_SIGNIN_WINDOW: &str = "1h";
 
-/// How many agent processes one machine holds (README.md, "Many agents on one machine").
-#[derive(Debug, Clone)]
-pub struct AgentLimits {
-    /// A new agent process starts only while the machine's available memory is at least this
-    /// many bytes; other starts wait, first come first started. 0: no floor.
-    pub memory_floor_bytes: u64,
-    /// Where the available memory is read: a Linux `/proc/meminfo` (its `MemAvailable` line).
-    /// A file that cannot be read (macOS has none) admits every start.
-    pub meminfo: PathBuf,
-    /// How often a waiting start looks at the memory again.
-    pub admission_poll: Duration,
-    /// An agent process with no turn running (and no subagent) for this long is stopped; its
-    /// session's next message resumes the conversation in a fresh process. Zero: never.
-    pub idle_stop: Duration,
-    /// The bounds on what an agent process sends (`serve --max-event-bytes`,
-    /// `--max-line-bytes`).
-    pub output: OutputLimits,
-}
-
-/// The bounds on agent output (docs/limits.md; `vendors::bounds`).
-#[derive(Debug, Clone, Copy)]
-pub struct OutputLimits {
-    /// Most bytes of one event's payload: agent text, tool inputs and outputs beyond it are
-    /// cut with a marker and kept whole as a blob; the raw vendor line is dropped.
-    pub max_event_bytes: usize,
-    /// Most bytes of one output line of an agent process: a longer line ends the process and
-    /// its turn with an error, never held whole.
-    pub max_line_bytes: usize,
-}
-
-impl Default for OutputLimits {
-    fn default() -> Self {
-        OutputLimits {
-            max_event_bytes: crate::vendors::bounds::DEFAULT_MAX_EVENT_BYTES,
-            max_line_bytes: crate::vendors::bounds::DEFAULT_MAX_LINE_BYTES,
-        }
-    }
-}
-
-impl Default for AgentLimits {
-    fn default() -> Self {
-        AgentLimits {
-            memory_floor_bytes: 0,
-            meminfo: PathBuf::from("/proc/meminfo"),
-            admission_poll: Duration::from_secs(1),
-            idle_stop: Duration::ZERO,
-            output: OutputLimits::default(),
-        }
-    }
-}
-
 /// `serve --agent-memory-floor`'s default: room for one more Claude Code process (100–350 MB)
 /// with some to spare.
 pub const DEFAULT_AGENT_MEMORY_FLOOR: &str = "512MiB";
@@ -175,7 +103,7 @@ pub const DEFAULT_AGENT_IDLE_STOP: &str = "15m";
 /// # Errors
 /// What is wrong with the text, for the user.
 pub fn parse_memory_floor(text: &str) -> Result<u64, String> {
-    crate::log::bus::parse_size_or_zero(text).map(|n| n as u64)
+    byre_log::bus::parse_size_or_zero(text).map(|n| n as u64)
 }
 
 /// Parses a duration for `--agent-idle-stop`: `0` (never), or a whole number with a unit of
@@ -204,38 +132,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("`{text}` is too long"))
 }
 
-/// How snapshots are reviewed (README.md, "Reviews").
-#[derive(Debug, Clone)]
-pub struct ReviewConfig {
-    /// Whether each snapshot gets a review.
-    pub enabled: bool,
-    /// The Claude Code reviewer's model (reviews Codex and CodeBolt tasks).
-    pub claude_model: String,
-    /// The Codex reviewer's model (reviews Claude Code tasks).
-    pub codex_model: String,
-    /// At most this many reviewers run at once across the server; the rest wait.
-    pub max_running: usize,
-    /// A reviewer running longer is stopped and its review failed.
-    pub timeout: Duration,
-}
-
-impl Default for ReviewConfig {
-    fn default() -> Self {
-        ReviewConfig {
-            enabled: false,
-            claude_model: DEFAULT_CLAUDE_REVIEWER.into(),
-            codex_model: DEFAULT_CODEX_REVIEWER.into(),
-            max_running: 2,
-            timeout: Duration::from_secs(600),
-        }
-    }
-}
-
-/// The Claude Code reviewer's default model.
-pub const DEFAULT_CLAUDE_REVIEWER: &str = "sonnet";
-/// The Codex reviewer's default model.
-pub const DEFAULT_CODEX_REVIEWER: &str = "gpt-5.5";
-
 impl Config {
     /// A config with defaults for `data_dir` and `auth`.
     pub fn new(data_dir: PathBuf, auth: AuthMode) -> Config {
@@ -251,14 +147,14 @@ impl Config {
             agent_env: Vec::new(),
             byre_bin: None,
             tailscale_bin: None,
-            stream_buffer_bytes: crate::log::bus::DEFAULT_LIMIT_BYTES,
+            stream_buffer_bytes: byre_log::bus::DEFAULT_LIMIT_BYTES,
             reviews: ReviewConfig::default(),
             chromium_bin: None,
-            browser_allow: crate::app::browser::DEFAULT_ALLOW
+            browser_allow: byre_browser::DEFAULT_ALLOW
                 .iter()
                 .map(|h| h.to_string())
                 .collect(),
-            agents: AgentLimits::default(),
+            agents: byre_agents::AgentLimits::default(),
             public_hosts: Vec::new(),
             sandbox: true,
             repos_roots: None,
@@ -270,14 +166,33 @@ impl Config {
         }
     }
 
+    /// What the application layer starts with.
+    pub fn app_settings(&self) -> byre_app::settings::Settings {
+        byre_app::settings::Settings {
+            data_dir: self.data_dir.clone(),
+            auth: self.auth.clone(),
+            default_model: self.default_model.clone(),
+            stuck_after_seconds: self.stuck_after_seconds,
+            tailscale_bin: self.tailscale_bin.clone(),
+            reviews: self.reviews.clone(),
+            repos_roots: self.repos_roots.clone(),
+        }
+    }
+
+    /// What the agent runtime starts with.
+    pub fn agent_settings(&self) -> byre_agents::Settings {
+        byre_agents::Settings {
+            data_dir: self.data_dir.clone(),
+            claude_bin: self.claude_bin.clone(),
+            codex_bin: self.codex_bin.clone(),
+            agent_env: self.agent_env.clone(),
+            limits: self.agents.clone(),
+        }
+    }
+
     /// The log file.
     pub fn log_path(&self) -> PathBuf {
         log_path(&self.data_dir)
-    }
-
-    /// Where task worktrees go: `{data_dir}/worktrees/{project_id}/{task_id}`.
-    pub fn worktrees_root(&self) -> PathBuf {
-        self.data_dir.join("worktrees")
     }
 }
 

@@ -1,41 +1,23 @@
 //! byre: a server that runs AI coding agents on a team's git repositories, event-sourced on one
-//! append-only redb log. See ARCHITECTURE.md for the map.
+//! append-only redb log. See ARCHITECTURE.md for the map and its crate graph.
 //!
-//! Layout:
-//! - [`log`]: the redb log, the single writer (group commit), subscriptions.
-//! - [`startup`]: builds the running server from a bound listener and a data dir.
-//! - [`app`]: the application layer: every operation, once, for every adapter.
-//! - [`http`]: the REST, SSE and WebSocket handlers of `schema/byre.openapi.yaml`.
-//! - [`identity`]: who is calling (local, Tailscale headers, bearer tokens).
-//! - [`git`]: repository facts and worktrees, through git2.
-//! - [`reactors`]: effects that follow committed events (worktrees).
-//! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, session tokens).
-//! - [`api`]: the contract's JSON types, converted from the projections.
-//! - [`codebolt`]: the WebSocket CodeBolt agents speak, and what their requests do.
-//! - [`terminal`]: task terminals: login shells on ptys, their scrollback and viewers.
-//! - [`private_files`]: the data dir 0700, the umask 077, the user's modes in their checkout.
-//! - [`archive`]: the gzipped tars of client transfers, packed and safely unpacked.
-//! - [`client`]: `byre client`, the user's machine serving agents' requests.
+//! This crate is the adapters and what starts them; the layers they call are crates of their
+//! own (byre-app, byre-agents, byre-log, byre-git, …), so none of them can call back here.
+//! - [`http`]: the REST, SSE and WebSocket handlers of `schema/byre.openapi.yaml`, and who is
+//!   calling (`http::identity`: local, Tailscale headers, bearer tokens, sign-ins).
+//! - [`mcp`]: the agents' byre tools over MCP (`byre mcp`, a stdio server).
+//! - [`codebolt`]: the WebSocket CodeBolt agents speak, translated into operations.
+//! - [`startup`]: builds the running server from a bound listener and a [`config::Config`].
+//! - [`config`]: the CLI's configuration, which builds each layer's own settings.
 //! - [`cli`]: `byre serve | client | log | rebuild | replay`.
 #![warn(missing_docs)]
 
-pub mod api;
-pub mod app;
-pub mod archive;
 pub mod cli;
-pub mod client;
 pub mod codebolt;
 pub mod config;
-pub mod git;
 pub mod http;
-pub mod identity;
-pub mod log;
 pub mod mcp;
-pub mod private_files;
-pub mod reactors;
 pub mod startup;
-pub mod terminal;
-pub mod vendors;
 
 /// The git commit this binary was built from (`build.rs`: `git rev-parse HEAD`, the
 /// `BYRE_COMMIT` build variable, else `unknown`). `getStatus` reports it as the `commit` of

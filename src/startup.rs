@@ -15,10 +15,10 @@ use actix_web::{dev::ServerHandle, middleware, web, App as ActixApp, HttpServer}
 use anyhow::Context;
 use tokio::sync::watch;
 
-use crate::app::{status::Clients, Ctx};
 use crate::config::Config;
 use crate::http;
-use crate::log::{writer::WriterThread, Store, Writer};
+use byre_app::{status::Streams, Ctx};
+use byre_log::{writer::WriterThread, Store, Writer};
 
 /// A running byre server.
 pub struct Running {
@@ -32,7 +32,7 @@ pub struct Running {
     writer_thread: WriterThread,
     reactors: Vec<tokio::task::JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
-    browsers: Arc<crate::app::browser::Browsers>,
+    browsers: Arc<byre_browser::Browsers>,
     _lock: File,
 }
 
@@ -93,7 +93,7 @@ impl Running {
 /// The data dir cannot be created or is locked by another server; the log cannot be opened or
 /// folded (with the seq of the first undecodable event); the listener is not loopback and the
 /// auth mode does not authenticate; token or tailscale mode where the agent sandbox cannot
-/// run and `--sandbox off` was not given (`vendors::sandbox::Sandbox::start`).
+/// run and `--sandbox off` was not given (`byre_agents::sandbox::Sandbox::start`).
 pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     if !addr.ip().to_canonical().is_loopback() && !config.auth.authenticates() {
@@ -104,9 +104,13 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     // Before anything is made: a team server does not start without its sandbox (DESIGN.md
     // invariant 8) unless asked.
     // (Its trial run of bwrap is a process: off the async threads.)
-    let (wanted, auth) = (config.sandbox, config.auth.clone());
+    let (wanted, team_server) = (config.sandbox, config.auth.authenticates());
     let (sandbox, sandbox_warning) = tokio::task::spawn_blocking(move || {
-        crate::vendors::sandbox::Sandbox::start(wanted, &auth, std::env::var_os("PATH").as_deref())
+        byre_agents::sandbox::Sandbox::start(
+            wanted,
+            team_server,
+            std::env::var_os("PATH").as_deref(),
+        )
     })
     .await?
     .map_err(anyhow::Error::msg)?;
@@ -114,10 +118,10 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         tracing::warn!("{warning}");
     }
     let mut sandbox = sandbox;
-    crate::private_files::secure_data_dir(&config.data_dir)
+    byre_process::private_files::secure_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     // From here on every file byre (and every child it starts) makes is its user's alone.
-    crate::private_files::tighten_umask();
+    byre_process::private_files::tighten_umask();
     // Worktree paths are stored in events: make them absolute, whatever the server's cwd.
     config.data_dir = std::fs::canonicalize(&config.data_dir)
         .with_context(|| format!("cannot resolve {}", config.data_dir.display()))?;
@@ -138,15 +142,15 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })?;
 
     let log_path = config.log_path();
-    crate::log::snapshot::remove_leftover(&log_path);
-    let (store, mut folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+    byre_log::projection_snapshot::remove_leftover(&log_path);
+    let (store, folded) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let store = Store::open(&log_path)?;
         let started = std::time::Instant::now();
-        let folded = store.fold_from_snapshot()?;
+        let folded = store.fold_from_projection_snapshot()?;
         tracing::info!(
             last_seq = folded.state.last_seq,
             n_events = folded.state.n_events,
-            snapshot_seq = folded.snapshot_seq,
+            projection_snapshot_seq = folded.projection_snapshot_seq,
             n_events_folded = folded.n_events_folded,
             fold_ms = started.elapsed().as_secs_f64() * 1e3,
             "log folded"
@@ -155,13 +159,17 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     })
     .await??;
     // A decide-time setting: turn ends record whether their snapshot will be reviewed.
-    folded.state.reviews_on = config.reviews.enabled;
-    let (writer, writer_thread) = Writer::start_with(store, folded, config.stream_buffer_bytes);
+    let (writer, writer_thread) = Writer::start_with(
+        store,
+        folded,
+        config.stream_buffer_bytes,
+        config.reviews.enabled,
+    );
     let (shutdown, shutdown_rx) = watch::channel(false);
     let sessions: std::collections::HashSet<String> =
-        writer.read(|s| s.sessions.keys().cloned().collect());
-    let leftovers = crate::vendors::runtime::clear_leftovers(&config.data_dir, sessions).await;
-    let worktrees = crate::reactors::worktrees::Worktrees::new(writer.clone());
+        writer.read(|s| s.sessions.keys().map(|x| x.to_string()).collect());
+    let leftovers = byre_agents::runtime::clear_leftovers(&config.data_dir, sessions).await;
+    let worktrees = byre_app::reactors::worktrees::Worktrees::new(writer.clone());
     // Agents' MCP servers run on this host: they reach the server at its own address
     // (loopback when it listens on every address).
     let mcp_addr = if addr.ip().is_unspecified() {
@@ -175,15 +183,15 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         None => std::env::current_exe().context("cannot find byre's own executable")?,
     };
     let mcp = Arc::new(
-        crate::vendors::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
+        byre_agents::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
             .context("cannot remove the old MCP secret")?,
     );
-    let (agents, agents_task) = crate::vendors::runtime::Runtime::start(
+    let (agents, agents_task) = byre_agents::runtime::Runtime::start(
         writer.clone(),
-        &config,
+        &config.agent_settings(),
         leftovers,
         mcp.clone(),
-        worktrees.clone(),
+        Arc::new(worktrees.clone()),
         sandbox,
         shutdown_rx.clone(),
     );
@@ -200,12 +208,12 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     }
     agents.codebolt().set_port(addr.port());
     if config.tailscale_bin.is_none() {
-        config.tailscale_bin = crate::reactors::previews::find_on_path("tailscale");
+        config.tailscale_bin = byre_process::find_on_path("tailscale");
     }
     // Behind `tailscale serve` requests name the machine's tailnet name: serve it as given.
     if matches!(config.auth, crate::config::AuthMode::Tailscale) {
         if let Some(bin) = &config.tailscale_bin {
-            if let Some(name) = crate::reactors::previews::tailnet_name(bin).await {
+            if let Some(name) = byre_app::reactors::previews::tailnet_name(bin).await {
                 tracing::info!(host = %name, "serving the tailnet name");
                 config.public_hosts.push(name);
             }
@@ -233,7 +241,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     };
     let socket_edge = web::Data::new(http::edge::SocketEdge(edge.for_serve_socket()));
     let edge = web::Data::new(edge);
-    let (terminals, terminals_task) = crate::terminal::Terminals::start(
+    let (terminals, terminals_task) = byre_terminal::Terminals::start(
         writer.clone(),
         shutdown_rx.clone(),
         agents.sandbox().clone(),
@@ -241,17 +249,16 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     )
     .await;
     let data_dir = config.data_dir.clone();
-    let swept =
-        tokio::task::spawn_blocking(move || crate::app::clients::sweep_transfers(&data_dir))
-            .await
-            .unwrap_or(0);
+    let swept = tokio::task::spawn_blocking(move || byre_machines::sweep_transfers(&data_dir))
+        .await
+        .unwrap_or(0);
     if swept > 0 {
         tracing::info!(
             n_files = swept,
             "removed transfer files a previous server left"
         );
     }
-    let browsers = Arc::new(crate::app::browser::Browsers::new(
+    let browsers = Arc::new(byre_browser::Browsers::new(
         config
             .chromium_bin
             .clone()
@@ -259,43 +266,59 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         config.browser_allow.clone(),
         config.data_dir.clone(),
     ));
-    agents.codebolt().set_browsers(browsers.clone());
+    let toolboxes = Arc::new(byre_toolboxes::Toolboxes::default());
+    // A CodeBolt session's toolbox servers and browser context end with its link.
+    let (ending_toolboxes, ending_browsers) = (toolboxes.clone(), browsers.clone());
+    agents
+        .codebolt()
+        .on_unregister(Arc::new(move |session_id: String| {
+            ending_toolboxes.end_session(&session_id);
+            let browsers = ending_browsers.clone();
+            Box::pin(async move { browsers.end_session(&session_id).await })
+        }));
+    let config = web::Data::new(config);
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
-        config: Arc::new(config),
+        settings: Arc::new(config.app_settings()),
         started_at_us: chrono::Utc::now().timestamp_micros(),
-        clients: Clients::default(),
-        machines: crate::app::clients::Machines::default(),
+        streams: Streams::default(),
+        machines: byre_machines::Machines::default(),
         agents,
         mcp,
         worktrees: worktrees.clone(),
         terminals,
-        sessions: crate::app::signin::Sessions::default(),
+        signins: byre_app::signin::SignIns::default(),
         shutdown: shutdown_rx.clone(),
-        requests: Default::default(),
+    });
+    let codebolt = web::Data::new(crate::codebolt::endpoint::Subsystems {
         browsers: browsers.clone(),
+        toolboxes,
     });
     let reactors = vec![
-        crate::reactors::worktrees::start(writer.clone(), worktrees.clone(), shutdown_rx.clone()),
-        crate::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
-        crate::reactors::previews::start(
-            writer.clone(),
-            app.config.tailscale_bin.clone(),
-            shutdown_rx.clone(),
-        ),
-        crate::reactors::snapshots::start(
+        byre_app::reactors::worktrees::start(
             writer.clone(),
             worktrees.clone(),
-            app.config.reviews.enabled,
             shutdown_rx.clone(),
         ),
-        crate::reactors::reviews::start(
+        byre_app::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
+        byre_app::reactors::previews::start(
+            writer.clone(),
+            app.settings.tailscale_bin.clone(),
+            shutdown_rx.clone(),
+        ),
+        byre_app::reactors::snapshots::start(
+            writer.clone(),
+            worktrees.clone(),
+            app.settings.reviews.enabled,
+            shutdown_rx.clone(),
+        ),
+        byre_app::reactors::reviews::start(
             app.clone().into_inner(),
-            app.config.reviews.clone(),
-            app.config.data_dir.clone(),
+            app.settings.reviews.clone(),
+            app.settings.data_dir.clone(),
             shutdown_rx.clone(),
         ),
-        crate::reactors::runs::start(app.clone().into_inner(), shutdown_rx.clone()),
+        byre_app::reactors::runs::start(app.clone().into_inner(), shutdown_rx.clone()),
         agents_task,
         terminals_task,
     ];
@@ -311,7 +334,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         app.agents
             .codebolt()
             .set_port(loopback.local_addr()?.port());
-        let agent_app = app.clone();
+        let (agent_app, agent_codebolt) = (app.clone(), codebolt.clone());
         // The agents' listener serves loopback only, on its own port.
         let agent_edge = web::Data::new(
             http::edge::Edge::new(loopback.local_addr()?, &[]).map_err(anyhow::Error::msg)?,
@@ -319,6 +342,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         let server = HttpServer::new(move || {
             ActixApp::new()
                 .app_data(agent_app.clone())
+                .app_data(agent_codebolt.clone())
                 .app_data(agent_edge.clone())
                 .wrap(middleware::from_fn(http::json_errors))
                 .wrap(middleware::from_fn(http::edge::edge_guard))
@@ -333,11 +357,16 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         let handle = server.handle();
         Some((handle, tokio::spawn(server)))
     };
-    let limits = web::Data::new(http::limits::Limits::new(&app.config));
+    let limits = web::Data::new(http::limits::Limits::new(&config));
+    // HTTP requests served, counted by the request middleware for `GET /metrics`.
+    let requests = web::Data::new(byre_app::metrics::Requests::default());
     let connections = limits.connections.clone();
     let server = HttpServer::new(move || {
         ActixApp::new()
             .app_data(app.clone())
+            .app_data(requests.clone())
+            .app_data(config.clone())
+            .app_data(codebolt.clone())
             .app_data(edge.clone())
             .app_data(socket_edge.clone())
             .app_data(limits.clone())
@@ -359,7 +388,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             // Counted per peer; one past its peer's cap is shut down here.
             connections.on_connect(tcp, data);
         }
-        crate::identity::mark_serve_socket(conn, data);
+        http::identity::mark_serve_socket(conn, data);
     })
     .workers(
         std::thread::available_parallelism()

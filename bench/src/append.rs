@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use byre::log::{Store, Writer};
+use byre_log::{Store, Writer};
 use byre_projections::Command;
 use serde_json::json;
 
@@ -41,13 +41,14 @@ pub async fn run(
                 );
             }
             let store = Store::open(&path)?;
-            let folded = store.fold_from_snapshot()?;
+            let folded = store.fold_from_projection_snapshot()?;
             Ok((store, folded))
         })
         .await??
     };
     let (store, folded) = folded;
-    let (writer, thread) = Writer::start_with(store, folded, byre::log::bus::DEFAULT_LIMIT_BYTES);
+    let (writer, thread) =
+        Writer::start_with(store, folded, byre_log::bus::DEFAULT_LIMIT_BYTES, false);
     let ensure = Command::EnsureUser {
         login: "bench".into(),
         display_name: "bench".into(),

@@ -79,7 +79,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for BatchLayer {
 /// and errors from everything on stderr.
 pub fn install() {
     let capture =
-        BatchLayer.with_filter(Targets::new().with_target("byre::log::writer", LevelFilter::DEBUG));
+        BatchLayer.with_filter(Targets::new().with_target("byre_log::writer", LevelFilter::DEBUG));
     let warnings = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_filter(LevelFilter::WARN);

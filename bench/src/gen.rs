@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use byre::log::store::StoredEvent;
+use byre_log::store::StoredEvent;
 use byre_projections::focus::{Focus, TaskTab};
 use byre_projections::workflows::{Stage, WorkflowDefinition};
 use byre_projections::{decide, derived_events, Command, DecideCtx, Event, State};
@@ -88,6 +88,7 @@ impl Gen {
         let ctx = DecideCtx {
             now_us: self.now_us,
             seed: (u128::from(self.next()) << 64) | u128::from(self.next()),
+            reviews_on: false,
         };
         let new_events = decide(&self.state, &cmd, &ctx)
             .map_err(|r| anyhow::anyhow!("generated command refused: {r} ({cmd:?})"))?;
@@ -124,7 +125,7 @@ impl Gen {
         let base_ref = self.hex40();
         let events = self.submit(Command::CreateTask {
             actor,
-            project_id,
+            project_id: project_id.into(),
             title: format!("Fix flaky test {i} in the parser module"),
             base_ref,
         })?;
@@ -143,7 +144,7 @@ impl Gen {
             task_id: task_id.clone(),
             outcome,
         })?;
-        self.tasks.push(task_id);
+        self.tasks.push(task_id.into());
         Ok(())
     }
 
@@ -157,10 +158,10 @@ impl Gen {
                 let a = (self.next() % 8) as usize;
                 let b = (a + 1 + (self.next() % 7) as usize) % 8;
                 Command::SetFocus {
-                    login,
+                    login: login.into(),
                     focus: Focus {
                         project_id: None,
-                        task_id: Some(task_id),
+                        task_id: Some(task_id.into()),
                         tabs: vec![TABS[a], TABS[b]],
                         tab: TABS[(self.next() % 8) as usize],
                     },
@@ -168,8 +169,8 @@ impl Gen {
             }
             // 15%: summary.read (task-scoped, owned).
             45..60 => Command::MarkSummaryRead {
-                login,
-                task_id: self.task(),
+                login: login.into(),
+                task_id: self.task().into(),
                 seq: self.state.last_seq,
             },
             // 15%: workflow.saved.
@@ -203,14 +204,14 @@ impl Gen {
             }
             // 15%: user.default_model_updated (owned).
             75..90 => Command::UpdateDefaultModel {
-                login,
+                login: login.into(),
                 model: MODELS[(self.next() % 4) as usize].into(),
             },
             // 5%: pane_focus.updated (owned); flips so that it always changes.
             90..95 => {
                 let focused = !self.state.ui.get(&login).is_some_and(|u| u.pane_focused);
                 Command::SetPaneFocus {
-                    login,
+                    login: login.into(),
                     focused,
                     drafting: self.next().is_multiple_of(2),
                 }
@@ -219,7 +220,7 @@ impl Gen {
             _ => Command::UpdateMe {
                 git_name: format!("User {login}"),
                 git_email: format!("{login}@example.com"),
-                login,
+                login: login.into(),
             },
         };
         self.submit(cmd).map(|_| ())
@@ -252,7 +253,7 @@ pub fn write_log(path: &Path, n_events: u64) -> anyhow::Result<Generated> {
         g.submit(Command::EnsureUser {
             display_name: login.to_uppercase(),
             default_model: "sonnet".into(),
-            login,
+            login: login.into(),
         })?;
     }
     for i in 0..PROJECTS {
@@ -266,7 +267,7 @@ pub fn write_log(path: &Path, n_events: u64) -> anyhow::Result<Generated> {
             worktrees_root: "/var/lib/byre/worktrees".into(),
         })?;
         g.projects
-            .push(events[0].project_id.clone().expect("project id"));
+            .push(events[0].project_id.clone().expect("project id").into());
     }
     // Tasks are created evenly through the log, the rest is the mix.
     let spacing = (n_events / TASKS as u64).max(1);

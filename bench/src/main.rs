@@ -1,6 +1,6 @@
 //! byre's benchmarks (figures and how to run them: bench/README.md).
 //!
-//! - `append`: durable appends through `byre::log::Writer` (group commit), N producers.
+//! - `append`: durable appends through `byre_log::Writer` (group commit), N producers.
 //! - `plain-redb`: the same with raw redb 4.6 (one commit per insert, or a simple group
 //!   commit thread), the baseline.
 //! - `rebuild`: `Store::open` + `Store::fold` of a large log, with a breakdown and the plain

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use byre::log::store::StoredEvent;
+use byre_log::store::StoredEvent;
 use byre_projections::event::{DefaultModelUpdated, EventBody};
 use byre_projections::NewEvent;
 use redb::{ReadableDatabase, TableDefinition};

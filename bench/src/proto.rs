@@ -53,10 +53,10 @@ fn event(bytes: &[u8]) -> anyhow::Result<Event> {
     Ok(Event {
         seq: e.seq,
         created_at_us: e.created_at_us,
-        project_id: e.project_id.map(str::to_owned),
-        task_id: e.task_id.map(str::to_owned),
-        agent_session_id: e.agent_session_id.map(str::to_owned),
-        owner: e.owner.map(str::to_owned),
+        project_id: e.project_id.map(str::to_owned).map(Into::into),
+        task_id: e.task_id.map(str::to_owned).map(Into::into),
+        agent_session_id: e.agent_session_id.map(str::to_owned).map(Into::into),
+        owner: e.owner.map(str::to_owned).map(Into::into),
         actor: e.actor.to_owned(),
         body,
     })

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use byre::log::Store;
+use byre_log::Store;
 use byre_projections::State;
 use redb::ReadableDatabase;
 use serde_json::{json, Value};
@@ -24,7 +24,7 @@ use crate::stats::{cpu_time, emit, note_load, Machine};
 pub enum Mode {
     /// `Store::open` + `Store::fold` (a fold from seq 1).
     Store,
-    /// `Store::open` + `Store::fold_from_snapshot` (byre's start-up: the projection snapshot
+    /// `Store::open` + `Store::fold_from_projection_snapshot` (byre's start-up: the projection snapshot
     /// beside the log, then the events after it).
     Snapshot,
     /// Passes adding one step each: scan, envelope decode, upcast, apply.
@@ -270,11 +270,11 @@ pub fn fold_only(path: &Path, runs: usize, mode: Mode) -> anyhow::Result<()> {
                 let t0 = Instant::now();
                 let store = Store::open(path)?;
                 let t1 = Instant::now();
-                let folded = store.fold_from_snapshot()?;
+                let folded = store.fold_from_projection_snapshot()?;
                 let t2 = Instant::now();
                 println!(
                     "run {run}: from the snapshot at seq {}, {} events folded after it",
-                    folded.snapshot_seq, folded.n_events_folded
+                    folded.projection_snapshot_seq, folded.n_events_folded
                 );
                 (t1 - t0, t2 - t1, Some(folded.state))
             }

@@ -3,15 +3,15 @@
 //!
 //! Writes a log of N events (`gen::write_log`, as `rebuild` does), then times in fresh child
 //! processes `Store::open` + `Store::fold` (no snapshot: from seq 1) and `Store::open` +
-//! `Store::fold_from_snapshot` once a snapshot exists. The snapshot is made the way a server
+//! `Store::fold_from_projection_snapshot` once a snapshot exists. The snapshot is made the way a server
 //! makes it: a `Writer` started on the folded state, whose snapshotter writes one at once
-//! (more than `SNAPSHOT_EVERY_EVENTS` events were folded), then stopped. Every fold's digest is
+//! (more than `PROJECTION_SNAPSHOT_EVERY_EVENTS` events were folded), then stopped. Every fold's digest is
 //! checked against the generator's state.
 
 use std::path::Path;
 use std::time::Instant;
 
-use byre::log::{snapshot, Store, Writer};
+use byre_log::{projection_snapshot, Store, Writer};
 use serde_json::json;
 
 use crate::gen;
@@ -47,11 +47,11 @@ pub fn run(n_events: u64, runs: usize, dir: &Path) -> anyhow::Result<()> {
     anyhow::ensure!(snapshot_digest == digest);
     let scratch = tmp.path().join("scratch.snapshot");
     let t = Instant::now();
-    snapshot::write(&scratch, n, &snapshot_digest, &encoded)?;
+    projection_snapshot::write(&scratch, n, &snapshot_digest, &encoded)?;
     let write_ms = ms(t.elapsed());
     let snapshot_bytes = std::fs::metadata(&scratch)?.len();
     let t = Instant::now();
-    let read = snapshot::read(&scratch).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let read = projection_snapshot::read(&scratch).map_err(|e| anyhow::anyhow!("{e}"))?;
     let read_ms = ms(t.elapsed());
     anyhow::ensure!(
         read.state == generated.state,
@@ -80,7 +80,9 @@ pub fn run(n_events: u64, runs: usize, dir: &Path) -> anyhow::Result<()> {
     for mode in ["store", "snapshot"] {
         let mut warm = Vec::new();
         for r in 0..=runs {
-            let cold = r == 0 && evict(&path) && evict(&snapshot::snapshot_path(&path));
+            let cold = r == 0
+                && evict(&path)
+                && evict(&projection_snapshot::projection_snapshot_path(&path));
             let out = child(&path, mode)?;
             anyhow::ensure!(
                 out["digest"].as_str() == Some(digest.as_str()),

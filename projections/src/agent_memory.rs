@@ -308,13 +308,13 @@ mod tests {
         fn start_model(&mut self, model: &str) -> String {
             self.ok(Command::CreateSession {
                 actor: "ada".into(),
-                task_id: self.task_id(),
+                task_id: self.task_id().into(),
                 model: Some(model.into()),
                 prompt: "go".into(),
                 images: vec![],
                 head: "h".into(),
             });
-            self.session().id.clone()
+            self.session().id.clone().into()
         }
     }
 

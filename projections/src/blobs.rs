@@ -1,6 +1,7 @@
 //! Blob metadata: images uploaded for messages. The bytes live in the log's blob table, keyed
 //! by SHA-256; the fold keeps only what `getBlob` needs to find them.
 
+use crate::ids::Login;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{BlobUploaded, EventBody, NewEvent};
@@ -14,7 +15,7 @@ pub struct Blob {
     /// Content type sniffed from the bytes.
     pub content_type: String,
     /// Uploader's login.
-    pub created_by: String,
+    pub created_by: Login,
     /// Microseconds since the epoch.
     pub created_at_us: i64,
     /// Size in bytes.
@@ -66,7 +67,7 @@ pub(crate) fn upload(
         }),
     );
     if !actor.starts_with("agent:") {
-        event.owner = Some(actor.to_owned());
+        event.owner = Some(actor.to_owned().into());
     }
     vec![event]
 }
@@ -79,7 +80,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::event::Event) {
             state.blobs.entry(p.id.clone()).or_insert_with(|| Blob {
                 id: p.id.clone(),
                 content_type: p.content_type.clone(),
-                created_by: e.actor.clone(),
+                created_by: e.actor.clone().into(),
                 created_at_us: e.created_at_us,
                 size_bytes: p.size_bytes,
                 sha256: p.sha256.clone(),

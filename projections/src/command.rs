@@ -4,6 +4,7 @@
 //! two racing commands cannot both pass a rule. Facts from outside the log (is this a git
 //! repository, what is its default branch) are gathered by the caller first and carried here.
 
+use crate::ids::{Login, ProjectId, ReviewId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::users::NotificationPrefs;
@@ -34,6 +35,10 @@ pub struct DecideCtx {
     pub now_us: i64,
     /// A fresh random 128-bit value chosen by the writer for this command; ids derive from it.
     pub seed: u128,
+    /// Whether this server reviews snapshots (`serve --reviews`): a server setting, never
+    /// folded. Deciding an implementer's turn end records it in `turn.ended.review`; folds
+    /// read only that recorded fact.
+    pub reviews_on: bool,
 }
 
 impl DecideCtx {
@@ -60,7 +65,7 @@ pub enum Command {
     /// Record a login seen for the first time (no events when the user exists).
     EnsureUser {
         /// The login.
-        login: String,
+        login: Login,
         /// The display name to start with (the login when none is known).
         display_name: String,
         /// The server's default model, which the new user starts with.
@@ -69,7 +74,7 @@ pub enum Command {
     /// `updateMe`: set the caller's git identity.
     UpdateMe {
         /// The caller.
-        login: String,
+        login: Login,
         /// `user.name` for commits; may be empty.
         git_name: String,
         /// `user.email` for commits; may be empty.
@@ -78,14 +83,14 @@ pub enum Command {
     /// `updateNotificationPrefs`.
     UpdateNotificationPrefs {
         /// The caller.
-        login: String,
+        login: Login,
         /// The new preferences.
         prefs: NotificationPrefs,
     },
     /// `updateDefaultModel`.
     UpdateDefaultModel {
         /// The caller.
-        login: String,
+        login: Login,
         /// The model name.
         model: String,
     },
@@ -109,7 +114,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The project.
-        project_id: String,
+        project_id: ProjectId,
         /// The task's title.
         title: String,
         /// The commit the task branches from (the default branch's head when asked).
@@ -121,7 +126,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The project.
-        project_id: String,
+        project_id: ProjectId,
         /// The task's title (the item's, cut to 200 characters).
         title: String,
         /// The commit the task branches from (the default branch's head).
@@ -135,7 +140,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The project.
-        project_id: String,
+        project_id: ProjectId,
         /// The workflow's name.
         workflow: String,
         /// The run's title.
@@ -156,7 +161,7 @@ pub enum Command {
     /// A stage agent's `finish_stage` tool (`crate::runs::finish_stage`).
     FinishStage {
         /// The calling session.
-        session_id: String,
+        session_id: SessionId,
         /// The output (Markdown).
         output: String,
         /// Done or blocked.
@@ -167,7 +172,7 @@ pub enum Command {
     /// The worktree reactor's outcome for a task: its worktree exists at `head`, or failed.
     RecordWorktree {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// `Ok(head commit)` or `Err(reason)`.
         outcome: Result<String, String>,
     },
@@ -189,7 +194,7 @@ pub enum Command {
     /// reaches only the user its cut event reaches.
     StoreOutputBlob {
         /// The session whose output it is.
-        session_id: String,
+        session_id: SessionId,
         /// Size in bytes.
         size_bytes: u64,
         /// Lowercase hex SHA-256 of the bytes.
@@ -214,23 +219,23 @@ pub enum Command {
     /// `setFocus`.
     SetFocus {
         /// The caller.
-        login: String,
+        login: Login,
         /// The new focus.
         focus: crate::focus::Focus,
     },
     /// `markSummaryRead`.
     MarkSummaryRead {
         /// The caller.
-        login: String,
+        login: Login,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The seq read up to.
         seq: u64,
     },
     /// `setPaneFocus`.
     SetPaneFocus {
         /// The caller.
-        login: String,
+        login: Login,
         /// Whether the human works in the right pane.
         focused: bool,
         /// Whether the pane holds unsent text.
@@ -239,7 +244,7 @@ pub enum Command {
     /// `messageLead`: to the user's live lead session, else a new one (`crate::lead`).
     MessageLead {
         /// The caller, whose lead it is.
-        login: String,
+        login: Login,
         /// Text.
         text: String,
         /// Blob ids.
@@ -251,21 +256,21 @@ pub enum Command {
     /// live lead; 400 empty or too long; 404 unknown project or note.
     SaveLeadNote {
         /// The lead session (from its MCP token).
-        session_id: String,
+        session_id: SessionId,
         /// The note to replace; a new note when absent.
         note_id: Option<String>,
         /// The note's text.
         text: String,
         /// The project it applies to; every project when absent.
-        project_id: Option<String>,
+        project_id: Option<ProjectId>,
     },
     /// `deleteLeadNote` (`session_id` absent), or the lead's `forget`. 404 when the note is
     /// not the user's.
     DeleteLeadNote {
         /// The caller (ignored when `session_id` is given: the session's owner is the user).
-        login: String,
+        login: Login,
         /// The lead session, for `forget`.
-        session_id: Option<String>,
+        session_id: Option<SessionId>,
         /// The note.
         note_id: String,
     },
@@ -273,7 +278,7 @@ pub enum Command {
     /// human works in it). 403 not a live lead; 409 the human is busy there; as `SetFocus`.
     ShowFocus {
         /// The lead session (from its MCP token).
-        session_id: String,
+        session_id: SessionId,
         /// Where the pane goes.
         focus: crate::focus::Focus,
         /// The lead says the human's message it answers asked for this.
@@ -285,7 +290,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The model; the caller's default model when absent.
         model: Option<String>,
         /// The first message.
@@ -300,7 +305,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// Text.
         text: String,
         /// Blob ids.
@@ -315,7 +320,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The queued input.
         input_id: u64,
     },
@@ -324,19 +329,19 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The session.
-        session_id: String,
+        session_id: SessionId,
     },
     /// The vendor runtime's normalised output of one or more lines.
     RecordVendorOutput {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The items, in order.
         items: Vec<crate::sessions::VendorItem>,
     },
     /// The vendor runtime saw the agent's process end (or fail to start).
     RecordProcessExit {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// What happened.
         exit: crate::sessions::ProcessExited,
     },
@@ -344,21 +349,21 @@ pub enum Command {
     /// available memory is below its floor.
     RecordProcessDeferred {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The memory figures.
         deferred: crate::sessions::ProcessDeferred,
     },
     /// The vendor runtime learned the vendor's id of a session's conversation (a Codex thread).
     RecordVendorSession {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The vendor's id.
         vendor_session_id: String,
     },
     /// At start-up: a session whose turn was running when byre stopped.
     ResumeAfterRestart {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The worktree's HEAD now.
         head: String,
     },
@@ -367,7 +372,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The successor's model; the old session's when absent.
         model: Option<String>,
         /// The worktree's HEAD now.
@@ -378,7 +383,7 @@ pub enum Command {
         /// The caller (the squash commit's author).
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The confirmed title (required for target main).
         merge_title: Option<String>,
         /// Target `parent`: merge a subtask into its parent task.
@@ -391,21 +396,21 @@ pub enum Command {
     /// The finish reactor: start a held merge if it may start now.
     StartHeldMerge {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The worktree's HEAD now.
         head: String,
     },
     /// The finish reactor: the squash commit landed (before the worktree's removal).
     RecordMergeLanded {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The commit; empty when there was nothing to merge.
         merge_commit: String,
     },
     /// The finish reactor's outcome of a merge's git work.
     RecordMerge {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// What landed, or why nothing did.
         outcome: Result<crate::finish::MergeDone, String>,
     },
@@ -414,7 +419,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The worktree's HEAD now.
         head: String,
     },
@@ -423,7 +428,7 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The worktree's HEAD now.
         head: String,
     },
@@ -431,14 +436,14 @@ pub enum Command {
     /// none), or why it failed.
     RecordDiscard {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The outcome.
         outcome: Result<String, String>,
     },
     /// A task agent's `ask_human` tool: a question for the humans.
     AskHuman {
         /// The asking session (from its MCP token).
-        session_id: String,
+        session_id: SessionId,
         /// The question, its choices parsed.
         question: crate::inbox::Question,
     },
@@ -453,14 +458,14 @@ pub enum Command {
     /// `confirmationRequest`) rather than as a message: `inbox.delivered` with `input_id` 0.
     RecordAnswersDelivered {
         /// The session whose agent got them.
-        session_id: String,
+        session_id: SessionId,
         /// The responses.
         response_ids: Vec<String>,
     },
     /// A task agent's `set_merge_title` tool.
     SetMergeTitle {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The title.
         merge_title: String,
     },
@@ -469,7 +474,7 @@ pub enum Command {
     /// (`crate::subtasks::start`).
     StartSubtask {
         /// The calling agent's session.
-        session_id: String,
+        session_id: SessionId,
         /// The new task's title.
         title: String,
         /// The commit it branches from.
@@ -481,14 +486,14 @@ pub enum Command {
     /// worktree was removed (`crate::subtasks::record_into_parent`).
     RecordMergeIntoParent {
         /// The subtask.
-        task_id: String,
+        task_id: TaskId,
         /// The parent's HEAD holding the branch, the kept snapshot ref, a clean-up error.
         done: crate::finish::MergeDone,
     },
     /// A task agent's `expose_port` tool.
     ExposePort {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// The preview's name.
         name: String,
         /// The port.
@@ -498,7 +503,7 @@ pub enum Command {
     /// branch. `trigger` must be `requested`. 404 unknown task; 409 closed or no worktree.
     RequestSnapshot {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// `requested`.
         trigger: crate::snapshots::SnapshotTrigger,
     },
@@ -507,7 +512,7 @@ pub enum Command {
     /// could not be made. Ignored when the cause is already answered.
     RecordSnapshot {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// Seq of the cause.
         cause_seq: u64,
         /// What was made, or why nothing was.
@@ -522,14 +527,14 @@ pub enum Command {
         /// The caller (the new task's creator).
         actor: String,
         /// The task forked.
-        task_id: String,
+        task_id: TaskId,
         /// The snapshot's position.
         n: u32,
     },
     /// The review reactor found a pending review's step changed no files.
     SkipReview {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// Why.
         reason: String,
     },
@@ -537,7 +542,7 @@ pub enum Command {
     /// pending or while another review of the task runs.
     StartReview {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// The reviewer's model (its vendor follows from it).
         model: String,
         /// The reviewer's first (and only) message.
@@ -551,26 +556,26 @@ pub enum Command {
         /// The caller (`byre` for the reactor).
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// Why, when not a caller's withdrawal.
         reason: Option<String>,
     },
     /// The review reactor ends the reviewer session of a review that ended.
     EndReviewer {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
     },
     /// A reviewer's `submit_review`. 400 bad arguments; 404 not a reviewer; 409 not running.
     SubmitReview {
         /// The reviewer session.
-        session_id: String,
+        session_id: SessionId,
         /// Its arguments.
         result: crate::reviews::ReviewResult,
     },
     /// A pending or running review failed (its reviewer's error, a restart).
     FailReview {
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// Why, in words.
         error: String,
     },
@@ -579,14 +584,14 @@ pub enum Command {
         /// The caller.
         actor: String,
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
     },
     /// `setFindingState`: 404 unknown review; 400 not done or index out of range.
     SetFindingState {
         /// The caller.
         actor: String,
         /// The review.
-        review_id: String,
+        review_id: ReviewId,
         /// The finding's index.
         index: u32,
         /// Fixed or ignored.
@@ -600,7 +605,7 @@ pub enum Command {
         /// The viewer's login for an open or close; `byre` for an exit.
         actor: String,
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// What happened.
         change: crate::terminals::TerminalChange,
     },

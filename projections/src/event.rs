@@ -4,6 +4,7 @@
 //! Kinds are past tense (`task.created`) and never renamed once in a log: an old payload shape
 //! is upcast on load ([`crate::upcast`]).
 
+use crate::ids::{Login, ProjectId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::focus::TaskTab;
@@ -18,13 +19,13 @@ pub struct Event {
     /// When the writer decided it, in microseconds since the Unix epoch (UTC).
     pub created_at_us: i64,
     /// The project it concerns, if any.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// The task it concerns, if any.
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// The agent session it concerns, if any.
-    pub agent_session_id: Option<String>,
+    pub agent_session_id: Option<SessionId>,
     /// The login the event belongs to; such events reach only that user (invariant 4).
-    pub owner: Option<String>,
+    pub owner: Option<Login>,
     /// Who caused it: a login, or `byre` for the server itself.
     pub actor: String,
     /// The kind and its payload.
@@ -35,13 +36,13 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
     /// See [`Event::project_id`].
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// See [`Event::task_id`].
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// See [`Event::agent_session_id`].
-    pub agent_session_id: Option<String>,
+    pub agent_session_id: Option<SessionId>,
     /// See [`Event::owner`].
-    pub owner: Option<String>,
+    pub owner: Option<Login>,
     /// See [`Event::actor`].
     pub actor: String,
     /// The kind and payload.
@@ -62,17 +63,17 @@ impl NewEvent {
     }
     /// Sets `project_id`.
     pub fn project(mut self, id: impl Into<String>) -> Self {
-        self.project_id = Some(id.into());
+        self.project_id = Some(id.into().into());
         self
     }
     /// Sets `task_id`.
-    pub fn task(mut self, id: impl Into<String>) -> Self {
+    pub fn task(mut self, id: impl Into<TaskId>) -> Self {
         self.task_id = Some(id.into());
         self
     }
     /// Sets `owner`: the event then reaches only that user.
     pub fn owned_by(mut self, login: impl Into<String>) -> Self {
-        self.owner = Some(login.into());
+        self.owner = Some(login.into().into());
         self
     }
     /// Gives the event its seq and time.
@@ -304,7 +305,7 @@ event_kinds! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserCreated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// Display name (the login, or the `Tailscale-User-Name` header).
     pub display_name: String,
     /// The model the user's new tasks start on.
@@ -315,7 +316,7 @@ pub struct UserCreated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserUpdated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// Git `user.name`; empty for none.
     pub git_name: String,
     /// Git `user.email`; empty for none.
@@ -326,7 +327,7 @@ pub struct UserUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NotificationPrefsUpdated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// The new preferences.
     pub notification_prefs: NotificationPrefs,
 }
@@ -335,7 +336,7 @@ pub struct NotificationPrefsUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DefaultModelUpdated {
     /// The login.
-    pub login: String,
+    pub login: Login,
     /// The model.
     pub model: String,
 }
@@ -344,7 +345,7 @@ pub struct DefaultModelUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProjectCreated {
     /// The project's id.
-    pub id: String,
+    pub id: ProjectId,
     /// Its name.
     pub name: String,
     /// The repository's canonical absolute path.
@@ -361,9 +362,9 @@ pub struct ProjectCreated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskCreated {
     /// The task's id.
-    pub id: String,
+    pub id: TaskId,
     /// Its project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Its title (also the first merge title).
     pub title: String,
     /// The branch, `byre/{slug}-{id prefix}`.
@@ -445,10 +446,10 @@ pub struct WorkflowDeleted {
 pub struct FocusUpdated {
     /// The project shown, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// The task shown, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// The tabs put first.
     pub tabs: Vec<TaskTab>,
     /// The tab shown.
@@ -459,7 +460,7 @@ pub struct FocusUpdated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummaryRead {
     /// The reader.
-    pub login: String,
+    pub login: Login,
     /// The highest seq read.
     pub seq: u64,
 }

@@ -13,6 +13,7 @@
 //! ends however it ends, the reactor removes the worktree and branch and records
 //! `task.discarded` (or `task.cleanup_failed`, which `discardTask` retries).
 
+use crate::ids::SessionId;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -36,14 +37,14 @@ MergeRequested {
     /// time); its turn starts later with `task.merge_started`.
     queued: bool,
     /// Not held: the session whose next turn is the merge-in turn; empty when held.
-    session_id: String,
+    session_id: SessionId,
     /// Not held: that turn's number; 0 when held.
     turn: u32,
 });
 payload!(/// `task.merge_started` payload: a held merge starts its merge-in turn.
 MergeStarted {
     /// The session running the merge-in turn.
-    session_id: String,
+    session_id: SessionId,
     /// The turn's number.
     turn: u32,
 });
@@ -73,7 +74,7 @@ payload!(/// `task.discard_requested` payload: `discardTask` was accepted (or a 
 DiscardRequested {
     /// The session whose next turn is the summary turn; empty while that turn waits for the
     /// running one (or on a retry).
-    session_id: String,
+    session_id: SessionId,
     /// That turn's number; 0 when waiting.
     turn: u32,
     /// A retry of a failed clean-up: no summary turn.
@@ -83,7 +84,7 @@ payload!(/// `task.discard_turn_started` payload: a discard's summary turn start
 /// turn that was running when the discard was asked for.
 DiscardTurnStarted {
     /// The session.
-    session_id: String,
+    session_id: SessionId,
     /// The summary turn's number.
     turn: u32,
 });
@@ -222,7 +223,7 @@ fn agent_turn(
             _ => None,
         })
         .unwrap_or_default();
-    Ok((events, sid, turn))
+    Ok((events, sid.into(), turn))
 }
 
 /// 400 unless `actor` has a git identity to author the squash commit.
@@ -321,7 +322,7 @@ pub(crate) fn merge(
             EventBody::MergeRequested(MergeRequested {
                 merge_title: title.to_owned(),
                 queued,
-                session_id,
+                session_id: session_id.into(),
                 turn,
             }),
         ),
@@ -360,7 +361,10 @@ pub(crate) fn start_held(
         task_event(
             t,
             "byre",
-            EventBody::MergeStarted(MergeStarted { session_id, turn }),
+            EventBody::MergeStarted(MergeStarted {
+                session_id: session_id.into(),
+                turn,
+            }),
         ),
     );
     Ok(events)
@@ -506,7 +510,7 @@ pub(crate) fn discard(
             t,
             actor,
             EventBody::DiscardRequested(DiscardRequested {
-                session_id: String::new(),
+                session_id: SessionId::default(),
                 turn: 0,
                 retry: true,
             }),
@@ -527,7 +531,7 @@ pub(crate) fn discard(
             t,
             actor,
             EventBody::DiscardRequested(DiscardRequested {
-                session_id,
+                session_id: session_id.into(),
                 turn,
                 retry: false,
             }),
@@ -719,11 +723,11 @@ pub(crate) fn apply(
             t.merge_queued_at_us = None;
             t.cleanup_failed = None;
             if !p.retry && !p.session_id.is_empty() {
-                t.discard_turn = Some((p.session_id.clone(), p.turn));
+                t.discard_turn = Some((p.session_id.clone().into(), p.turn));
             }
         }
         EventBody::DiscardTurnStarted(p) => {
-            t.discard_turn = Some((p.session_id.clone(), p.turn));
+            t.discard_turn = Some((p.session_id.clone().into(), p.turn));
         }
         EventBody::CleanupFailed(p) => {
             t.cleanup_failed = Some(p.reason.clone());

@@ -2,6 +2,7 @@
 //! (`setPaneFocus`) and summary reads (`markSummaryRead`, `getSummaryReads`). Every event here
 //! is owned by its user.
 
+use crate::ids::{ProjectId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, FocusUpdated, NewEvent, PaneFocusUpdated, SummaryRead};
@@ -35,10 +36,10 @@ pub enum TaskTab {
 pub struct Focus {
     /// The project shown; the task's project when a task is shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// The task shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     /// The tabs put first, in order.
     pub tabs: Vec<TaskTab>,
     /// The tab shown.
@@ -159,7 +160,7 @@ pub(crate) fn mark_summary_read(
     Ok(vec![NewEvent::new(
         login,
         EventBody::SummaryRead(SummaryRead {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             seq,
         }),
     )
@@ -213,7 +214,7 @@ pub fn active_summary_reads(state: &State, login: &str) -> std::collections::BTr
 /// for most events of a busy log).
 fn ui_of<'a>(state: &'a mut State, login: &str) -> &'a mut UserUi {
     if !state.ui.contains_key(login) {
-        state.ui.insert(login.to_owned(), UserUi::default());
+        state.ui.insert(login.to_owned().into(), UserUi::default());
     }
     state.ui.get_mut(login).expect("inserted above")
 }

@@ -104,8 +104,8 @@ pub(crate) fn fork_snapshot(
     }
     let session_id = ctx.id(1);
     let created = SessionCreated {
-        id: session_id.clone(),
-        task_id: new_task_id.clone(),
+        id: session_id.clone().into(),
+        task_id: new_task_id.clone().into(),
         vendor: source.vendor,
         model: source.model.clone(),
         vendor_session_id: match source.vendor {
@@ -119,7 +119,7 @@ pub(crate) fn fork_snapshot(
     let mut e = NewEvent::new(actor, EventBody::SessionCreated(created))
         .project(task.project_id.clone())
         .task(new_task_id.clone());
-    e.agent_session_id = Some(session_id);
+    e.agent_session_id = Some(session_id.into());
     events.push(e);
     // A fork of a stage task is a new attempt of its stage (`crate::runs`).
     events.extend(crate::runs::fork_attempt(
@@ -147,7 +147,7 @@ mod tests {
             let mut w = World::with_task();
             let task_id = w.task_id();
             w.ok(Command::RecordWorktree {
-                task_id: task_id.clone(),
+                task_id: task_id.clone().into(),
                 outcome: Ok("abc".into()),
             });
             w.start("go");
@@ -179,7 +179,7 @@ mod tests {
                 .unwrap()
                 .seq;
             w.ok(Command::RecordSnapshot {
-                task_id,
+                task_id: task_id.into(),
                 cause_seq,
                 outcome: Ok(TakenSnapshot {
                     n: 1,
@@ -197,7 +197,7 @@ mod tests {
             let task_id = self.task_id();
             self.when(Command::ForkSnapshot {
                 actor: "ada".into(),
-                task_id,
+                task_id: task_id.into(),
                 n,
             })
         }

@@ -10,6 +10,7 @@
 //! implementer session, its successor. Nothing outside the log is involved, so a restart between a question and
 //! its answer changes nothing.
 
+use crate::ids::{Login, ProjectId, SessionId, TaskId};
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -78,7 +79,7 @@ pub struct InboxResponse {
     /// The item answered.
     pub item_id: String,
     /// The answering human's login.
-    pub user: String,
+    pub user: Login,
     /// How they answered.
     #[serde(rename = "type")]
     pub kind: ResponseType,
@@ -149,11 +150,11 @@ pub struct InboxItem {
     /// Id.
     pub id: String,
     /// Project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Session.
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// Thread.
     pub thread_id: String,
     /// Kind.
@@ -585,7 +586,7 @@ pub(crate) fn deliver(
         .collect();
     pending.sort_by_key(|(seq, _)| *seq);
     pending.extend(fresh.iter().map(|r| (u64::MAX, r.clone())));
-    let mut users: Vec<String> = Vec::new();
+    let mut users: Vec<Login> = Vec::new();
     for (_, r) in &pending {
         if !users.contains(&r.user) {
             users.push(r.user.clone());
@@ -685,7 +686,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 } else {
                     InboxState::Answered
                 };
-                i.resolved_by = Some(p.response.user.clone());
+                i.resolved_by = Some(p.response.user.clone().into());
                 i.resolved_at_us = Some(e.created_at_us);
                 i.responses.push(ResponseRecord {
                     response: p.response.clone(),

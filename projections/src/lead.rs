@@ -10,6 +10,7 @@
 //!
 //! Notes (`lead_note.saved`, `lead_note.deleted`) are owned by the user too.
 
+use crate::ids::{Login, ProjectId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -32,11 +33,11 @@ pub struct LeadNote {
     /// Id.
     pub id: String,
     /// The login whose lead keeps it.
-    pub owner: String,
+    pub owner: Login,
     /// The note.
     pub text: String,
     /// The project it applies to; `None` for every project.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// µs since the epoch.
     pub created_at_us: i64,
     /// µs since the epoch.
@@ -54,7 +55,7 @@ pub struct LeadNoteSaved {
     pub text: String,
     /// The project it applies to; absent for every project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
 }
 
 /// `lead_note.deleted` payload: the lead's `forget`, or `deleteLeadNote`.
@@ -173,8 +174,8 @@ pub(crate) fn message(
         )));
     }
     let created = SessionCreated {
-        id: ctx.id(0),
-        task_id: String::new(),
+        id: ctx.id(0).into(),
+        task_id: TaskId::default(),
         vendor,
         model,
         vendor_session_id: match vendor {
@@ -186,7 +187,7 @@ pub(crate) fn message(
         forked_at: None,
     };
     let mut s = Session::created(&created, login, ctx.now_us, 0);
-    s.owner = login.to_owned();
+    s.owner = login.to_owned().into();
     let mut events = vec![session_event(
         &s,
         state,
@@ -294,10 +295,10 @@ pub(crate) fn save_note(
         EventBody::LeadNoteSaved(LeadNoteSaved {
             id,
             text: text.to_owned(),
-            project_id: project_id.map(str::to_owned),
+            project_id: project_id.map(str::to_owned).map(Into::into),
         }),
     );
-    e.project_id = project_id.map(str::to_owned);
+    e.project_id = project_id.map(str::to_owned).map(Into::into);
     Ok(vec![e])
 }
 
@@ -387,7 +388,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     p.id.clone(),
                     LeadNote {
                         id: p.id.clone(),
-                        owner: owner.to_owned(),
+                        owner: owner.to_owned().into(),
                         text: p.text.clone(),
                         project_id: p.project_id.clone(),
                         created_at_us: e.created_at_us,

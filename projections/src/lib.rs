@@ -26,6 +26,7 @@ pub mod event;
 pub mod finish;
 pub mod focus;
 pub mod fork;
+pub mod ids;
 pub mod inbox;
 pub mod lead;
 pub mod persist;

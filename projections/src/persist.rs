@@ -7,9 +7,9 @@
 //! - the fold's bookkeeping that this JSON leaves out ([`Bookkeeping`]: the `#[serde(skip)]`
 //!   fields that `apply` maintains and the digest deliberately ignores).
 //!
-//! Decoding both gives back a state equal (`==`) to the one encoded, apart from `reviews_on`,
-//! which is not folded (start-up sets it).
+//! Decoding both gives back a state equal (`==`) to the one encoded.
 
+use crate::ids::SessionId;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,7 @@ pub struct Encoded {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Bookkeeping {
     /// By session id, for sessions with something to keep.
-    sessions: BTreeMap<String, TurnBookkeeping>,
+    sessions: BTreeMap<SessionId, TurnBookkeeping>,
 }
 
 /// [`crate::sessions::Session`]'s `turn_input` and `turn_answered`.

@@ -1,5 +1,6 @@
 //! Projects: one per git repository. Operations: `listProjects`, `createProject`, `getProject`.
 
+use crate::ids::{Login, ProjectId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, ProjectCreated};
@@ -9,7 +10,7 @@ use crate::{DecideCtx, Rejection, State};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Project {
     /// Id.
-    pub id: String,
+    pub id: ProjectId,
     /// Name.
     pub name: String,
     /// The repository's canonical absolute path.
@@ -19,7 +20,7 @@ pub struct Project {
     /// origin's URL or empty.
     pub remote: String,
     /// Login that created it.
-    pub created_by: String,
+    pub created_by: Login,
     /// Microseconds since the epoch.
     pub created_at_us: i64,
     /// Where the project's task worktrees go.
@@ -63,7 +64,7 @@ pub(crate) fn create(
         actor,
         EventBody::ProjectCreated(ProjectCreated {
             worktrees_root: format!("{}/{id}", worktrees_root.trim_end_matches('/')),
-            id: id.clone(),
+            id: id.clone().into(),
             name: name.to_owned(),
             repo_path: repo_path.to_owned(),
             default_branch: default_branch.to_owned(),
@@ -91,7 +92,7 @@ pub(crate) fn apply(
                 repo_path: p.repo_path.clone(),
                 default_branch: p.default_branch.clone(),
                 remote: p.remote.clone(),
-                created_by: actor.to_owned(),
+                created_by: actor.to_owned().into(),
                 created_at_us,
                 worktrees_root: p.worktrees_root.clone(),
                 created_seq: seq,

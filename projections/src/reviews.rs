@@ -12,6 +12,7 @@
 //! So a task has at most one pending review, and reviews of a task run one at a time, oldest
 //! first. A running review ends `done` (its reviewer's `submit_review`), or `failed`.
 
+use crate::ids::{ReviewId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -116,7 +117,7 @@ impl ReviewResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewRequested {
     /// The review's id.
-    pub id: String,
+    pub id: ReviewId,
     /// The snapshot it reviews.
     pub snapshot_n: u32,
     /// The snapshot the step starts from; 0 for the merge-base with the default branch.
@@ -127,7 +128,7 @@ pub struct ReviewRequested {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewSkipped {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// Why, for the user.
     pub reason: String,
 }
@@ -137,7 +138,7 @@ pub struct ReviewSkipped {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewStarted {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// The reviewer's vendor.
     pub vendor: String,
     /// The reviewer's model.
@@ -148,7 +149,7 @@ pub struct ReviewStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewDone {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// The arguments.
     pub result: ReviewResult,
 }
@@ -157,7 +158,7 @@ pub struct ReviewDone {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewFailed {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// Why, in words.
     pub error: String,
 }
@@ -166,7 +167,7 @@ pub struct ReviewFailed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FindingStateSet {
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
     /// The finding's index in `result.findings`.
     pub index: u32,
     /// Its new state.
@@ -177,15 +178,15 @@ pub struct FindingStateSet {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Review {
     /// Id.
-    pub id: String,
+    pub id: ReviewId,
     /// Task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The snapshot reviewed.
     pub snapshot_n: u32,
     /// Where its step starts (0: the merge-base).
     pub base_n: u32,
     /// The reviewer's session; empty before it starts or when skipped.
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// The reviewer's vendor; empty likewise.
     pub vendor: String,
     /// The reviewer's model; empty likewise.
@@ -279,7 +280,7 @@ pub(crate) fn request(
         NewEvent::new(
             "byre",
             EventBody::ReviewRequested(ReviewRequested {
-                id: ctx.id(id_n),
+                id: ctx.id(id_n).into(),
                 snapshot_n: n,
                 base_n,
             }),
@@ -341,7 +342,7 @@ pub(crate) fn start(
     let vendor = Vendor::for_model(model);
     let id = ctx.id(0);
     let created = SessionCreated {
-        id: id.clone(),
+        id: id.clone().into(),
         task_id: r.task_id.clone(),
         vendor,
         model: model.into(),
@@ -369,7 +370,7 @@ pub(crate) fn start(
             model: model.into(),
         }),
     );
-    e.agent_session_id = Some(id);
+    e.agent_session_id = Some(id.into());
     out.push(e);
     out.extend(crate::sessions::hand_over(
         state,
@@ -567,7 +568,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                     task_id,
                     snapshot_n: p.snapshot_n,
                     base_n: p.base_n,
-                    agent_session_id: String::new(),
+                    agent_session_id: SessionId::default(),
                     vendor: String::new(),
                     model: String::new(),
                     state: ReviewState::Pending,

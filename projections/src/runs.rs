@@ -26,6 +26,7 @@
 //! A stage whose inputs change later (a new attempt of an earlier stage finishes) is not
 //! restarted: its attempts keep the inputs they started from; fork it to start again.
 
+use crate::ids::{Login, ProjectId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +44,7 @@ pub struct StageInput {
     /// The after stage.
     pub stage: String,
     /// Its attempt's task.
-    pub task_id: String,
+    pub task_id: TaskId,
 }
 
 /// `workflow.run_started` payload: `createTask` with `workflow` started a run. Envelope: the
@@ -138,7 +139,7 @@ pub struct Reported {
     /// The output.
     pub output: String,
     /// The reporting session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Its turn.
     pub turn: u32,
 }
@@ -147,7 +148,7 @@ pub struct Reported {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// The task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The stage.
     pub stage: String,
     /// The attempts whose outputs it started from.
@@ -173,7 +174,7 @@ pub struct Run {
     /// Id.
     pub id: String,
     /// Project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// The workflow's name.
     pub name: String,
     /// Title.
@@ -185,12 +186,12 @@ pub struct Run {
     /// Where it started (a default branch commit).
     pub base_ref: String,
     /// Who started it (its tasks' creator).
-    pub created_by: String,
+    pub created_by: Login,
     /// Whether the final stage finished.
     pub finished: bool,
     /// Once finished: the final stage's attempt that finished it (it stays for the human to
     /// merge; the run's other active tasks are discarded).
-    pub final_task: Option<String>,
+    pub final_task: Option<TaskId>,
     /// Every attempt, oldest first.
     pub attempts: Vec<Attempt>,
 }
@@ -503,7 +504,7 @@ pub(crate) fn finish_stage(
         let mut e = NewEvent::new("byre", body)
             .project(&run.project_id)
             .task(&task.id);
-        e.agent_session_id = Some(session_id.to_owned());
+        e.agent_session_id = Some(session_id.to_owned().into());
         e
     };
     match status {
@@ -619,7 +620,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 brief: p.brief.clone(),
                 definition: p.definition.clone(),
                 base_ref: p.base_ref.clone(),
-                created_by: e.actor.clone(),
+                created_by: e.actor.clone().into(),
                 finished: false,
                 final_task: None,
                 attempts: Vec::new(),
@@ -633,7 +634,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 return;
             }
             run.attempts.push(Attempt {
-                task_id: task_id.to_owned(),
+                task_id: task_id.to_owned().into(),
                 stage: p.stage.clone(),
                 inputs: p.inputs.clone(),
                 forked_from: p.forked_from.clone(),
@@ -675,7 +676,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
         EventBody::RunFinished(p) => {
             if let Some(run) = state.runs.get_mut(&p.run) {
                 run.finished = true;
-                run.final_task = Some(task_id.to_owned());
+                run.final_task = Some(task_id.to_owned().into());
             }
         }
         EventBody::DiscardRequested(p) if !p.retry => {

@@ -7,6 +7,7 @@
 //! the next turn when the running one ends, oldest first, one per turn; until then it can be
 //! withdrawn (`user.unqueued`).
 
+use crate::ids::{Login, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -121,11 +122,11 @@ pub struct QueuedInput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// Id.
-    pub id: String,
+    pub id: SessionId,
     /// Task (empty for a lead session).
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Lead owner (empty for a task's session).
-    pub owner: String,
+    pub owner: Login,
     /// Vendor.
     pub vendor: Vendor,
     /// Model.
@@ -137,7 +138,7 @@ pub struct Session {
     /// Role.
     pub role: SessionRole,
     /// Creator.
-    pub created_by: String,
+    pub created_by: Login,
     /// Microseconds since the epoch.
     pub created_at_us: i64,
     /// Running subagents.
@@ -188,13 +189,13 @@ impl Session {
         Session {
             id: p.id.clone(),
             task_id: p.task_id.clone(),
-            owner: String::new(),
+            owner: Login::default(),
             vendor: p.vendor,
             model: p.model.clone(),
             vendor_session_id: p.vendor_session_id.clone(),
             state: SessionState::Idle,
             role: p.role,
-            created_by: actor.to_owned(),
+            created_by: actor.to_owned().into(),
             created_at_us: at_us,
             subagents: 0,
             turns: 0,
@@ -254,9 +255,9 @@ pub enum InputState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Input {
     /// Its session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Its task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Where it stands.
     pub state: InputState,
 }
@@ -412,7 +413,7 @@ pub(crate) fn create(
         Vendor::Codex | Vendor::Codebolt => String::new(),
     };
     let created = SessionCreated {
-        id: id.clone(),
+        id: id.clone().into(),
         task_id: task_id.into(),
         vendor,
         model,
@@ -575,7 +576,7 @@ fn end_turn(
         ended.outcome = TurnOutcome::Interrupted;
     }
     ended.turn = s.turns;
-    ended.review = state.reviews_on && s.role == crate::sessions::SessionRole::Implementer;
+    ended.review = ctx.reviews_on && s.role == crate::sessions::SessionRole::Implementer;
     ended.summary = ended.outcome == TurnOutcome::Completed && !ended.result.trim().is_empty();
     let outcome = ended.outcome;
     let mut events = Vec::new();

@@ -11,6 +11,7 @@
 //! the branch perhaps moved) when the newer one ended, that snapshot is still recorded, and the
 //! newer turn's comes after it. The reactor answers with `snapshot.taken` or `snapshot.failed`.
 
+use crate::ids::{SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -96,9 +97,9 @@ pub struct Snapshot {
     /// Id.
     pub id: String,
     /// Task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The agent session of its cause (empty for none).
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// Position, from 1.
     pub n: u32,
     /// Commit (40 hex).
@@ -126,7 +127,7 @@ pub struct PendingSnapshot {
     /// `turn_end` or `requested`.
     pub trigger: SnapshotTrigger,
     /// The agent session of the cause (empty for none).
-    pub agent_session_id: String,
+    pub agent_session_id: SessionId,
     /// For `turn_end`, the turn's number; else 0.
     pub turn: u32,
     /// For `turn_end`, whether its snapshot is to be reviewed (`turn.ended.review`): the
@@ -173,12 +174,13 @@ impl State {
 
 /// The task's agent session for a requested snapshot: its newest implementer session.
 fn agent_session(state: &State, task_id: &str) -> Option<String> {
-    state
+    (state
         .task_sessions(task_id)
         .into_iter()
         .rev()
         .find(|s| s.role == SessionRole::Implementer)
-        .map(|s| s.id.clone())
+        .map(|s| s.id.clone()))
+    .map(Into::into)
 }
 
 /// Decides `RequestSnapshot`. 404 unknown task; 409 closed task or no worktree yet; 400 for a
@@ -211,7 +213,7 @@ pub(crate) fn request(
     )
     .project(task.project_id.clone())
     .task(task_id);
-    e.agent_session_id = agent_session(state, task_id);
+    e.agent_session_id = agent_session(state, task_id).map(Into::into);
     Ok(vec![e])
 }
 
@@ -352,7 +354,10 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 .sessions
                 .get(&session_id)
                 .and_then(|s| s.last_kept.clone());
-            let snaps = state.snapshots.entry(task_id.to_owned()).or_default();
+            let snaps = state
+                .snapshots
+                .entry(task_id.to_owned().into())
+                .or_default();
             snaps
                 .pending
                 .retain(|_, p| p.trigger != SnapshotTrigger::TurnEnd);
@@ -374,7 +379,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 .and_then(|s| s.last_kept.clone());
             state
                 .snapshots
-                .entry(task_id.to_owned())
+                .entry(task_id.to_owned().into())
                 .or_default()
                 .pending
                 .insert(
@@ -389,12 +394,15 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 );
         }
         EventBody::SnapshotTaken(p) => {
-            let snaps = state.snapshots.entry(task_id.to_owned()).or_default();
+            let snaps = state
+                .snapshots
+                .entry(task_id.to_owned().into())
+                .or_default();
             snaps.pending.remove(&p.cause_seq);
             if p.n as usize == snaps.taken.len() + 1 {
                 snaps.taken.push(Snapshot {
                     id: p.id.clone(),
-                    task_id: task_id.to_owned(),
+                    task_id: task_id.to_owned().into(),
                     agent_session_id: session_id,
                     n: p.n,
                     commit: p.commit.clone(),
@@ -431,7 +439,7 @@ mod tests {
             let mut w = World::with_task();
             let task_id = w.task_id();
             w.ok(Command::RecordWorktree {
-                task_id,
+                task_id: task_id.into(),
                 outcome: Ok("abc".into()),
             });
             w
@@ -464,7 +472,7 @@ mod tests {
         fn record(&mut self, cause_seq: u64, n: u32) -> Result<Vec<Event>, Rejection> {
             let task_id = self.task_id();
             self.when(Command::RecordSnapshot {
-                task_id,
+                task_id: task_id.into(),
                 cause_seq,
                 outcome: Ok(TakenSnapshot {
                     n,
@@ -537,7 +545,7 @@ mod tests {
         assert_eq!(w.record(first, 1).unwrap(), vec![], "recorded once");
         let failed = w
             .when(Command::RecordSnapshot {
-                task_id: w.task_id(),
+                task_id: w.task_id().into(),
                 cause_seq: first,
                 outcome: Err("late".into()),
                 review: false,
@@ -555,7 +563,7 @@ mod tests {
         let mut w = World::with_worktree();
         let task_id = w.task_id();
         let ask = |trigger| Command::RequestSnapshot {
-            task_id: task_id.clone(),
+            task_id: task_id.clone().into(),
             trigger,
         };
         assert!(matches!(
@@ -577,7 +585,7 @@ mod tests {
         w.record(requested[0].seq, 1).unwrap();
         let failed = w
             .when(Command::RecordSnapshot {
-                task_id: task_id.clone(),
+                task_id: task_id.clone().into(),
                 cause_seq: turn,
                 outcome: Err("a rebase is in progress".into()),
                 review: false,

@@ -1,5 +1,6 @@
 //! The whole projected state, the fold (`State::apply`) and the decision (`decide`).
 
+use crate::ids::{Login, ProjectId, ReviewId, SessionId, TaskId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -21,23 +22,23 @@ pub struct State {
     /// How many events were folded.
     pub n_events: u64,
     /// Users by login.
-    pub users: BTreeMap<String, User>,
+    pub users: BTreeMap<Login, User>,
     /// Projects by id.
-    pub projects: BTreeMap<String, Project>,
+    pub projects: BTreeMap<ProjectId, Project>,
     /// Tasks by id.
-    pub tasks: BTreeMap<String, Task>,
+    pub tasks: BTreeMap<TaskId, Task>,
     /// Blob metadata by id.
     pub blobs: BTreeMap<String, Blob>,
     /// Workflows by name.
     pub workflows: BTreeMap<String, Workflow>,
     /// Per-user UI state by login.
-    pub ui: BTreeMap<String, UserUi>,
+    pub ui: BTreeMap<Login, UserUi>,
     /// Per palette colour, the seq of the `task.created` that last took it.
     pub color_given_seq: BTreeMap<u32, u64>,
     /// Agent sessions by id. (Empty collections added after format 1 are left out of the
     /// serialized state, so the digest of a log without them is unchanged.)
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub sessions: BTreeMap<String, crate::sessions::Session>,
+    pub sessions: BTreeMap<SessionId, crate::sessions::Session>,
     /// Message inputs by id (queued, handed over, withdrawn).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<u64, crate::sessions::Input>,
@@ -49,16 +50,16 @@ pub struct State {
     pub inbox: BTreeMap<String, crate::inbox::InboxItem>,
     /// Previews by task id (`expose_port`), oldest first.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub previews: BTreeMap<String, Vec<crate::tools::Preview>>,
+    pub previews: BTreeMap<TaskId, Vec<crate::tools::Preview>>,
     /// Snapshots and unanswered snapshot causes by task id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub snapshots: BTreeMap<String, crate::snapshots::TaskSnapshots>,
+    pub snapshots: BTreeMap<TaskId, crate::snapshots::TaskSnapshots>,
     /// Reviews by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub reviews: BTreeMap<String, crate::reviews::Review>,
+    pub reviews: BTreeMap<ReviewId, crate::reviews::Review>,
     /// Merges waiting for a review, by task id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub after_review: BTreeMap<String, crate::reviews::after::PendingMerge>,
+    pub after_review: BTreeMap<TaskId, crate::reviews::after::PendingMerge>,
     /// The running subagents of each session that has some (`subagents.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub subagents: crate::subagents::Running,
@@ -70,15 +71,10 @@ pub struct State {
     pub lead_notes: BTreeMap<String, crate::lead::LeadNote>,
     /// Running task terminals by task id (`terminals.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub terminals: BTreeMap<String, crate::terminals::Terminal>,
+    pub terminals: BTreeMap<TaskId, crate::terminals::Terminal>,
     /// CodeBolt agents' memory, state, todos and vectors by task id (`agent_memory.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub agent_stores: BTreeMap<String, crate::agent_memory::AgentStore>,
-    /// Not folded: whether this server reviews snapshots (`serve --reviews`), set at start-up
-    /// before the writer decides anything. Deciding an implementer's turn end records it in
-    /// `turn.ended.review`; folds read only that recorded fact.
-    #[serde(skip)]
-    pub reviews_on: bool,
+    pub agent_stores: BTreeMap<TaskId, crate::agent_memory::AgentStore>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -483,6 +479,7 @@ mod tests {
             let ctx = DecideCtx {
                 now_us: 1_000 + i as i64,
                 seed: 0x1000_0000_0000_0000_0000_0000_0000_0000 * (i as u128 + 1),
+                reviews_on: false,
             };
             let events = decide(&state, cmd, &ctx).expect("given command passes");
             crate::testkit::fold(&mut state, events, ctx.now_us);
@@ -490,6 +487,7 @@ mod tests {
         let ctx = DecideCtx {
             now_us: 99_000,
             seed: 0xab_cdef_0000_0000_0000_0000_0000_0000,
+            reviews_on: false,
         };
         let result = decide(&state, when, &ctx);
         (state, result)
@@ -564,10 +562,28 @@ mod tests {
             task_id: tid.clone(),
             outcome: Err("disk full".into()),
         };
-        let events = decide(&state, &cmd, &DecideCtx { now_us: 5, seed: 1 }).unwrap();
+        let events = decide(
+            &state,
+            &cmd,
+            &DecideCtx {
+                now_us: 5,
+                seed: 1,
+                reviews_on: false,
+            },
+        )
+        .unwrap();
         crate::testkit::fold(&mut state, events, 5);
         assert_eq!(state.tasks[&tid].state, TaskState::Discarded);
-        let again = decide(&state, &cmd, &DecideCtx { now_us: 6, seed: 2 }).unwrap();
+        let again = decide(
+            &state,
+            &cmd,
+            &DecideCtx {
+                now_us: 6,
+                seed: 2,
+                reviews_on: false,
+            },
+        )
+        .unwrap();
         assert!(again.is_empty(), "recording twice changes nothing");
     }
 

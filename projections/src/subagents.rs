@@ -9,6 +9,7 @@
 //! module also opens the turn a CLI starts by itself ([`open_turn`]): Claude Code reports a
 //! finished background subagent to the model in a turn no message of byre's started.
 
+use crate::ids::SessionId;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -54,7 +55,7 @@ pub struct SubagentEnded {
 }
 
 /// The running subagents of each session: vendor id → tool use id.
-pub type Running = BTreeMap<String, BTreeMap<String, String>>;
+pub type Running = BTreeMap<SessionId, BTreeMap<String, String>>;
 
 /// Events for a subagent's start as the vendor reported it; nothing when it already runs.
 pub(crate) fn started(
@@ -146,12 +147,12 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
     let sid = e.agent_session_id.as_deref().unwrap_or("");
     let count = match &e.body {
         EventBody::SubagentStarted(p) => {
-            let running = state.subagents.entry(sid.to_owned()).or_default();
+            let running = state.subagents.entry(sid.to_owned().into()).or_default();
             running.insert(p.id.clone(), p.tool_use_id.clone());
             running.len()
         }
         EventBody::SubagentEnded(p) => {
-            let running = state.subagents.entry(sid.to_owned()).or_default();
+            let running = state.subagents.entry(sid.to_owned().into()).or_default();
             running.remove(&p.id);
             let n = running.len();
             if n == 0 {

@@ -14,6 +14,7 @@
 //!   HEAD that holds the branch.
 //! - A task with an active subtask can be neither merged (either target) nor discarded.
 
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent};
@@ -27,11 +28,11 @@ use crate::{DecideCtx, Rejection, State};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MergeIntoParentRequested {
     /// The parent task, whose agent is asked to merge.
-    pub parent_task_id: String,
+    pub parent_task_id: TaskId,
     /// The subtask's branch the parent's agent is asked to merge.
     pub branch: String,
     /// The parent's session the message went to (a new one when it had none).
-    pub parent_session_id: String,
+    pub parent_session_id: SessionId,
     /// The message's input id (handed over at once, or queued).
     pub input_id: u64,
 }
@@ -214,7 +215,7 @@ pub(crate) fn merge_into_parent(
         NewEvent::new(
             actor,
             EventBody::MergeIntoParentRequested(MergeIntoParentRequested {
-                parent_task_id: parent_id.to_owned(),
+                parent_task_id: parent_id.to_owned().into(),
                 branch: t.branch.clone(),
                 parent_session_id,
                 input_id,

@@ -6,6 +6,7 @@
 //! active task holds, the one given out longest ago (never given counts as oldest, lowest index
 //! first); when every colour is held, the one given out longest ago.
 
+use crate::ids::{Login, ProjectId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventBody, NewEvent, TaskCreated, TaskStateChanged};
@@ -61,9 +62,9 @@ pub enum TaskState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     /// Id.
-    pub id: String,
+    pub id: TaskId,
     /// Project.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Title.
     pub title: String,
     /// Squash commit title.
@@ -81,7 +82,7 @@ pub struct Task {
     /// Open or closed.
     pub status: TaskStatus,
     /// Creator's login.
-    pub created_by: String,
+    pub created_by: Login,
     /// Microseconds since the epoch.
     pub created_at_us: i64,
     /// When merged or discarded, microseconds since the epoch.
@@ -116,7 +117,7 @@ pub struct Task {
     pub merge_landed: Option<String>,
     /// The merge-in turn of a started merge: (session, turn).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub merge_turn: Option<(String, u32)>,
+    pub merge_turn: Option<(SessionId, u32)>,
     /// When the running merge started its merge-in turn (`task.merge_requested` not held, or
     /// `task.merge_started`), microseconds since the epoch: the squash commit's time, so a
     /// redo after a crash makes the very same commit.
@@ -136,7 +137,7 @@ pub struct Task {
     pub todo_item: String,
     /// The task whose agent started this one as its subtask (`task.subtask_started`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_task_id: Option<String>,
+    pub parent_task_id: Option<TaskId>,
     /// A fork: the task it was forked from and the `n` of that task's snapshot it starts at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<(String, u32)>,
@@ -301,8 +302,8 @@ pub(crate) fn create(
         actor,
         EventBody::TaskCreated(TaskCreated {
             worktree_path: format!("{}/{id}", project.worktrees_root),
-            id: id.clone(),
-            project_id: project_id.to_owned(),
+            id: id.clone().into(),
+            project_id: project_id.to_owned().into(),
             title: title.to_owned(),
             branch,
             base_ref: base_ref.to_owned(),
@@ -402,7 +403,7 @@ pub(crate) fn apply(
                 port_base: p.port_base,
                 color: p.color,
                 status: TaskStatus::Active,
-                created_by: actor.to_owned(),
+                created_by: actor.to_owned().into(),
                 created_at_us,
                 closed_at_us: None,
                 merge_commit: None,

@@ -5,6 +5,7 @@
 //! also ends every viewer still attached). The terminal runtime (`src/terminal/`) gathers the
 //! facts (pids, exit statuses) and records them with [`crate::Command::RecordTerminal`].
 
+use crate::ids::Login;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,7 @@ pub struct TerminalOpened {
     /// The socket's id, chosen by the terminal runtime; its `terminal.closed` names it.
     pub viewer_id: String,
     /// The user whose socket it is.
-    pub login: String,
+    pub login: Login,
     /// The shell's pid (also its process group and session).
     pub shell_pid: u32,
     /// Whether this open started the shell (none was running).
@@ -40,7 +41,7 @@ pub struct TerminalClosed {
     /// The socket's id (its `terminal.opened`).
     pub viewer_id: String,
     /// The user whose socket it was.
-    pub login: String,
+    pub login: Login,
     /// Why: `client` (the client closed it or the connection broke), `unresponsive` (no
     /// answer to pings), `lagging` (it could not keep up with the output).
     pub reason: String,
@@ -143,7 +144,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
         EventBody::TerminalOpened(o) => {
             let t = state
                 .terminals
-                .entry(task_id.to_owned())
+                .entry(task_id.to_owned().into())
                 .or_insert_with(|| Terminal {
                     shell_pid: o.shell_pid,
                     started_at_us: e.created_at_us,
@@ -154,7 +155,8 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 t.started_at_us = e.created_at_us;
                 t.viewers.clear();
             }
-            t.viewers.insert(o.viewer_id.clone(), o.login.clone());
+            t.viewers
+                .insert(o.viewer_id.clone(), o.login.clone().into());
         }
         EventBody::TerminalClosed(c) => {
             if let Some(t) = state.terminals.get_mut(task_id) {
@@ -264,7 +266,7 @@ mod tests {
         assert!(matches!(r, Err(Rejection::NotFound(_))), "{r:?}");
         let task = w.task_id();
         w.ok(Command::RecordWorktree {
-            task_id: task.clone(),
+            task_id: task.clone().into(),
             outcome: Err("boom".into()),
         });
         let r = w.when(record_cmd(&task, opened("v1", 1, true)));

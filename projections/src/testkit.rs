@@ -4,6 +4,7 @@
 //! [`derived_events`] exactly as the writer does, with a deterministic clock and seed. Test
 //! modules add their own helpers in inherent `impl World` blocks (one crate, so their names
 //! must differ across modules).
+use crate::ids::ProjectId;
 use crate::sessions::{Session, TurnEnded, TurnOutcome, Usage, VendorItem};
 use crate::{decide, derived_events, Command, DecideCtx, Event, NewEvent, Rejection, State};
 
@@ -14,7 +15,9 @@ pub(crate) struct World {
     /// Bumped per command: `now_us = n`, `seed = n << 64`.
     pub n: u128,
     /// The project made by [`World::with_task`] (empty until a test makes one).
-    pub project: String,
+    pub project: ProjectId,
+    /// The server setting every command is decided with (`DecideCtx::reviews_on`).
+    pub reviews_on: bool,
 }
 
 impl World {
@@ -23,7 +26,8 @@ impl World {
         World {
             state: State::default(),
             n: 1,
-            project: String::new(),
+            project: ProjectId::default(),
+            reviews_on: false,
         }
     }
 
@@ -66,7 +70,7 @@ impl World {
 
     /// The id of the first task (by id order).
     pub fn task_id(&self) -> String {
-        self.state.tasks.keys().next().unwrap().clone()
+        self.state.tasks.keys().next().unwrap().clone().into()
     }
 
     /// The newest session.
@@ -83,13 +87,13 @@ impl World {
         let task_id = self.task_id();
         self.ok(Command::CreateSession {
             actor: "ada".into(),
-            task_id,
+            task_id: task_id.into(),
             model: None,
             prompt: prompt.into(),
             images: vec![],
             head: "h".into(),
         });
-        self.session().id.clone()
+        self.session().id.clone().into()
     }
 
     /// Decides `cmd`, folds its events and the derived ones; every event committed.
@@ -98,6 +102,7 @@ impl World {
         let ctx = DecideCtx {
             now_us: self.n as i64,
             seed: self.n << 64,
+            reviews_on: self.reviews_on,
         };
         let events = decide(&self.state, &cmd, &ctx)?;
         Ok(fold(&mut self.state, events, ctx.now_us))

@@ -3,6 +3,7 @@
 //! The MCP tool calls themselves are recorded from the vendor's stream (`tool.call`); these
 //! are their effects. Actor `byre`, envelope the agent's session, task and project.
 
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::EventBody;
@@ -17,7 +18,7 @@ pub const MAX_MERGE_TITLE_CHARS: usize = 72;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MergeTitleSet {
     /// The task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Its new merge title: one line, at most 72 characters.
     pub merge_title: String,
 }
@@ -26,7 +27,7 @@ pub struct MergeTitleSet {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreviewExposed {
     /// The task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The preview's name.
     pub name: String,
     /// A port in the task's block.
@@ -39,11 +40,11 @@ pub struct PreviewExposed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubtaskStarted {
     /// The new task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The task of the agent that started it.
-    pub parent_task_id: String,
+    pub parent_task_id: TaskId,
     /// The session of the agent that started it.
-    pub parent_session_id: String,
+    pub parent_session_id: SessionId,
     /// The CodeBolt agent started on the new task (the `codebolt:<agent>` model's name);
     /// empty for a subtask started with `start_subtask`.
     pub agent: String,
@@ -53,7 +54,7 @@ pub struct SubtaskStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Preview {
     /// The task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Name.
     pub name: String,
     /// Port.

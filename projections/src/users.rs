@@ -1,6 +1,7 @@
 //! Users: one per login, created the first time a login is seen (`user.created`).
 //! Operations: `getMe`, `updateMe`, `updateNotificationPrefs`, `updateDefaultModel`.
 
+use crate::ids::Login;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
@@ -37,7 +38,7 @@ impl Default for NotificationPrefs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct User {
     /// The login (identity from the auth mode).
-    pub login: String,
+    pub login: Login,
     /// Display name.
     pub display_name: String,
     /// Git `user.name`; empty until set.
@@ -116,7 +117,7 @@ pub(crate) fn ensure(
     vec![NewEvent::new(
         login,
         EventBody::UserCreated(UserCreated {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             display_name: display_name.to_owned(),
             default_model: default_model.to_owned(),
         }),
@@ -135,7 +136,7 @@ pub(crate) fn update_me(
     Ok(vec![NewEvent::new(
         login,
         EventBody::UserUpdated(UserUpdated {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             git_name: git_name.to_owned(),
             git_email: git_email.to_owned(),
         }),
@@ -152,7 +153,7 @@ pub(crate) fn update_prefs(
     Ok(vec![NewEvent::new(
         login,
         EventBody::NotificationPrefsUpdated(NotificationPrefsUpdated {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             notification_prefs: prefs,
         }),
     )
@@ -170,7 +171,7 @@ pub(crate) fn update_default_model(
     Ok(vec![NewEvent::new(
         login,
         EventBody::DefaultModelUpdated(DefaultModelUpdated {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             model: model.to_owned(),
         }),
     )

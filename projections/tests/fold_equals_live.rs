@@ -33,60 +33,61 @@ impl Rng {
 fn random_command(rng: &mut Rng, s: &State) -> Command {
     let logins = ["ada", "bob"];
     let login = logins[rng.below(2)].to_owned();
-    let projects: Vec<String> = s.projects.keys().cloned().collect();
-    let tasks: Vec<String> = s.tasks.keys().cloned().collect();
-    let sessions: Vec<String> = s.sessions.keys().cloned().collect();
+    let projects: Vec<String> = s.projects.keys().map(|x| x.to_string()).collect();
+    let tasks: Vec<String> = s.tasks.keys().map(|k| k.to_string()).collect();
+    let sessions: Vec<String> = s.sessions.keys().map(|x| x.to_string()).collect();
     let task = rng.pick(&tasks).cloned().unwrap_or_else(|| "nope".into());
     let session = rng
         .pick(&sessions)
         .cloned()
         .unwrap_or_else(|| "nope".into());
-    let reviews: Vec<String> = s.reviews.keys().cloned().collect();
+    let reviews: Vec<String> = s.reviews.keys().map(|x| x.to_string()).collect();
     let review = rng.pick(&reviews).cloned().unwrap_or_else(|| "nope".into());
     let leads: Vec<String> = s
         .sessions
         .values()
         .filter(|x| x.role == byre_projections::sessions::SessionRole::Lead)
         .map(|x| x.id.clone())
+        .map(|x| x.to_string())
         .collect();
     let lead = rng.pick(&leads).cloned().unwrap_or_else(|| "nope".into());
     let notes: Vec<String> = s.lead_notes.keys().cloned().collect();
     let note = rng.pick(&notes).cloned();
     match rng.below(36) {
         32 => Command::MessageLead {
-            login,
+            login: login.into(),
             text: "lead, please".into(),
             images: vec![],
             model: None,
         },
         33 => Command::SaveLeadNote {
-            session_id: lead,
+            session_id: lead.into(),
             note_id: note.filter(|_| rng.below(2) == 0),
             text: "a note".into(),
             project_id: None,
         },
         34 => Command::DeleteLeadNote {
-            login,
-            session_id: (rng.below(2) == 0).then_some(lead),
+            login: login.into(),
+            session_id: (rng.below(2) == 0).then_some(lead.into()),
             note_id: note.unwrap_or_else(|| "nope".into()),
         },
         35 => Command::ShowFocus {
-            session_id: lead,
+            session_id: lead.into(),
             focus: byre_projections::focus::Focus {
                 project_id: None,
-                task_id: Some(task),
+                task_id: Some(task.into()),
                 tabs: vec![],
                 tab: byre_projections::focus::TaskTab::Changes,
             },
             human_asked: rng.below(2) == 0,
         },
         0 => Command::EnsureUser {
-            login,
+            login: login.into(),
             display_name: "x".into(),
             default_model: "sonnet".into(),
         },
         1 => Command::UpdateMe {
-            login,
+            login: login.into(),
             git_name: "N".into(),
             git_email: if rng.below(4) == 0 {
                 "bad".into()
@@ -104,15 +105,16 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         3 | 4 => Command::CreateTask {
             actor: login,
-            project_id: rng
+            project_id: (rng
                 .pick(&projects)
                 .cloned()
-                .unwrap_or_else(|| "nope".into()),
+                .unwrap_or_else(|| "nope".into()))
+            .into(),
             title: format!("t {}", rng.below(100)),
             base_ref: "abc".into(),
         },
         5 => Command::RecordWorktree {
-            task_id: task,
+            task_id: task.into(),
             outcome: if rng.below(5) == 0 {
                 Err("no".into())
             } else {
@@ -144,18 +146,18 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             name: format!("w{}", rng.below(3)),
         },
         9 => Command::MarkSummaryRead {
-            login,
-            task_id: task,
+            login: login.into(),
+            task_id: task.into(),
             seq: rng.below(s.last_seq as usize + 2) as u64,
         },
         10 => Command::SetPaneFocus {
-            login,
+            login: login.into(),
             focused: rng.below(2) == 0,
             drafting: rng.below(2) == 0,
         },
         11 => Command::CreateSession {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             model: None,
             prompt: "go".into(),
             images: vec![],
@@ -163,7 +165,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         12 => Command::SendMessage {
             actor: login,
-            session_id: session,
+            session_id: session.into(),
             text: "more".into(),
             images: vec![],
             model: None,
@@ -171,12 +173,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         13 => Command::WithdrawMessage {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             input_id: rng.below(s.last_input_id as usize + 2) as u64,
         },
         14 => Command::InterruptSession {
             actor: login,
-            session_id: session,
+            session_id: session.into(),
         },
         15 => {
             let outcome = [
@@ -206,12 +208,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 raw: "{}".into(),
             };
             Command::RecordVendorOutput {
-                session_id: session,
+                session_id: session.into(),
                 items: vec![VendorItem::TurnEnded(ended)],
             }
         }
         16 => Command::RecordProcessExit {
-            session_id: session,
+            session_id: session.into(),
             exit: ProcessExited {
                 pid: 1,
                 code: Some(1),
@@ -233,7 +235,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             let cause = snaps.and_then(|t| t.pending.keys().next().copied());
             let n = snaps.map_or(0, |t| t.taken.len()) as u32 + 1;
             Command::RecordSnapshot {
-                task_id: task,
+                task_id: task.into(),
                 cause_seq: cause.unwrap_or(1),
                 outcome: Ok(TakenSnapshot {
                     n,
@@ -246,7 +248,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
             }
         }
         20 => Command::SkipReview {
-            review_id: review,
+            review_id: review.into(),
             reason: "no files changed".into(),
         },
         21 => Command::StartReview {
@@ -255,21 +257,22 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 .reviews
                 .values()
                 .find(|r| r.state == ReviewState::Pending && rng.below(4) != 0)
-                .map_or(review, |r| r.id.clone()),
+                .map_or(review.into(), |r| r.id.clone()),
             model: ["gpt-5-codex", "sonnet"][rng.below(2)].into(),
             instructions: "review".into(),
             head: "h".into(),
         },
         22 | 27 => Command::SubmitReview {
             // Mostly a running one's reviewer.
-            session_id: s
+            session_id: (s
                 .reviews
                 .values()
                 .find(|r| r.state == ReviewState::Running && rng.below(4) != 0)
                 .map_or_else(
                     || format!("rev-{}", rng.below(5)),
-                    |r| r.agent_session_id.clone(),
-                ),
+                    |r| r.agent_session_id.clone().into(),
+                )
+                .into()),
             result: ReviewResult {
                 summary: "s".into(),
                 findings: (0..rng.below(3) + 1)
@@ -284,10 +287,12 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                     .collect(),
             },
         },
-        26 => Command::EndReviewer { review_id: review },
+        26 => Command::EndReviewer {
+            review_id: review.into(),
+        },
         29 => Command::MergeTask {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             merge_title: Some("Merge it".into()),
             target_parent: false,
             after_review: true,
@@ -295,16 +300,16 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         30 => Command::CancelMergeAfterReview {
             actor: login,
-            task_id: task,
+            task_id: task.into(),
             reason: None,
         },
         23 => Command::FailReview {
-            review_id: review,
+            review_id: review.into(),
             error: "429".into(),
         },
         24 => Command::StopReview {
             actor: login,
-            review_id: review,
+            review_id: review.into(),
         },
         17 | 25 | 28 => Command::SetFindingState {
             actor: login,
@@ -314,7 +319,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
                 .rev()
                 .find(|r| r.result.as_ref().is_some_and(|x| !x.findings.is_empty()))
                 .map(|r| r.id.clone())
-                .unwrap_or(review),
+                .unwrap_or(review.into()),
             index: rng.below(2) as u32,
             state: if rng.below(2) == 0 {
                 FindingState::Fixed
@@ -325,7 +330,7 @@ fn random_command(rng: &mut Rng, s: &State) -> Command {
         },
         _ => Command::CompactSession {
             actor: login,
-            session_id: session,
+            session_id: session.into(),
             model: None,
             head: "h".into(),
         },
@@ -344,6 +349,7 @@ fn the_live_state_equals_the_fold_of_the_stored_log() {
             let ctx = DecideCtx {
                 now_us: step,
                 seed: u128::from(rng.next()) << 64 | u128::from(rng.next()),
+                reviews_on: false,
             };
             let Ok(events) = decide(&live, &cmd, &ctx) else {
                 continue;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use futures_util::Stream;
 
 use super::{Ctx, Error};
-use crate::log::subscription::subscribe;
-use crate::log::Record;
+use byre_log::subscription::subscribe;
+use byre_log::Record;
 
 /// Which events a stream keeps: those `login` may see, of one task or of the caller's lead
 /// agent when asked.
@@ -55,7 +55,7 @@ pub struct Cursor<'a> {
 }
 
 /// `streamEvents`: the records after the cursor, from the log and then live, each seq once
-/// and in order (`crate::log::subscription`), and the filter the stream applies to them.
+/// and in order (`byre_log::subscription`), and the filter the stream applies to them.
 /// # Errors
 /// Invalid for a cursor beyond the log's last seq; not found for an unknown `task_id`.
 pub fn open_stream(

@@ -1,6 +1,5 @@
-//! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`; and
-//! for a task's agent, the default branch merged in (`gitPull`) and its branch pushed (`gitPush`).
-//! The git work of a merge or discard is the finish reactor's (`src/reactors/finish.rs`);
+//! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`.
+//! The git work of a merge or discard is the finish reactor's (`reactors::finish`);
 //! these operations read git (`getUnmerged`) or submit the intent.
 
 use std::path::PathBuf;
@@ -12,8 +11,8 @@ use super::sessions::worktree_head;
 use super::tasks::get_task;
 use super::{blocking, Ctx, Error};
 use crate::api;
-use crate::git::GitError;
-use crate::log::Ack;
+use byre_git::GitError;
+use byre_log::Ack;
 
 /// Submits the intent `make` builds from the HEAD of task `task_id`'s worktree (the head the
 /// intent records); the writer's ack, or the HEAD lookup's or the writer's error.
@@ -32,7 +31,7 @@ async fn submit_at_head(
 /// # Errors
 /// Not found; conflict when the task is closed, its worktree is missing or its branches
 /// share no history.
-pub async fn get_unmerged(app: &Ctx, task_id: &str) -> Result<crate::git::merge::Unmerged, Error> {
+pub async fn get_unmerged(app: &Ctx, task_id: &str) -> Result<byre_git::merge::Unmerged, Error> {
     let facts = app.writer.read(|s| {
         let t = s.tasks.get(task_id)?;
         let p = s.projects.get(&t.project_id)?;
@@ -52,8 +51,7 @@ pub async fn get_unmerged(app: &Ctx, task_id: &str) -> Result<crate::git::merge:
         )));
     }
     blocking(move || {
-        crate::git::merge::unmerged(&repo, &worktree, &branch, &default_branch).map_err(|e| match e
-        {
+        byre_git::merge::unmerged(&repo, &worktree, &branch, &default_branch).map_err(|e| match e {
             GitError::Conflict(m) | GitError::NotARepository(m) => Error::Conflict(m),
             other => Error::internal(other),
         })
@@ -86,16 +84,39 @@ pub fn get_co_authors(
 pub struct Merge {
     /// The squash commit's title; the task's merge title when absent.
     pub merge_title: Option<String>,
-    /// `main` (default) or `parent`.
-    pub target: Option<String>,
+    /// Where the task's work goes.
+    pub target: MergeTarget,
     /// Merge once the latest snapshot's review finishes clean.
     pub after_review: bool,
+}
+
+/// Where `mergeTask` takes a task's work (spec `mergeTask`'s `target`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeTarget {
+    /// Squashed onto the project's default branch (`main`, the default).
+    #[default]
+    Main,
+    /// Into its parent task's branch, by the parent's agent (`parent`; subtasks only).
+    Parent,
+}
+
+impl MergeTarget {
+    /// Reads a request's `target`.
+    /// # Errors
+    /// Anything but `main` or `parent`, in words for the caller.
+    pub fn parse(text: &str) -> Result<MergeTarget, String> {
+        match text {
+            "main" => Ok(MergeTarget::Main),
+            "parent" => Ok(MergeTarget::Parent),
+            other => Err(format!("target must be main or parent, not {other:?}")),
+        }
+    }
 }
 
 /// `mergeTask`: merging, or held with `merge_queued_at`; with target parent, merging into its
 /// parent (`merging_into_parent`). Returns the task.
 /// # Errors
-/// Invalid (no or bad merge_title, target, after_review, a caller without a git identity,
+/// Invalid (no or bad merge_title, after_review, a caller without a git identity,
 /// target parent for a task that is no subtask), not found, conflict (closed, merging, held,
 /// being discarded, a turn running, active subtasks, already merging into its parent).
 pub async fn merge_task(
@@ -104,26 +125,18 @@ pub async fn merge_task(
     task_id: &str,
     merge: Merge,
 ) -> Result<api::Task, Error> {
-    let target_parent = match merge.target.as_deref() {
-        None | Some("main") => false,
-        Some("parent") => true,
-        Some(other) => {
-            return Err(Error::Invalid(format!(
-                "target must be main or parent, not {other:?}"
-            )))
-        }
-    };
+    let target_parent = merge.target == MergeTarget::Parent;
     // Target parent hands a message to the parent's agent: the head is its worktree's.
     let head_of = if target_parent {
         app.writer
             .read(|s| s.tasks.get(task_id).and_then(|t| t.parent_task_id.clone()))
-            .unwrap_or_else(|| task_id.to_owned())
+            .unwrap_or_else(|| task_id.to_owned().into())
     } else {
-        task_id.to_owned()
+        task_id.to_owned().into()
     };
     submit_at_head(app, &head_of, |head| Command::MergeTask {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         merge_title: merge.merge_title,
         target_parent,
         after_review: merge.after_review,
@@ -139,7 +152,7 @@ pub async fn merge_task(
 pub async fn merge_in(app: &Ctx, actor: &str, task_id: &str) -> Result<api::AgentSession, Error> {
     let ack = submit_at_head(app, task_id, |head| Command::MergeIn {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         head,
     })
     .await?;
@@ -159,108 +172,9 @@ pub async fn merge_in(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Agen
 pub async fn discard_task(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Task, Error> {
     submit_at_head(app, task_id, |head| Command::DiscardTask {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         head,
     })
     .await?;
     get_task(app, task_id)
-}
-
-/// What the git work of [`pull_default_branch`] and [`push_task_branch`] needs of a task.
-struct RemoteFacts {
-    repo: PathBuf,
-    worktree: PathBuf,
-    branch: String,
-    default_branch: String,
-    identity: crate::git::merge::Identity,
-}
-
-/// The facts of an open task that no merge, discard or merge into its parent is working on.
-fn remote_facts(app: &Ctx, task_id: &str) -> Result<RemoteFacts, Error> {
-    let facts = app.writer.read(|s| {
-        let t = s.tasks.get(task_id)?;
-        let p = s.projects.get(&t.project_id)?;
-        let identity = s
-            .users
-            .get(&t.created_by)
-            .filter(|u| !u.git_name.is_empty() && !u.git_email.is_empty())
-            .map(|u| crate::git::merge::Identity {
-                name: u.git_name.clone(),
-                email: u.git_email.clone(),
-            })
-            .unwrap_or_else(|| crate::git::merge::Identity {
-                name: "byre agent".into(),
-                email: "agent@byre.invalid".into(),
-            });
-        let busy = t.merging || t.discarding || t.merging_into_parent;
-        Some((
-            t.status,
-            busy,
-            RemoteFacts {
-                repo: PathBuf::from(&p.repo_path),
-                worktree: PathBuf::from(&t.worktree_path),
-                branch: t.branch.clone(),
-                default_branch: p.default_branch.clone(),
-                identity,
-            },
-        ))
-    });
-    let (status, busy, facts) =
-        facts.ok_or_else(|| Error::NotFound(format!("no task `{task_id}`")))?;
-    if status != TaskStatus::Active {
-        return Err(Error::Conflict(format!("task `{task_id}` is closed")));
-    }
-    if busy {
-        return Err(Error::Conflict(format!(
-            "task `{task_id}` is being merged or discarded: its branch is byre's until then"
-        )));
-    }
-    Ok(facts)
-}
-
-fn refused(e: crate::git::merge::MergeError) -> Error {
-    match e {
-        crate::git::merge::MergeError::Refused(m) => Error::Conflict(m),
-        crate::git::merge::MergeError::Git(g) => Error::internal(g),
-    }
-}
-
-/// A task's agent's `gitPull` (CodeBolt): what merge-in asks of an agent, done by byre
-/// itself — the default branch fetched from origin (when there is one) and the local default
-/// branch, the one byre's squash lands on, merged into the task's worktree
-/// (`git::remote::pull_default`). Returns what happened, in words.
-/// # Errors
-/// Not found; conflict: the task is closed or being merged or discarded, or the pull was
-/// refused (a conflict, uncommitted changes in the way, a failed fetch; nothing changed).
-pub async fn pull_default_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
-    let f = remote_facts(app, task_id)?;
-    blocking(move || {
-        let pulled =
-            crate::git::remote::pull_default(&f.repo, &f.worktree, &f.default_branch, &f.identity)
-                .map_err(refused)?;
-        Ok(if pulled.head_before == pulled.head_after {
-            format!(
-                "{} is already merged into {}\n{}",
-                f.default_branch, f.branch, pulled.message
-            )
-        } else {
-            format!(
-                "merged {} into {} (now at {})\n{}",
-                f.default_branch, f.branch, pulled.head_after, pulled.message
-            )
-        })
-    })
-    .await
-}
-
-/// A task's agent's `gitPush` (CodeBolt): the task's branch, and only it, pushed to the
-/// project's origin, never forced, with the merge's own push (`git::merge::push`). Returns
-/// the commit pushed.
-/// # Errors
-/// Not found; conflict: the task is closed or being merged or discarded, the repository has
-/// no origin, or origin refused the push (git's message).
-pub async fn push_task_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
-    let f = remote_facts(app, task_id)?;
-    blocking(move || crate::git::remote::push_task_branch(&f.repo, &f.branch).map_err(refused))
-        .await
 }

@@ -29,7 +29,7 @@ pub async fn fork_snapshot(app: &Ctx, actor: &str, fork: ForkSnapshot) -> Result
     let ack = app
         .submit(Command::ForkSnapshot {
             actor: actor.to_owned(),
-            task_id: fork.task_id,
+            task_id: fork.task_id.into(),
             n: fork.n,
         })
         .await?;
@@ -42,6 +42,6 @@ pub async fn fork_snapshot(app: &Ctx, actor: &str, fork: ForkSnapshot) -> Result
         .task_id
         .clone()
         .ok_or_else(|| Error::internal("task.created without task_id"))?;
-    super::tasks::wait_for_worktree(app, &task_id, created.seq).await?;
+    super::task_creation::wait_for_worktree(app, &task_id, created.seq).await?;
     super::tasks::get_task(app, &task_id)
 }

@@ -85,7 +85,7 @@ pub async fn respond_inbox(
 /// stopped.
 pub async fn ask_human(app: &Ctx, session_id: &str, question: Question) -> Result<String, Error> {
     let cmd = Command::AskHuman {
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
         question,
     };
     let ack = app.submit(cmd).await?;
@@ -96,4 +96,78 @@ pub async fn ask_human(app: &Ctx, session_id: &str, question: Question) -> Resul
             _ => None,
         })
         .ok_or_else(|| Error::internal("the question could not be posted"))
+}
+
+/// What became of a question a CodeBolt agent waits on ([`ask_and_wait`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Waited {
+    /// The first human answer, an `InboxResponse` as JSON.
+    Answered(serde_json::Value),
+    /// No answer will come to this wait: why, for the agent.
+    NoAnswer(&'static str),
+}
+
+/// A CodeBolt agent's question (`waitforReply`, `confirmationRequest`): asks it as
+/// [`ask_human`] does for `link`'s session, then waits for the first human answer, which the
+/// agent runtime hands to the link's waiter when it sees the item's `inbox.responded` (after
+/// recording `RecordAnswersDelivered`). An answer that came before the wait was registered is
+/// taken from the fold and its delivery recorded here. `gone` resolving (the agent's socket
+/// closed) ends the wait: the runtime then delivers the answer as a message.
+/// # Errors
+/// As [`ask_human`]: the question could not be asked.
+pub async fn ask_and_wait(
+    app: &Ctx,
+    link: &byre_agents::codebolt::Link,
+    question: Question,
+    gone: impl std::future::Future<Output = ()>,
+) -> Result<Waited, Error> {
+    let item_id = ask_human(app, &link.session_id, question).await?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    link.questions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(item_id.clone(), tx);
+    // An answer (or a newer question) that came before the wait was registered.
+    let settled = app.writer.read(|s| {
+        s.inbox
+            .get(&item_id)
+            .and_then(|i| match i.responses.first() {
+                Some(r) => Some(Ok(serde_json::to_value(&r.response).unwrap_or_default())),
+                None if i.state != InboxState::Open => Some(Err(())),
+                None => None,
+            })
+    });
+    if let Some(settled) = settled {
+        let mine = link
+            .questions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&item_id);
+        if mine.is_some() {
+            return Ok(match settled {
+                Ok(response) => {
+                    let response_id = response["id"].as_str().unwrap_or_default().to_owned();
+                    let _ = app
+                        .submit(Command::RecordAnswersDelivered {
+                            session_id: link.session_id.clone().into(),
+                            response_ids: vec![response_id],
+                        })
+                        .await;
+                    Waited::Answered(response)
+                }
+                Err(()) => Waited::NoAnswer("no answer: a newer question replaced this one"),
+            });
+        }
+    }
+    tokio::select! {
+        answered = rx => Ok(match answered {
+            Ok(response) => Waited::Answered(response),
+            Err(_) => Waited::NoAnswer(
+                "no answer: a newer question replaced this one, or the session ended",
+            ),
+        }),
+        // The socket closed: nobody to hand the answer to (dropping the receiver tells the
+        // runtime, which then leaves the answer to be delivered as a message).
+        () = gone => Ok(Waited::NoAnswer("the agent disconnected")),
+    }
 }

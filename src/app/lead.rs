@@ -1,6 +1,6 @@
 //! Each user's lead agent, as its user reaches it: `messageLead`, `listLeadSessions`,
 //! `listLeadEvents`, `listLeadNotes`, `deleteLeadNote`. The lead's own tools are
-//! [`super::lead_tools`]. The rules (one live lead per user, notes, `show`) are
+//! [`super::tools::lead`]. The rules (one live lead per user, notes, `show`) are
 //! `byre_projections::lead`'s; every lead event is owned by its user, so the event stream and
 //! `listTaskEvents` send it to no one else, and these operations read only the caller's.
 
@@ -28,7 +28,7 @@ pub async fn message_lead(
 ) -> Result<api::AgentSession, Error> {
     let ack = app
         .submit(Command::MessageLead {
-            login: login.to_owned(),
+            login: login.to_owned().into(),
             text: message.text,
             images: message.images,
             model: message.model,
@@ -104,7 +104,7 @@ pub fn list_lead_notes(app: &Ctx, login: &str) -> Vec<api::LeadNote> {
 /// Not found for a note that is not the caller's (unknown, or another user's).
 pub async fn delete_lead_note(app: &Ctx, login: &str, note_id: &str) -> Result<(), Error> {
     app.submit(Command::DeleteLeadNote {
-        login: login.to_owned(),
+        login: login.to_owned().into(),
         session_id: None,
         note_id: note_id.to_owned(),
     })

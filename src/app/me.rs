@@ -23,8 +23,8 @@ pub async fn ensure_user(
     if !app.writer.read(|s| s.users.contains_key(login)) {
         let cmd = Command::EnsureUser {
             display_name: display_name.unwrap_or_else(|| login.to_owned()),
-            login: login.to_owned(),
-            default_model: app.config.default_model.clone(),
+            login: login.to_owned().into(),
+            default_model: app.settings.default_model.clone(),
         };
         app.writer.submit(cmd, None).await?;
     }
@@ -50,7 +50,7 @@ pub async fn update_me(
     git_email: String,
 ) -> Result<api::User, Error> {
     app.submit(Command::UpdateMe {
-        login: login.to_owned(),
+        login: login.to_owned().into(),
         git_name,
         git_email,
     })
@@ -67,7 +67,7 @@ pub async fn update_notification_prefs(
     prefs: NotificationPrefs,
 ) -> Result<api::User, Error> {
     app.submit(Command::UpdateNotificationPrefs {
-        login: login.to_owned(),
+        login: login.to_owned().into(),
         prefs,
     })
     .await?;
@@ -83,7 +83,7 @@ pub async fn update_default_model(
     model: String,
 ) -> Result<api::User, Error> {
     app.submit(Command::UpdateDefaultModel {
-        login: login.to_owned(),
+        login: login.to_owned().into(),
         model,
     })
     .await?;
@@ -108,7 +108,7 @@ pub async fn set_focus(app: &Ctx, login: &str, focus: Focus) -> Result<Focus, Er
         tab: focus.tab,
     };
     app.submit(Command::SetFocus {
-        login: login.to_owned(),
+        login: login.to_owned().into(),
         focus,
     })
     .await?;
@@ -131,7 +131,7 @@ pub async fn set_pane_focus(
     drafting: bool,
 ) -> Result<(), Error> {
     app.submit(Command::SetPaneFocus {
-        login: login.to_owned(),
+        login: login.to_owned().into(),
         focused,
         drafting,
     })
@@ -150,8 +150,8 @@ pub async fn mark_summary_read(
     seq: u64,
 ) -> Result<(), Error> {
     app.submit(Command::MarkSummaryRead {
-        login: login.to_owned(),
-        task_id: task_id.to_owned(),
+        login: login.to_owned().into(),
+        task_id: task_id.to_owned().into(),
         seq,
     })
     .await?;

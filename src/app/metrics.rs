@@ -2,7 +2,7 @@
 //! Prometheus text exposition format (OpenMetrics 1.0 text, through the `prometheus-client`
 //! crate). Gauges are read at scrape time from the same figures `getStatus` serves
 //! ([`super::status::status`]) and from the fold; counters and histograms are kept as they
-//! happen: the writer's group commits ([`crate::log::stats::CommitStats`]) and HTTP requests
+//! happen: the writer's group commits ([`byre_log::stats::CommitStats`]) and HTTP requests
 //! ([`Requests`], recorded by the HTTP adapter's middleware).
 
 use prometheus_client::encoding::{text::encode, EncodeLabelSet};
@@ -76,7 +76,7 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
 /// user's lead (its process, its turns), and no count of per-user routes (`/api/me/…`).
 /// # Errors
 /// [`Error::Internal`] when `getStatus`'s figures cannot be read.
-pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
+pub async fn render(app: &Ctx, requests: &Requests, viewer: &str) -> Result<String, Error> {
     let status = super::status::status(app, viewer).await?;
     let n = |k: &str| status[k].as_i64().unwrap_or(0);
     let mut registry = Registry::with_prefix("byre");
@@ -119,7 +119,7 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
         &mut registry,
         "startup_snapshot_seq",
         "Seq of the projection snapshot this server's start-up folded from (0: from seq 1)",
-        startup.snapshot_seq as i64,
+        startup.projection_snapshot_seq as i64,
     );
     gauge(
         &mut registry,
@@ -234,7 +234,7 @@ pub async fn render(app: &Ctx, viewer: &str) -> Result<String, Error> {
     registry.register(
         "http_requests",
         "HTTP requests served since start, by method, route and status",
-        app.requests.0.clone(),
+        requests.0.clone(),
     );
     let mut text = String::new();
     encode(&mut text, &registry).map_err(Error::internal)?;

@@ -6,7 +6,7 @@ use byre_projections::Command;
 
 use super::{blocking, Ctx, Error};
 use crate::api;
-use crate::git::{self, GitError};
+use byre_git::{self as git, GitError};
 
 /// `listProjects`: every project, in creation order.
 pub fn list_projects(app: &Ctx) -> Vec<api::Project> {
@@ -19,7 +19,7 @@ pub fn list_projects(app: &Ctx) -> Vec<api::Project> {
 }
 
 /// `createProject`: a project on the git repository at `repo_path`, its default branch and
-/// origin's URL (without credentials) detected. With [`crate::config::Config::repos_roots`]
+/// origin's URL (without credentials) detected. With [`crate::settings::Settings::repos_roots`]
 /// set, the repository (symlinks and `..` resolved) and its git dir must be under one of them;
 /// nothing outside is opened.
 /// # Errors
@@ -35,7 +35,7 @@ pub async fn create_project(
     if !path.is_absolute() || repo_path.contains('\0') {
         return Err(Error::Invalid("repo_path must be an absolute path".into()));
     }
-    let roots = app.config.repos_roots.clone();
+    let roots = app.settings.repos_roots.clone();
     let facts = blocking(move || {
         if let Some(roots) = &roots {
             check_inside(roots, &resolved(&path), &path)?;
@@ -58,7 +58,7 @@ pub async fn create_project(
             repo_path: facts.repo_path,
             default_branch: facts.default_branch,
             remote: without_credentials(&facts.remote),
-            worktrees_root: app.config.worktrees_root().to_string_lossy().into_owned(),
+            worktrees_root: app.settings.worktrees_root().to_string_lossy().into_owned(),
         })
         .await?;
     let id = ack

@@ -1,6 +1,6 @@
 //! Workflow runs: `createTask` with `workflow`, starting stages, `getWorkflowRun`,
 //! `getTaskWorkflow`. The decisions are `projections/src/runs.rs`; the run reactor
-//! (`src/reactors/runs.rs`) calls [`advance`] and [`clean_up`] after stages finish.
+//! (`reactors::runs`) calls [`advance`] after stages finish, and cleans a finished run up.
 //!
 //! Starting a stage ([`start_stage`]): its base resolved (`runs::base_of`: a commit, or the
 //! default branch's tip now), `StartStage` (the task and its `workflow.stage_started`, or
@@ -27,11 +27,11 @@ pub async fn create_run(
     title: &str,
     workflow: &str,
 ) -> Result<api::Task, Error> {
-    let base_ref = super::tasks::default_branch_tip(app, project_id).await?;
+    let base_ref = super::task_creation::default_branch_tip(app, project_id).await?;
     let ack = app
         .submit(Command::StartWorkflowRun {
             actor: actor.to_owned(),
-            project_id: project_id.to_owned(),
+            project_id: project_id.to_owned().into(),
             workflow: workflow.to_owned(),
             title: title.to_owned(),
             base_ref,
@@ -91,7 +91,7 @@ pub async fn start_stage(app: &Ctx, run_id: &str, stage: &str) -> Result<Option<
     let base_ref = match base {
         Some(StageBaseRef::Commit(c)) => c,
         Some(StageBaseRef::DefaultBranch) => {
-            super::tasks::default_branch_tip(app, &project_id).await?
+            super::task_creation::default_branch_tip(app, &project_id).await?
         }
         None => {
             return Err(Error::Conflict(format!(
@@ -113,9 +113,9 @@ pub async fn start_stage(app: &Ctx, run_id: &str, stage: &str) -> Result<Option<
         .task_id
         .clone()
         .ok_or_else(|| Error::internal("task.created without task_id"))?;
-    super::tasks::wait_for_worktree(app, &task_id, created.seq).await?;
+    super::task_creation::wait_for_worktree(app, &task_id, created.seq).await?;
     start_stage_session(app, &task_id).await?;
-    Ok(Some(task_id))
+    Ok(Some(task_id.into()))
 }
 
 /// Starts the agent session of stage task `task_id` (its stage's model, [`stage_prompt`]), as
@@ -189,27 +189,6 @@ pub fn stage_prompt(state: &State, run: &Run, stage: &str, inputs: &[runs::Stage
          does not finish the stage; only `finish_stage` does.",
     );
     out
-}
-
-/// Once run `run_id` finished: discards its other active tasks as `byre`; the ones it
-/// discarded. A refused discard is logged and skipped.
-pub async fn clean_up(app: &Ctx, run_id: &str) -> Vec<String> {
-    let tasks: Vec<String> = app.writer.read(|s| {
-        s.runs
-            .get(run_id)
-            .map(|r| r.to_clean_up(s).into_iter().map(str::to_owned).collect())
-            .unwrap_or_default()
-    });
-    let mut done = Vec::new();
-    for task_id in tasks {
-        match super::finish::discard_task(app, "byre", &task_id).await {
-            Ok(_) => done.push(task_id),
-            Err(e) => {
-                tracing::warn!(run = run_id, task_id, error = %e, "a finished run's task was not discarded")
-            }
-        }
-    }
-    done
 }
 
 fn run_of_task<'s>(s: &'s State, task_id: &str) -> Result<&'s Run, Error> {
@@ -301,7 +280,7 @@ fn attempt(s: &State, a: &runs::Attempt) -> api::StageAttempt {
     let task = s.tasks.get(&a.task_id);
     let closed_discarded = task.is_some_and(|t| t.status == TaskStatus::Discarded);
     api::StageAttempt {
-        task_id: a.task_id.clone(),
+        task_id: a.task_id.clone().into(),
         title: task.map(|t| t.title.clone()).unwrap_or_default(),
         state: attempt_state(s, a),
         discarding: task.is_some_and(|t| t.discarding && t.status == TaskStatus::Active),

@@ -20,7 +20,7 @@ pub async fn worktree_head(app: &Ctx, task_id: &str) -> Result<String, Error> {
         .writer
         .read(|s| s.tasks.get(task_id).map(|t| t.worktree_path.clone()))
         .ok_or_else(|| Error::NotFound(format!("no task `{task_id}`")))?;
-    blocking(move || Ok(crate::git::worktree_head(&PathBuf::from(worktree)).unwrap_or_default()))
+    blocking(move || Ok(byre_git::worktree_head(&PathBuf::from(worktree)).unwrap_or_default()))
         .await
 }
 
@@ -46,7 +46,7 @@ fn task_of(app: &Ctx, actor: &str, session_id: &str) -> Result<String, Error> {
             s.sessions
                 .get(session_id)
                 .filter(|x| x.owner.is_empty() || x.owner == actor)
-                .map(|x| x.task_id.clone())
+                .map(|x| x.task_id.to_string())
         })
         .ok_or_else(|| Error::NotFound(format!("no session `{session_id}`")))
 }
@@ -76,10 +76,11 @@ pub async fn start_session(
             head,
         })
         .await?;
-    ack.events
+    (ack.events
         .iter()
         .find_map(|e| e.agent_session_id.clone())
-        .ok_or_else(|| Error::internal("session.created missing"))
+        .ok_or_else(|| Error::internal("session.created missing")))
+    .map(Into::into)
 }
 
 /// `createSession`: [`start_session`], answered as the new `AgentSession` (its first turn
@@ -139,7 +140,7 @@ pub async fn send_message(
     let head = worktree_head(app, &task_id).await?;
     app.submit(Command::SendMessage {
         actor: actor.to_owned(),
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
         text: message.text,
         images: message.images,
         model: message.model,
@@ -160,7 +161,7 @@ pub async fn withdraw_message(
 ) -> Result<(), Error> {
     app.submit(Command::WithdrawMessage {
         actor: actor.to_owned(),
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         input_id,
     })
     .await?;
@@ -178,7 +179,7 @@ pub async fn interrupt_session(
     task_of(app, actor, session_id)?;
     app.submit(Command::InterruptSession {
         actor: actor.to_owned(),
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
     })
     .await?;
     get_session(app, actor, session_id)
@@ -199,7 +200,7 @@ pub async fn compact_session(
     let head = worktree_head(app, &task_id).await?;
     app.submit(Command::CompactSession {
         actor: actor.to_owned(),
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_owned().into(),
         model,
         head,
     })

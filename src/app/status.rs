@@ -19,27 +19,28 @@ struct Stream {
     connected_at_us: i64,
 }
 
-/// Open event streams, and when each client last acted. Cheap to clone.
+/// Open event streams (and connected machines' sockets, which `getStatus` lists with them as
+/// its `ConnectedClient`s), and when each client last acted. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct Clients {
-    streams: Arc<DashMap<u64, Stream>>,
+pub struct Streams {
+    open: Arc<DashMap<u64, Stream>>,
     last_action_us: Arc<DashMap<(String, String, String), i64>>,
     next_id: Arc<AtomicU64>,
 }
 
 /// Keeps a stream registered until dropped.
 pub struct Registration {
-    clients: Clients,
+    streams: Streams,
     id: u64,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.clients.streams.remove(&self.id);
+        self.streams.open.remove(&self.id);
     }
 }
 
-impl Clients {
+impl Streams {
     /// Registers an open stream of `login` from the client named by its `Byre-Host` and
     /// `Byre-Commit` headers (empty when absent).
     pub fn open(&self, login: &str, host: &str, commit: &str) -> Registration {
@@ -50,9 +51,9 @@ impl Clients {
             commit: commit.into(),
             connected_at_us: chrono::Utc::now().timestamp_micros(),
         };
-        self.streams.insert(id, stream);
+        self.open.insert(id, stream);
         Registration {
-            clients: self.clone(),
+            streams: self.clone(),
             id,
         }
     }
@@ -67,7 +68,7 @@ impl Clients {
 
     /// How many streams are open.
     pub fn n_streams(&self) -> usize {
-        self.streams.len()
+        self.open.len()
     }
 }
 
@@ -100,7 +101,7 @@ pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error>
     // The viewer's own clients only: another user's machines and pages are theirs to know of
     // (when a user's machine is connected is when an agent could reach it).
     let mut grouped: BTreeMap<(String, String, String), i64> = BTreeMap::new();
-    for s in app.clients.streams.iter().filter(|s| s.login == viewer) {
+    for s in app.streams.open.iter().filter(|s| s.login == viewer) {
         let key = (s.login.clone(), s.host.clone(), s.commit.clone());
         let e = grouped.entry(key).or_insert(s.connected_at_us);
         *e = (*e).min(s.connected_at_us);
@@ -109,7 +110,7 @@ pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error>
         .into_iter()
         .map(|((login, host, commit), at)| {
             let last = app
-                .clients
+                .streams
                 .last_action_us
                 .get(&(login.clone(), host.clone(), commit.clone()))
                 .map(|v| rfc3339(*v));
@@ -130,28 +131,28 @@ pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error>
     let db_bytes = tokio::task::spawn_blocking(move || store.file_bytes())
         .await
         .map_err(Error::internal)?;
-    let agents = app.agents.status(viewer, app.config.stuck_after_seconds);
+    let agents = app.agents.status(viewer, app.settings.stuck_after_seconds);
     Ok(json!({
         "started_at": rfc3339(app.started_at_us),
         "db_bytes": db_bytes,
         "last_event_seq": app.writer.head(),
         "projects": projects,
         "active_tasks": active_tasks,
-        "sse_clients": app.clients.n_streams(),
+        "sse_clients": app.streams.n_streams(),
         "clients": clients.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
         "live_agents": agents["live_agents"],
         "running_turns": agents["running_turns"],
         "rate_limits": agents["rate_limits"],
         "agent_processes": agents["agent_processes"],
         "zombies": agents["zombies"],
-        "stuck_after_seconds": app.config.stuck_after_seconds,
+        "stuck_after_seconds": app.settings.stuck_after_seconds,
         "protocol_errors": agents["protocol_errors"],
-        "previews_published": app.config.tailscale_bin.is_some(),
+        "previews_published": app.settings.tailscale_bin.is_some(),
         "agent_clis": app.agents.agent_clis(),
-        "auth_mode": match app.config.auth {
-            crate::config::AuthMode::Local { .. } => "local",
-            crate::config::AuthMode::Tailscale => "tailscale",
-            crate::config::AuthMode::Token { .. } => "token",
+        "auth_mode": match app.settings.auth {
+            crate::settings::AuthMode::Local { .. } => "local",
+            crate::settings::AuthMode::Tailscale => "tailscale",
+            crate::settings::AuthMode::Token { .. } => "token",
         },
         "sandbox": app.agents.sandbox().is_on(),
     }))

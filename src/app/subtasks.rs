@@ -12,9 +12,8 @@ use std::path::PathBuf;
 
 use byre_projections::tasks::TaskStatus;
 use byre_projections::Command;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::tools::ToolResult;
 use super::{blocking, Ctx, Error};
 
 /// Where a subtask's branch starts.
@@ -83,15 +82,15 @@ pub async fn start_subtask(app: &Ctx, session_id: &str, new: NewSubtask) -> Resu
     let base = new.base;
     let base_ref = blocking(move || {
         match base {
-            Base::ParentHead => crate::git::worktree_head(&worktree),
-            Base::DefaultBranch => crate::git::branch_tip(&repo, &default_branch),
+            Base::ParentHead => byre_git::worktree_head(&worktree),
+            Base::DefaultBranch => byre_git::branch_tip(&repo, &default_branch),
         }
         .map_err(|e| Error::Conflict(format!("cannot read the subtask's base commit: {e}")))
     })
     .await?;
     let ack = app
         .submit(Command::StartSubtask {
-            session_id: session_id.to_owned(),
+            session_id: session_id.to_owned().into(),
             title: new.title.trim().to_owned(),
             base_ref,
             agent: new.agent,
@@ -106,12 +105,12 @@ pub async fn start_subtask(app: &Ctx, session_id: &str, new: NewSubtask) -> Resu
         .clone()
         .ok_or_else(|| Error::internal("task.created without task_id"))?;
     let linked_seq = last.seq;
-    super::tasks::wait_for_worktree(app, &task_id, first.seq).await?;
+    super::task_creation::wait_for_worktree(app, &task_id, first.seq).await?;
     let session_id =
         super::sessions::start_session(app, &actor, &task_id, Some(model), new.prompt, Vec::new())
             .await?;
     Ok(Started {
-        task_id,
+        task_id: task_id.into(),
         session_id,
         linked_seq,
     })
@@ -137,7 +136,7 @@ pub struct SubtaskReport {
     /// While active: what its worktree holds that the parent's branch doesn't (`getUnmerged`'s
     /// figures against the parent's branch); absent when closed or unreadable.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub unmerged: Option<crate::git::merge::Unmerged>,
+    pub unmerged: Option<byre_git::merge::Unmerged>,
 }
 
 /// The subtasks of session `session_id`'s task, oldest first.
@@ -157,7 +156,7 @@ pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskRep
             subs.into_iter()
                 .map(|t| {
                     let report = SubtaskReport {
-                        task_id: t.id.clone(),
+                        task_id: t.id.clone().into(),
                         title: t.title.clone(),
                         branch: t.branch.clone(),
                         status: t.status,
@@ -197,7 +196,7 @@ pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskRep
             }
             if let Some((repo, worktree, parent_branch)) = git {
                 report.unmerged =
-                    crate::git::merge::unmerged(&repo, &worktree, &report.branch, &parent_branch)
+                    byre_git::merge::unmerged(&repo, &worktree, &report.branch, &parent_branch)
                         .ok();
             }
             out.push(report);
@@ -207,90 +206,32 @@ pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskRep
     .await
 }
 
-/// The subtask tools' definitions, for [`super::tools::definitions`].
-pub fn definitions() -> Vec<super::tools::ToolSpec> {
-    vec![
-        super::tools::ToolSpec {
-            name: "start_subtask",
-            description: "Start a subtask: a new task of this project with its own agent, worktree and branch, branched from this worktree's HEAD (commit what it needs first), its agent starting on `prompt`. Returns at once with the subtask's id and branch; the subtask works in parallel. Follow it with list_subtasks. When it is done, a human merges it into this task, and you will be asked to merge its branch with `git merge`. This task cannot be merged or discarded while it has active subtasks.",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "title": {"type": "string", "description": "The subtask's title: one line, at most 200 characters."},
-                    "prompt": {"type": "string", "description": "The subtask agent's first message: everything it needs to know."},
-                    "model": {"type": "string", "description": "Optional: the subtask agent's model (e.g. `sonnet`, `gpt-5.5`); yours when absent."}
-                },
-                "required": ["title", "prompt"]
-            }),
-        },
-        super::tools::ToolSpec {
-            name: "list_subtasks",
-            description: "Report this task's subtasks, oldest first, as JSON: for each its task_id, title, branch, status (active, merged, discarded), state (running, idle, merging, …), merging_into_parent, last_summary (its agent's latest turn result) and, while active, unmerged (commits, files, insertions, deletions, uncommitted against this task's branch).",
-            input_schema: json!({"type": "object", "properties": {}}),
-        },
-    ]
-}
-
-fn text_arg(args: &Value, name: &str) -> Result<Option<String>, String> {
-    match &args[name] {
-        Value::String(s) => Ok(Some(s.clone())),
-        Value::Null => Ok(None),
-        _ => Err(format!("`{name}` must be a string")),
-    }
-}
-
-/// Runs `start_subtask` or `list_subtasks` for session `session_id`; `None` for another tool.
-/// A refusal is a tool error.
-/// # Errors
-/// [`Error::Unavailable`] when the writer stopped.
-pub async fn call(
+/// Follows the log after seq `after` until session `session_id`'s turn ends; that
+/// `turn.ended`'s payload and the last `agent.text` before it. `None` when the log ends first
+/// (the server stops). CodeBolt's `startAgent` waits on it for the subtask it started.
+pub async fn turn_end(
     app: &Ctx,
     session_id: &str,
-    tool: &str,
-    args: &Value,
-) -> Option<Result<ToolResult, Error>> {
-    let answer = match tool {
-        "start_subtask" => start_tool(app, session_id, args).await,
-        "list_subtasks" => list_subtasks(app, session_id)
-            .await
-            .map(|list| ToolResult::text(serde_json::to_string_pretty(&list).unwrap_or_default())),
-        _ => return None,
-    };
-    Some(match answer {
-        Err(Error::Unavailable(m)) => Err(Error::Unavailable(m)),
-        Err(e) => Ok(ToolResult::error(e.to_string())),
-        Ok(r) => Ok(r),
-    })
-}
-
-async fn start_tool(app: &Ctx, session_id: &str, args: &Value) -> Result<ToolResult, Error> {
-    let parsed = (|| {
-        let title = text_arg(args, "title")?.ok_or("`title` is required")?;
-        let prompt = text_arg(args, "prompt")?.ok_or("`prompt` is required")?;
-        Ok::<_, String>((title, prompt, text_arg(args, "model")?))
-    })();
-    let (title, prompt, model) = match parsed {
-        Ok(p) => p,
-        Err(m) => return Ok(ToolResult::error(m)),
-    };
-    let started = start_subtask(
-        app,
-        session_id,
-        NewSubtask {
-            title,
-            prompt,
-            model,
-            agent: String::new(),
-            base: Base::ParentHead,
-        },
-    )
-    .await?;
-    let branch = app
-        .writer
-        .read(|s| s.tasks.get(&started.task_id).map(|t| t.branch.clone()))
-        .unwrap_or_default();
-    Ok(ToolResult::text(format!(
-            "Subtask {} started on branch `{branch}`; its agent is working on your prompt now. Follow it with list_subtasks. You do not need to wait for it.",
-            started.task_id
-    )))
+    after: u64,
+) -> Option<(serde_json::Value, String)> {
+    use futures_util::StreamExt;
+    let mut events = Box::pin(byre_log::subscription::subscribe(app.writer.clone(), after));
+    let mut last_text = String::new();
+    while let Some(r) = events.next().await {
+        let Ok(r) = r else { continue };
+        if r.agent_session_id.as_deref() != Some(session_id) {
+            continue;
+        }
+        let payload = serde_json::from_str::<serde_json::Value>(&r.json)
+            .map(|v| v["payload"].clone())
+            .unwrap_or_default();
+        match r.kind.as_str() {
+            "agent.text" => {
+                last_text = payload["text"].as_str().unwrap_or_default().to_owned();
+            }
+            "turn.ended" => return Some((payload, last_text)),
+            _ => {}
+        }
+    }
+    None
 }

@@ -1,15 +1,15 @@
 //! `getTaskTerminal`: attaching a user to a task's terminal. The operation checks the size and
 //! the task (its worktree made again first if it was removed while byre runs), then has the
-//! terminal runtime (`crate::terminal`) start the task's shell in the worktree when none runs
+//! terminal runtime (byre-terminal) start the task's shell in the worktree when none runs
 //! and attach the viewer. The WebSocket itself is the HTTP adapter's.
 
 use std::path::PathBuf;
 
 use super::{Ctx, Error};
-use crate::log::SubmitError;
-use crate::terminal::{OpenError, TerminalSize, Viewer};
+use byre_log::SubmitError;
+use byre_terminal::{OpenError, TerminalSize, Viewer};
 
-pub use crate::terminal::Ended;
+pub use byre_terminal::Ended;
 
 /// Parses `getTaskTerminal`'s `cols` and `rows` query values.
 /// # Errors

@@ -160,16 +160,16 @@ fn dedent(line: &str, indent: usize) -> &str {
 pub async fn get_todo(app: &Ctx, project_id: &str) -> Result<Todo, Error> {
     let (repo_path, branch) = project_repo(app, project_id)?;
     let text = blocking(move || {
-        crate::git::files::file_at_branch(&repo_path, &branch, "TODO.md", MAX_TODO_BYTES).map_err(
+        byre_git::files::file_at_branch(&repo_path, &branch, "TODO.md", MAX_TODO_BYTES).map_err(
             |e| match e {
-                crate::git::files::FileAtBranch::TooLarge => Error::Invalid(format!(
+                byre_git::files::FileAtBranch::TooLarge => Error::Invalid(format!(
                     "TODO.md is larger than {} KiB",
                     MAX_TODO_BYTES / 1024
                 )),
-                crate::git::files::FileAtBranch::NotAFile => {
+                byre_git::files::FileAtBranch::NotAFile => {
                     Error::Invalid("TODO.md at the repository root is not a file".into())
                 }
-                crate::git::files::FileAtBranch::Git(e) => {
+                byre_git::files::FileAtBranch::Git(e) => {
                     Error::Conflict(format!("cannot read the default branch: {e}"))
                 }
             },
@@ -271,12 +271,12 @@ pub async fn start_todo_item(
         byre_projections::users::check_model(model)?;
     }
     let title = task_title(&item.title);
-    let base_ref = super::tasks::default_branch_tip(app, project_id).await?;
-    let task_id = super::tasks::create_with(
+    let base_ref = super::task_creation::default_branch_tip(app, project_id).await?;
+    let task_id = super::task_creation::create_with(
         app,
         Command::StartTodoItem {
             actor: actor.to_owned(),
-            project_id: project_id.to_owned(),
+            project_id: project_id.to_owned().into(),
             title,
             base_ref,
             todo_item: item.title.clone(),

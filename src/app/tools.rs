@@ -1,8 +1,8 @@
-//! The agents' byre tools (`ask_human`, `take_snapshot`, `set_merge_title`, `expose_port`,
-//! `start_subtask` and `list_subtasks` (`super::subtasks`), a workflow stage agent's
-//! `finish_stage` (`super::runs`), the tools that use the user's own machine
-//! (`super::client_tools`), a reviewer's `submit_review`, and a lead's tools
-//! (`super::lead_tools`)):
+//! The agents' byre tools, all defined here and in this module's own: `ask_human`
+//! (a question's choices: [`choices`]), `take_snapshot`, `set_merge_title`, `expose_port`,
+//! `start_subtask` and `list_subtasks` ([`subtasks`]), a workflow stage agent's `finish_stage`
+//! (`crate::runs`), the tools that use the user's own machine ([`machine`]), a reviewer's
+//! `submit_review`, and a lead's tools ([`lead`]):
 //! who may call them, what a call's arguments mean, what it does and what the agent reads
 //! back. Claude Code and Codex agents call them through their `byre mcp` child and the
 //! internal HTTP route; CodeBolt agents through their socket's MCP actions. Both come here.
@@ -12,7 +12,12 @@ use byre_projections::{Command, EventBody};
 use serde_json::{json, Value};
 
 use super::{Ctx, Error};
-use crate::log::SubmitError;
+
+pub mod choices;
+pub mod lead;
+pub mod machine;
+pub mod subtasks;
+use byre_log::SubmitError;
 
 /// Largest tool call arguments, in bytes (JSON); larger ones are a tool error.
 pub const MAX_TOOL_ARGS_BYTES: usize = 256 * 1024;
@@ -70,7 +75,7 @@ impl ToolResult {
     }
 }
 
-/// The live session a session token (`crate::vendors::mcp::McpHost::token`) stands for.
+/// The live session a session token (`byre_agents::mcp::McpHost::token`) stands for.
 /// # Errors
 /// [`Error::Forbidden`] for a token that is not a live session's (forged, of no session, or
 /// of a completed one).
@@ -91,7 +96,7 @@ pub fn session_of_token(app: &Ctx, token: &str) -> Result<String, Error> {
 
 /// Why session `session_id` may not call `tool` (a tool error), or `None` when it may:
 /// `submit_review` is a reviewer's only tool; a lead has only the lead tools
-/// (`super::lead_tools::NAMES`), which only a lead may use; the others are for a task's
+/// (`lead::NAMES`), which only a lead may use; the others are for a task's
 /// implementing agent only.
 pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
     let role = app
@@ -104,12 +109,12 @@ pub fn refusal(app: &Ctx, session_id: &str, tool: &str) -> Option<ToolResult> {
             ))
         });
     }
-    let lead_tool = super::lead_tools::NAMES.contains(&tool);
+    let lead_tool = lead::NAMES.contains(&tool);
     if lead_tool || role == Some(SessionRole::Lead) {
         return (role != Some(SessionRole::Lead) || !lead_tool).then(|| {
             ToolResult::error(format!(
                 "`{tool}`: a lead agent has only its lead tools ({}), and only a lead may use them",
-                super::lead_tools::NAMES.join(", ")
+                lead::NAMES.join(", ")
             ))
         });
     }
@@ -140,13 +145,13 @@ pub async fn call(
         Value::Null => json!({}),
         _ => return Ok(ToolResult::error("the arguments must be a JSON object")),
     };
-    if let Some(answer) = super::lead_tools::call(app, session_id, tool, &args).await {
+    if let Some(answer) = lead::call(app, session_id, tool, &args).await {
         return answer;
     }
-    if let Some(answer) = super::subtasks::call(app, session_id, tool, &args).await {
+    if let Some(answer) = subtasks::call(app, session_id, tool, &args).await {
         return answer;
     }
-    if let Some(answer) = super::client_tools::call(app, session_id, tool, &args).await {
+    if let Some(answer) = machine::call(app, session_id, tool, &args).await {
         return answer;
     }
     let task_id = app
@@ -178,17 +183,17 @@ pub struct ToolSpec {
 /// vendor (MCP for the CLIs, the CodeBolt toolbox `byre`).
 pub fn definitions() -> Vec<ToolSpec> {
     let mut tools = base_definitions();
-    tools.extend(super::subtasks::definitions());
+    tools.extend(subtasks::definitions());
     tools.push(finish_stage_definition());
-    tools.extend(super::client_tools::definitions());
-    tools.extend(super::lead_tools::definitions());
+    tools.extend(machine::definitions());
+    tools.extend(lead::definitions());
     tools
 }
 
 /// The tools a session of `role` is offered (the others would be refused, see [`refusal`]): a
 /// reviewer has `submit_review` only, a lead its lead tools only, a task's agent the rest.
 pub fn definitions_for(role: SessionRole) -> Vec<ToolSpec> {
-    let lead = |t: &ToolSpec| super::lead_tools::NAMES.contains(&t.name);
+    let lead = |t: &ToolSpec| lead::NAMES.contains(&t.name);
     definitions()
         .into_iter()
         .filter(|t| match role {
@@ -197,26 +202,6 @@ pub fn definitions_for(role: SessionRole) -> Vec<ToolSpec> {
             SessionRole::Implementer => t.name != "submit_review" && !lead(t),
         })
         .collect()
-}
-
-/// A session role as `byre mcp --role` takes it (`implementer`, `lead`, `reviewer`); `None`
-/// for anything else.
-pub fn parse_role(text: &str) -> Option<SessionRole> {
-    match text {
-        "implementer" => Some(SessionRole::Implementer),
-        "lead" => Some(SessionRole::Lead),
-        "reviewer" => Some(SessionRole::Reviewer),
-        _ => None,
-    }
-}
-
-/// The name [`parse_role`] reads.
-pub fn role_name(role: SessionRole) -> &'static str {
-    match role {
-        SessionRole::Implementer => "implementer",
-        SessionRole::Lead => "lead",
-        SessionRole::Reviewer => "reviewer",
-    }
 }
 
 /// `finish_stage`, a workflow stage agent's tool (`super::runs`).
@@ -329,9 +314,9 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 Value::Array(a) if a.iter().all(Value::is_object) => a.clone(),
                 _ => return Err("`attachments` must be an array of objects".into()),
             };
-            let choices = super::choices::parse(&context);
+            let choices = choices::parse(&context);
             Ok(Command::AskHuman {
-                session_id,
+                session_id: session_id.into(),
                 question: byre_projections::inbox::Question {
                     context,
                     question,
@@ -344,11 +329,11 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
             })
         }
         "take_snapshot" => Ok(Command::RequestSnapshot {
-            task_id: task_id.to_owned(),
+            task_id: task_id.to_owned().into(),
             trigger: byre_projections::snapshots::SnapshotTrigger::Requested,
         }),
         "set_merge_title" => Ok(Command::SetMergeTitle {
-            session_id,
+            session_id: session_id.into(),
             merge_title: text_arg(args, "merge_title", true)?,
         }),
         "expose_port" => {
@@ -357,7 +342,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 .and_then(|p| u32::try_from(p).ok())
                 .ok_or("`port` must be a port number")?;
             Ok(Command::ExposePort {
-                session_id,
+                session_id: session_id.into(),
                 name: text_arg(args, "name", true)?,
                 port,
             })
@@ -373,7 +358,7 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                 }
             };
             Ok(Command::FinishStage {
-                session_id,
+                session_id: session_id.into(),
                 output: text_arg(args, "output", true)?,
                 status,
                 reason: text_arg(args, "reason", false)?,
@@ -385,16 +370,16 @@ pub fn parse(tool: &str, session_id: &str, task_id: &str, args: &Value) -> Resul
                     format!("submit_review wants `summary` (a string) and `findings` (an array of objects with severity, category, title, detail, path, line): {e}")
                 })?;
             result.check()?;
-            Ok(Command::SubmitReview { session_id, result })
+            Ok(Command::SubmitReview { session_id: session_id.into(), result })
         }
         other => Err(format!(
-            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages), the machine tools bash, read_file, write_file, upload, download and hands, (for reviewers) submit_review and (for a lead) {}", super::lead_tools::NAMES.join(", ")
+            "byre has no tool `{other}`; its tools are ask_human, take_snapshot, set_merge_title, expose_port, start_subtask, list_subtasks, finish_stage (for workflow stages), the machine tools bash, read_file, write_file, upload, download and hands, (for reviewers) submit_review and (for a lead) {}", lead::NAMES.join(", ")
         )),
     }
 }
 
 /// The tool result the agent reads after `tool` succeeded.
-pub fn success_text(tool: &str, ack: &crate::log::Ack) -> String {
+pub fn success_text(tool: &str, ack: &byre_log::Ack) -> String {
     match tool {
         "ask_human" => {
             let id = ack
@@ -440,7 +425,7 @@ mod tests {
     fn each_role_is_offered_only_the_tools_it_may_use() {
         assert_eq!(names(SessionRole::Reviewer), ["submit_review"]);
         let lead = names(SessionRole::Lead);
-        assert_eq!(lead, super::super::lead_tools::NAMES);
+        assert_eq!(lead, super::lead::NAMES);
         let implementer = names(SessionRole::Implementer);
         for t in [
             "ask_human",
@@ -457,17 +442,5 @@ mod tests {
         // Every tool is offered to some role.
         let all: Vec<&str> = definitions().iter().map(|t| t.name).collect();
         assert_eq!(all.len(), implementer.len() + lead.len() + 1);
-    }
-
-    #[test]
-    fn roles_read_back_from_their_names() {
-        for role in [
-            SessionRole::Implementer,
-            SessionRole::Lead,
-            SessionRole::Reviewer,
-        ] {
-            assert_eq!(parse_role(role_name(role)), Some(role));
-        }
-        assert_eq!(parse_role("admin"), None);
     }
 }

@@ -14,7 +14,7 @@ use byre_projections::tasks::TaskStatus;
 use serde::Serialize;
 
 use super::{blocking, Ctx, Error};
-use crate::git::views::{
+use byre_git::views::{
     self as git_views, ChangeStatus, EntryKind, SnapshotBase, TreePath, ViewError, WorkPath,
     Worktree,
 };

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::config::log_path;
-use crate::log::store::{ReadOnlyStore, Record};
+use byre_log::store::{ReadOnlyStore, Record};
 
 fn open(data: &Path) -> anyhow::Result<ReadOnlyStore> {
     let path = log_path(data);
@@ -56,7 +56,7 @@ pub fn log(
             format!(
                 "{:>8}  {}  {:<32} {:<12} task={} {}",
                 e.seq,
-                crate::api::rfc3339(e.created_at_us),
+                byre_app::api::rfc3339(e.created_at_us),
                 e.kind,
                 e.actor,
                 e.task_id.as_deref().unwrap_or("-"),
@@ -149,9 +149,9 @@ fn verify_checkpoint(
 /// equals the state it holds (the whole state, the digest's bookkeeping included). True when
 /// there is none, or start-up would not use it (said why).
 fn verify_snapshot(store: &ReadOnlyStore, state: &byre_projections::State) -> anyhow::Result<bool> {
-    let snapshot = match store.snapshot() {
+    let snapshot = match store.projection_snapshot() {
         Ok(s) => s,
-        Err(crate::log::snapshot::Unusable::Missing) => {
+        Err(byre_log::projection_snapshot::Unusable::Missing) => {
             println!("snapshot    none; start-up folds from seq 1");
             return Ok(true);
         }
@@ -196,7 +196,7 @@ pub fn replay(data: &Path, task: &str, until: u64) -> anyhow::Result<i32> {
     };
     println!(
         "{}",
-        serde_json::to_string_pretty(&crate::api::Task::from(t))?
+        serde_json::to_string_pretty(&byre_app::api::Task::from(t))?
     );
     println!("-- its events up to seq {until}:");
     store.for_each(1, until, |e| {

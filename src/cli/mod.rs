@@ -77,7 +77,7 @@ pub enum Cmd {
         /// Bytes of recent events held in memory for all event streams together (e.g. 64MiB,
         /// 512KiB). A reader further behind reads from the log instead, so this bounds the
         /// memory of slow readers, not what they receive.
-        #[arg(long, env = "BYRE_STREAM_BUFFER", default_value = "64MiB", value_parser = crate::log::bus::parse_size)]
+        #[arg(long, env = "BYRE_STREAM_BUFFER", default_value = "64MiB", value_parser = byre_log::bus::parse_size)]
         stream_buffer: usize,
         /// Review every snapshot with an agent of the other vendor (`--reviews false`: none).
         #[arg(long, env = "BYRE_REVIEWS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -132,7 +132,7 @@ pub enum Cmd {
         max_event_bytes: usize,
         /// Most bytes of one output line of an agent process (e.g. 64MiB): a longer line ends
         /// the process and its turn with an error (never held whole).
-        #[arg(long, env = "BYRE_MAX_LINE_BYTES", default_value = "64MiB", value_parser = crate::log::bus::parse_size)]
+        #[arg(long, env = "BYRE_MAX_LINE_BYTES", default_value = "64MiB", value_parser = byre_log::bus::parse_size)]
         max_line_bytes: usize,
         /// A request body must arrive within this time after its head (e.g. 30s; 0: no
         /// deadline), else 408 and the connection is closed. WebSockets have none; a client
@@ -265,7 +265,7 @@ variables above that concern them (README.md, \"Agents\").";
 /// Parses `--max-event-bytes`: a size (`parse_size`) of at least 16 KiB, room for an event's
 /// fields besides the one byre cuts.
 fn parse_event_limit(text: &str) -> Result<usize, String> {
-    match crate::log::bus::parse_size(text)? {
+    match byre_log::bus::parse_size(text)? {
         n if n < 16 * 1024 => Err(format!("`{text}`: the event limit is at least 16KiB")),
         n => Ok(n),
     }
@@ -345,7 +345,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             config.agents.idle_stop = agent_idle_stop;
             config.public_hosts = public_hosts;
             config.sandbox = sandbox == OnOff::On;
-            config.agents.output = config::OutputLimits {
+            config.agents.output = byre_agents::OutputLimits {
                 max_event_bytes,
                 max_line_bytes: max_line_bytes.max(max_event_bytes),
             };
@@ -386,13 +386,14 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 ),
                 None => token,
             };
-            let options = crate::client::Options {
+            let options = byre_client::Options {
                 server,
-                host: host.unwrap_or_else(crate::client::host_name),
+                host: host.unwrap_or_else(byre_client::host_name),
                 token,
                 hands_mcp,
+                commit: crate::BUILD_COMMIT,
             };
-            crate::client::run(options).await
+            byre_client::run(options).await
         }
         Cmd::Log {
             data,
@@ -450,6 +451,6 @@ fn stop_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Sen
 }
 
 fn parse_role(text: &str) -> Result<byre_projections::sessions::SessionRole, String> {
-    crate::app::tools::parse_role(text)
+    byre_agents::mcp::parse_role(text)
         .ok_or_else(|| format!("unknown role `{text}`: implementer, lead or reviewer"))
 }

@@ -3,11 +3,7 @@
 //! (pack `path`, put it to the transfer). Each returns the reply's fields or an error text.
 //! Machine paths are absolute or start with `~/` (the home directory).
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
@@ -15,7 +11,9 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{home_dir, passwd_field, Shared};
-use crate::archive;
+use byre_process::runner::{self, Exit, Keep, Limits};
+
+use byre_connect::archive;
 
 /// Most output `bash` answers: its last 64 KiB.
 pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
@@ -64,22 +62,10 @@ pub fn shell() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
-/// Kills a process group when dropped (a finished command's leftovers, or a command whose
-/// request was dropped with its connection).
-struct Group(i32);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) with a negative pid signals that process group; no memory involved.
-        unsafe {
-            libc::kill(-self.0, libc::SIGKILL);
-        }
-    }
-}
-
 /// `bash`: `SHELL -l -c command` in the home directory, with only the variables
-/// [`super::env`] passes on, in its own process group, stdout and stderr into one pipe; killed (with its group) at `timeout_ms` (exit code −1). Whatever the
-/// command left running in its group is killed when it exits.
+/// [`super::env`] passes on, in its own process group, stdout and stderr into one pipe, its last [`MAX_OUTPUT_BYTES`] kept; killed (with its group) at
+/// `timeout_ms` (exit code −1). Whatever the command left running in its group is killed when
+/// it exits (`byre_process::runner`).
 pub async fn bash(request: &Value) -> Result<Value, String> {
     let command = request["command"]
         .as_str()
@@ -87,7 +73,6 @@ pub async fn bash(request: &Value) -> Result<Value, String> {
         .to_owned();
     let timeout =
         Duration::from_millis(request["timeout_ms"].as_u64().unwrap_or(DEFAULT_TIMEOUT_MS));
-    let (mut reader, writer) = std::io::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
     let mut cmd = std::process::Command::new(shell());
     cmd.arg("-l")
         .arg("-c")
@@ -95,68 +80,25 @@ pub async fn bash(request: &Value) -> Result<Value, String> {
         .env_clear()
         .envs(super::env::for_commands())
         .env("HOME", home_dir())
-        .current_dir(home_dir())
-        .stdin(Stdio::null())
-        .stdout(writer.try_clone().map_err(|e| e.to_string())?)
-        .stderr(writer)
-        .process_group(0);
-    let mut cmd = tokio::process::Command::from(cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start the shell: {e}"))?;
-    // The parent's copies of the pipe's write end go with the command, so EOF comes when the
-    // group is done with it.
-    drop(cmd);
-    let group = child.id().map(|pid| Group(pid as i32));
-    let output = Arc::new(Mutex::new(Tail::default()));
-    let sink = output.clone();
-    let mut reading = tokio::task::spawn_blocking(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().map(|mut t| t.push(&buf[..n])).ok();
-        }
-    });
-    let exit_code = match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(Ok(status)) => {
-            use std::os::unix::process::ExitStatusExt;
-            status
-                .code()
-                .or(status.signal().map(|s| 128 + s))
-                .unwrap_or(-1)
-        }
-        Ok(Err(e)) => return Err(format!("cannot wait for the shell: {e}")),
-        Err(_) => -1,
+        .current_dir(home_dir());
+    let limits = Limits {
+        timeout,
+        // A process that left the group may still hold the pipe: given up on after a while.
+        drain: Duration::from_secs(2),
+        max_output_bytes: MAX_OUTPUT_BYTES,
+        keep: Keep::Last,
+        merge_stderr: true,
+        new_session: false,
     };
-    drop(group);
-    let _ = child.wait().await;
-    // A process that left the group may still hold the pipe: give up on it after a while.
-    let _ = tokio::time::timeout(Duration::from_secs(2), &mut reading).await;
-    let text = output
-        .lock()
-        .map(|t| String::from_utf8_lossy(&t.bytes()).into_owned())
-        .unwrap_or_default();
+    let finished = runner::run(cmd, &limits, |_| {})
+        .await
+        .map_err(|e| format!("cannot start the shell: {e}"))?;
+    let exit_code = match finished.exit {
+        Exit::WaitFailed(e) => return Err(format!("cannot wait for the shell: {e}")),
+        exit => exit.code_or_signal().unwrap_or(-1),
+    };
+    let text = String::from_utf8_lossy(&finished.stdout).into_owned();
     Ok(json!({"exit_code": exit_code, "output": text}))
-}
-
-/// The last [`MAX_OUTPUT_BYTES`] of a stream.
-#[derive(Default)]
-struct Tail {
-    buf: std::collections::VecDeque<u8>,
-}
-
-impl Tail {
-    fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend(bytes);
-        let extra = self.buf.len().saturating_sub(MAX_OUTPUT_BYTES);
-        self.buf.drain(..extra);
-    }
-
-    fn bytes(&self) -> Vec<u8> {
-        self.buf.iter().copied().collect()
-    }
 }
 
 /// `read_file`: the file's bytes, base64 (at most [`MAX_READ_BYTES`]).
@@ -214,7 +156,7 @@ fn authorized(shared: &Shared, builder: reqwest::RequestBuilder) -> reqwest::Req
 }
 
 /// `upload`: gets the transfer's archive and puts its one entry at `dest` (replacing what is
-/// there; see `crate::archive::unpack_to` for what is refused).
+/// there; see `byre_connect::archive::unpack_to` for what is refused).
 pub(crate) async fn upload(shared: &Shared, request: &Value) -> Result<Value, String> {
     let url = transfer_url(shared, request)?;
     let dest = machine_path(request, "dest")?;
@@ -298,7 +240,7 @@ pub(crate) async fn download(shared: &Shared, request: &Value) -> Result<Value, 
 mod tests {
     use serde_json::json;
 
-    use super::{bash, machine_path, Tail, MAX_OUTPUT_BYTES};
+    use super::{bash, machine_path, MAX_OUTPUT_BYTES};
 
     #[test]
     fn machine_paths_are_absolute_or_under_home() {
@@ -317,14 +259,13 @@ mod tests {
         assert!(machine_path(&json!({}), "path").is_err(), "missing");
     }
 
-    #[test]
-    fn the_output_tail_keeps_the_last_64_kib() {
-        let mut tail = Tail::default();
-        tail.push(&vec![b'a'; MAX_OUTPUT_BYTES]);
-        tail.push(b"end");
-        let bytes = tail.bytes();
-        assert_eq!(bytes.len(), MAX_OUTPUT_BYTES);
-        assert!(bytes.ends_with(b"aend"));
+    #[tokio::test]
+    async fn the_output_tail_keeps_the_last_64_kib() {
+        let command = format!("head -c {MAX_OUTPUT_BYTES} /dev/zero | tr '\\0' a; printf end");
+        let reply = bash(&json!({ "command": command })).await.unwrap();
+        let output = reply["output"].as_str().unwrap();
+        assert_eq!(output.len(), MAX_OUTPUT_BYTES, "{}", &output[..80]);
+        assert!(output.ends_with("aend"), "{}", &output[output.len() - 80..]);
     }
 
     #[tokio::test]

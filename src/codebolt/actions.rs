@@ -3,42 +3,43 @@
 //! - fs: inside the worktree only, every path checked as the worktree views check theirs
 //!   (`git::views::WorkPath`: no `..`, no `.git`, symlinks resolved and proven inside);
 //! - git: on the task's worktree and branch (status, add, commit, logs, diff); pull merges the
-//!   default branch in and push sends the task's branch to origin, never forced
-//!   (`app::finish::pull_default_branch`, `push_task_branch`); init (the worktree is a
-//!   repository already), clone, and branch or checkout of another branch are refused;
-//! - terminal: the command line through `sh -c` in the worktree, in its own process group
-//!   with a minimal environment (the agent's own shell command, as CodeBolt runs it);
+//!   default branch in and push sends the task's branch to origin, never forced; all through
+//!   `app::agent_git` ([`git`]); init (the worktree is a repository already), clone, and branch
+//!   or checkout of another branch are refused;
+//! - terminal: the command line through `sh -c` in the worktree, in the agent's sandbox, in
+//!   its own process group with a minimal environment (the agent's own shell command, as
+//!   CodeBolt runs it: `byre_agents::codebolt::commands`);
 //!   `executeCommandWithStream` streams `commandOutput`/`commandError` and ends with
 //!   `commandFinish`; `sendInterruptToTerminal` kills the running commands;
 //! - llm: `inference` is sent to the OpenAI-compatible `$OPENAI_BASE_URL/chat/completions`
 //!   with `$OPENAI_API_KEY`; the reply's `completion` is that chat completion;
 //! - memory, state, todos (`taskEvent`) and vector db: durable, per task, folded from the log
 //!   (`byre_projections::agent_memory`); a write is answered once its `tool.call` is logged
-//!   ([`store_write`]); tokenizer and history: kept per session while it lives ([`Store`]);
+//!   ([`store_write`]); tokenizer and history: kept per session while it lives (`byre_agents::codebolt::Store`);
 //! - chat: `getChatHistory` from the session's messages;
 //! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
 //! - mcp: byre's agent tools as the toolbox `byre`, beside the project's configured MCP
 //!   toolboxes (`app::toolboxes`; [`mcp`]);
 //! - code utilities: definitions and all files as Markdown from tree-sitter parsers, problem
-//!   matchers over compiler and linter output (`app::code`, `app::matchers`; [`code`]);
+//!   matchers over compiler and linter output (byre-code; [`code`]);
 //! - agent: the CodeBolt agents byre can run, and `startAgent` as a new task
 //!   ([`super::agents`]);
 //! - browser and crawler: on byre's headless Chromium, one context per session, URLs limited
-//!   to the allow-list ([`crate::app::browser`], replies shaped in [`browser`]);
+//!   to the allow-list ([`byre_app::browser`], replies shaped in [`browser`]);
 //! - the rest answer at once with `success: false` and an `error` saying so: never a hang.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
-use super::frames::{text, Request};
-use super::Link;
-use crate::log::Writer;
-use crate::vendors::sandbox::{own_session, Access};
-use fs::{fs_action, git_action, list};
+use byre_agents::codebolt::frames::{text, Request};
+use byre_agents::codebolt::{Link, Llm, Store};
+use byre_app::inbox::Waited;
+use byre_process::runner::Line;
+use fs::fs_action;
+use git::git_action;
 use mcp::mcp_action;
 pub use stores::store_write;
 use stores::{link_store_action, store_read};
@@ -46,45 +47,33 @@ use stores::{link_store_action, store_read};
 mod browser;
 mod code;
 mod fs;
+mod git;
 mod mcp;
 mod stores;
-
-/// The per-session data the agent keeps with byre while its process lives (its memory,
-/// state, todos and vectors are durable: [`store_write`]).
-#[derive(Debug, Default)]
-pub struct Store {
-    tokens: Vec<String>,
-    /// The conversation as the agent saw it: `{role, content}`.
-    pub history: Vec<Value>,
-}
 
 /// What serving a request needs.
 pub struct Ctx {
     /// The session's link.
     pub link: Arc<Link>,
-    /// The writer (for reads of the fold).
-    pub writer: Writer,
     /// The application layer's context (`startAgent` creates tasks and sessions, `executeTool`
-    /// calls byre's tools, through [`crate::app`]).
-    pub app: actix_web::web::Data<crate::app::Ctx>,
+    /// calls byre's tools, through `byre_app`).
+    pub app: actix_web::web::Data<byre_app::Ctx>,
+    /// Headless Chromium, for the browser and crawler families.
+    pub browsers: Arc<byre_browser::Browsers>,
+    /// The sessions' toolbox servers, for the mcp family.
+    pub toolboxes: Arc<byre_toolboxes::Toolboxes>,
     /// Frames to the agent.
     pub out: mpsc::UnboundedSender<String>,
     /// Where `inference` goes.
-    pub llm: super::Llm,
+    pub llm: Llm,
     /// Turns true when the socket closed.
     pub closed: tokio::sync::watch::Sender<bool>,
 }
 
-/// Longest terminal command run, in seconds; it is killed after.
-const COMMAND_TIMEOUT_S: u64 = 600;
-/// Largest file `readFile` returns, in bytes (the endpoint's frame limit).
-const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
-/// How long a finished command's pipes are still read, for output its children left.
-const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most bytes of frames one streamed command sends (its lines as `commandOutput` and
 /// `commandError`).
 const STREAM_MAX: usize = 16 * 1024 * 1024;
-/// Most output kept from a command, in bytes.
+/// Most bytes of a diff the agent is sent.
 const MAX_OUTPUT: usize = 1024 * 1024;
 
 pub(super) fn err(msg: impl Into<String>) -> Value {
@@ -111,31 +100,10 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
                 .await
                 .unwrap_or_else(|e| err(format!("fs action failed: {e}")))
         }
-        // Pull and push act on the project's repository and origin: the app layer's.
-        "gitEvent" if action == "Pull" => {
-            match crate::app::finish::pull_default_branch(&ctx.app, &ctx.link.task_id).await {
-                Ok(m) => json!({"message": m, "data": m}),
-                Err(e) => err(e.to_string()),
-            }
-        }
-        "gitEvent" if action == "Push" => {
-            match crate::app::finish::push_task_branch(&ctx.app, &ctx.link.task_id).await {
-                Ok(sha) => {
-                    let m = format!("pushed the task's branch to origin at {sha}");
-                    json!({"message": m, "data": {"commit": sha}})
-                }
-                Err(e) => err(e.to_string()),
-            }
-        }
-        "gitEvent" => {
-            let root = ctx.link.worktree.clone();
-            let (action, f) = (action.to_owned(), f.clone());
-            tokio::task::spawn_blocking(move || git_action(&root, &action, &f))
-                .await
-                .unwrap_or_else(|e| err(format!("git action failed: {e}")))
-        }
+        "gitEvent" => git_action(ctx, action, f).await,
         "executeCommand" | "executeCommandRunUntilError" => {
-            let (code, stdout, stderr) = run_command(ctx, &text(msg)).await;
+            let ran = ctx.link.run_command(&text(msg)).await;
+            let (code, stdout, stderr) = (ran.code, ran.stdout, ran.stderr);
             let ok = code == Some(0);
             let mut v = json!({"response": if ok { stdout.clone() } else { format!("{stdout}{stderr}") }, "output": stdout, "stdout": stdout, "stderr": stderr, "exitCode": code, "success": ok});
             if ty == "executeCommand" && !ok {
@@ -187,7 +155,7 @@ pub async fn serve(ctx: &Arc<Ctx>, req: &Request) -> Value {
 // ---------------------------------------------------------------- questions
 
 /// `waitforReply` and `confirmationRequest`: an inbox question (`buttons` its options), then
-/// the first human's answer, sent back as the reply (`RecordAnswersDelivered` by the runtime).
+/// the first human's answer, sent back as the reply (`byre_app::inbox::ask_and_wait`).
 async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
     let question_text = text(&f["message"]);
     let options: Vec<String> = f["buttons"]
@@ -207,65 +175,10 @@ async fn ask_human(ctx: &Ctx, ty: &str, f: &Value) -> Value {
         recommended: Vec::new(),
         attachments: Vec::new(),
     };
-    let session_id = ctx.link.session_id.clone();
-    let item_id = match crate::app::inbox::ask_human(&ctx.app, &session_id, question).await {
-        Ok(id) => id,
-        Err(e) => return question_failed(ty, &format!("the question could not be asked: {e}")),
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    ctx.link
-        .questions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(item_id.clone(), tx);
-    // An answer (or a newer question) that came before the wait was registered.
-    let settled = ctx.writer.read(|s| {
-        s.inbox
-            .get(&item_id)
-            .and_then(|i| match i.responses.first() {
-                Some(r) => Some(Ok(serde_json::to_value(&r.response).unwrap_or_default())),
-                None if i.state != byre_projections::inbox::InboxState::Open => Some(Err(())),
-                None => None,
-            })
-    });
-    if let Some(settled) = settled {
-        let mine = ctx
-            .link
-            .questions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&item_id);
-        if mine.is_some() {
-            return match settled {
-                Ok(response) => {
-                    let _ = ctx
-                        .writer
-                        .submit(
-                            byre_projections::Command::RecordAnswersDelivered {
-                                session_id: session_id.clone(),
-                                response_ids: vec![text(&response["id"])],
-                            },
-                            None,
-                        )
-                        .await;
-                    answer_reply(ty, &response)
-                }
-                Err(()) => question_failed(ty, "no answer: a newer question replaced this one"),
-            };
-        }
-    }
-    let answered = tokio::select! {
-        r = rx => r,
-        // The socket closed: nobody to hand the answer to (dropping the receiver tells the
-        // runtime, which then leaves the answer to be delivered as a message).
-        _ = closed(ctx) => return question_failed(ty, "the agent disconnected"),
-    };
-    match answered {
-        Ok(response) => answer_reply(ty, &response),
-        Err(_) => question_failed(
-            ty,
-            "no answer: a newer question replaced this one, or the session ended",
-        ),
+    match byre_app::inbox::ask_and_wait(&ctx.app, &ctx.link, question, closed(ctx)).await {
+        Ok(Waited::Answered(response)) => answer_reply(ty, &response),
+        Ok(Waited::NoAnswer(why)) => question_failed(ty, why),
+        Err(e) => question_failed(ty, &format!("the question could not be asked: {e}")),
     }
 }
 
@@ -324,112 +237,6 @@ fn answer_reply(ty: &str, r: &Value) -> Value {
 
 // ---------------------------------------------------------------- terminal
 
-/// `sh -c command` in the agent's sandbox (its task's worktree and project's git directory,
-/// its session's `HOME`, a private `/tmp`, the system read-only; `crate::vendors::sandbox`),
-/// working in the worktree, in a session and process group of its own.
-fn shell(ctx: &Ctx, command: &str) -> tokio::process::Command {
-    let _ = std::fs::create_dir_all(&ctx.link.home);
-    let worktree = &ctx.link.worktree;
-    let access = Access::new(worktree)
-        .worktree(worktree)
-        .write(&ctx.link.home);
-    let args = ["-c".into(), command.into()];
-    let mut cmd = ctx
-        .link
-        .sandbox
-        .command(&access, Path::new("/bin/sh"), &args);
-    own_session(&mut cmd);
-    cmd.env_clear()
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-        )
-        .env("HOME", &ctx.link.home)
-        .env("LANG", "C.UTF-8")
-        // Marks the command as the session's, so a byre restarted after a crash finds and
-        // ends what the dead one left running (`clear_leftovers`, `kill_marked`).
-        .env(crate::vendors::SESSION_ENV, &ctx.link.session_id)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-fn track(ctx: &Ctx, pid: Option<u32>, add: bool) {
-    let Some(pid) = pid else { return };
-    let mut t = ctx.link.terminals.lock().unwrap_or_else(|e| e.into_inner());
-    if add {
-        t.push(pid as i32);
-    } else {
-        t.retain(|p| *p != pid as i32);
-    }
-}
-
-/// Runs a command to its end: its shell's exit (or the time limit) ends it, and then its
-/// whole process group is killed, so a background child that still holds the output pipes
-/// neither delays the reply nor outlives the command. At most [`MAX_OUTPUT`] bytes of each
-/// stream are kept (the rest is read and dropped).
-async fn run_command(ctx: &Ctx, command: &str) -> (Option<i32>, String, String) {
-    let mut child = match shell(ctx, command).spawn() {
-        Ok(c) => c,
-        Err(e) => return (None, String::new(), format!("cannot run the command: {e}")),
-    };
-    let pid = child.id();
-    track(ctx, pid, true);
-    let stdout = tokio::spawn(read_capped(child.stdout.take()));
-    let stderr = tokio::spawn(read_capped(child.stderr.take()));
-    let status = tokio::time::timeout(
-        std::time::Duration::from_secs(COMMAND_TIMEOUT_S),
-        child.wait(),
-    )
-    .await;
-    track(ctx, pid, false);
-    if let Some(p) = pid {
-        crate::vendors::kill_group(p as i32);
-    }
-    if status.is_err() {
-        let _ = child.kill().await;
-    }
-    // A child that left the group (setsid) may hold a pipe open: what came so far is kept.
-    let drain = |h: tokio::task::JoinHandle<String>| async move {
-        let abort = h.abort_handle();
-        let r = tokio::time::timeout(DRAIN, h).await;
-        abort.abort();
-        r.ok().and_then(Result::ok).unwrap_or_default()
-    };
-    let (stdout, stderr) = tokio::join!(drain(stdout), drain(stderr));
-    match status {
-        Ok(Ok(s)) => (s.code(), stdout, stderr),
-        Ok(Err(e)) => (None, stdout, format!("{stderr}{e}")),
-        Err(_) => (
-            None,
-            stdout,
-            format!("{stderr}killed after {COMMAND_TIMEOUT_S} s"),
-        ),
-    }
-}
-
-/// A pipe's text up to [`MAX_OUTPUT`] bytes, read to its end.
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
-    use tokio::io::AsyncReadExt;
-    let Some(mut pipe) = pipe else {
-        return String::new();
-    };
-    let mut kept = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = MAX_OUTPUT.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-    String::from_utf8_lossy(&kept).into_owned()
-}
-
 /// Runs a command and streams its lines as `commandOutput` (stdout) and `commandError`
 /// (stderr) frames, then `commandFinish` with the exit code; all echo the request's id.
 fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
@@ -444,56 +251,22 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
             r.by_event = false;
             super::endpoint::reply(&r, fields).to_string()
         };
-        let mut child = match shell(&ctx, &command).spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = ctx.out.send(frame(
-                    "commandError",
-                    json!({"response": e.to_string(), "error": e.to_string(), "success": false}),
-                ));
-                let _ = ctx.out.send(frame(
-                    "commandFinish",
-                    json!({"response": -1, "exitCode": -1, "success": false}),
-                ));
-                return;
-            }
-        };
-        let pid = child.id();
-        track(&ctx, pid, true);
-        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-            return;
-        };
-        let mut out = tokio::io::BufReader::new(stdout).lines();
-        let mut errs = tokio::io::BufReader::new(stderr).lines();
-        let (mut o_open, mut e_open) = (true, true);
-        let deadline = tokio::time::sleep(std::time::Duration::from_secs(COMMAND_TIMEOUT_S));
-        tokio::pin!(deadline);
-        let mut status = None;
-        let (mut budget, mut line) = (STREAM_MAX, None);
-        while o_open || e_open {
-            tokio::select! {
-                // The shell's exit ends the command: its group goes (background children
-                // holding the pipes too), and what is left in the pipes is still streamed.
-                s = child.wait(), if status.is_none() => {
-                    status = Some(s.ok().and_then(|s| s.code()).unwrap_or(-1));
-                    if let Some(p) = pid {
-                        crate::vendors::kill_group(p as i32);
-                    }
-                    deadline.as_mut().reset(tokio::time::Instant::now() + DRAIN);
-                }
-                l = out.next_line(), if o_open => match l {
-                    Ok(Some(l)) => line = Some(("commandOutput", json!({"response": l, "output": l, "stdout": l}))),
-                    _ => o_open = false,
-                },
-                l = errs.next_line(), if e_open => match l {
-                    Ok(Some(l)) => line = Some(("commandError", json!({"response": l, "error": l, "stderr": l}))),
-                    _ => e_open = false,
-                },
-                _ = &mut deadline => break,
-            }
-            // Past the budget, lines are read and dropped (one notice says so): a command
-            // printing without end cannot fill byre's memory with frames.
-            if let Some((ty, fields)) = line.take() {
+        // Past the budget, lines are read and dropped (one notice says so): a command
+        // printing without end cannot fill byre's memory with frames.
+        let mut budget = STREAM_MAX;
+        let exit = ctx
+            .link
+            .stream_command(&command, |line| {
+                let (ty, fields) = match line {
+                    Line::Stdout(l) => (
+                        "commandOutput",
+                        json!({"response": l, "output": l, "stdout": l}),
+                    ),
+                    Line::Stderr(l) => (
+                        "commandError",
+                        json!({"response": l, "error": l, "stderr": l}),
+                    ),
+                };
                 let f = frame(ty, fields);
                 if f.len() <= budget {
                     budget -= f.len();
@@ -509,16 +282,22 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
                         json!({"response": note, "error": note, "stderr": note}),
                     ));
                 }
+            })
+            .await;
+        let code = match exit {
+            Ok(code) => code,
+            Err(e) => {
+                let _ = ctx.out.send(frame(
+                    "commandError",
+                    json!({"response": e.to_string(), "error": e.to_string(), "success": false}),
+                ));
+                let _ = ctx.out.send(frame(
+                    "commandFinish",
+                    json!({"response": -1, "exitCode": -1, "success": false}),
+                ));
+                return;
             }
-        }
-        if let Some(p) = pid {
-            crate::vendors::kill_group(p as i32);
-        }
-        let code = match status {
-            Some(c) => c,
-            None => child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1),
         };
-        track(&ctx, pid, false);
         let _ = ctx.out.send(frame(
             "commandFinish",
             json!({"response": code, "exitCode": code, "success": code == 0}),
@@ -533,7 +312,7 @@ fn stream_command(ctx: Arc<Ctx>, req: Request, command: String) {
 
 // ---------------------------------------------------------------- llm
 
-async fn inference(llm: &super::Llm, msg: &Value) -> Value {
+async fn inference(llm: &Llm, msg: &Value) -> Value {
     let Some(base) = llm.base_url.clone() else {
         return err("no LLM endpoint: start byre with OPENAI_BASE_URL (and OPENAI_API_KEY)");
     };
@@ -593,8 +372,7 @@ fn project_action(worktree: &Path, action: &str) -> Value {
     match action {
         "getProjectPath" => json!({"projectPath": worktree, "projectName": name}),
         "getRepoMap" => {
-            let mut out = Vec::new();
-            list(worktree, worktree, true, &mut out);
+            let out = byre_git::worktree_files::list_all(worktree);
             json!({"repoMap": out.join("\n"), "data": out})
         }
         "getEditorFileStatus" => json!({"editorStatus": "", "data": []}),

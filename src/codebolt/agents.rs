@@ -2,7 +2,7 @@
 //! CodeBolt agents byre can run, and `startAgent` as a new task.
 //!
 //! - The agents are the directories holding an `index.js` under the agents directory
-//!   ([`crate::vendors::codebolt::agents_dir`]: `$BYRE_CODEBOLT_AGENTS`, else
+//!   ([`byre_agents::codebolt::agents_dir`]: `$BYRE_CODEBOLT_AGENTS`, else
 //!   `<data>/codebolt-agents`), the names `codebolt:<agent>` models resolve. An agent's id is
 //!   its directory name; its title, `unique_id` and descriptions come from its
 //!   `codeboltagent.yaml` when present and readable (else the id, and empty descriptions).
@@ -33,11 +33,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::actions::{closed, err, Ctx};
-use super::frames::text;
+use byre_agents::codebolt::frames::text;
 
 /// Longest title `startAgent` gives its task, in characters.
 pub const MAX_TITLE_CHARS: usize = 80;
@@ -182,7 +181,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 /// The reply fields of an `agentEvent` request `f` with action `action`.
 pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
-    let dir = crate::vendors::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let dir = byre_agents::codebolt::agents_dir(&ctx.app.settings.data_dir);
     let agents = {
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || list(&dir))
@@ -233,7 +232,7 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
 pub async fn start_subagent_task(ctx: &Arc<Ctx>, f: &Value) {
     let data = &f["data"];
     let agent_id = text(&data["subagentId"]);
-    let dir = crate::vendors::codebolt::agents_dir(&ctx.app.config.data_dir);
+    let dir = byre_agents::codebolt::agents_dir(&ctx.app.settings.data_dir);
     let agents = {
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || list(&dir))
@@ -289,15 +288,15 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         return err("startAgent needs a non-empty task");
     }
     let app = &ctx.app;
-    let started = crate::app::subtasks::start_subtask(
+    let started = byre_app::subtasks::start_subtask(
         app,
         &ctx.link.session_id,
-        crate::app::subtasks::NewSubtask {
+        byre_app::subtasks::NewSubtask {
             title: title_of(task),
             prompt: task.to_owned(),
             model: Some(format!("codebolt:{}", agent.id)),
             agent: agent.id.clone(),
-            base: crate::app::subtasks::Base::DefaultBranch,
+            base: byre_app::subtasks::Base::DefaultBranch,
         },
     )
     .await;
@@ -305,36 +304,15 @@ async fn start(ctx: &Arc<Ctx>, agent: &AgentInfo, task: &str) -> Value {
         Ok(s) => (s.task_id, s.session_id, s.linked_seq),
         Err(e) => return err(format!("the agent's task could not be started: {e}")),
     };
-    // Everything after the link (the log keeps what came meanwhile), so the new session's
-    // turn end cannot be missed.
-    let mut events = Box::pin(crate::log::subscription::subscribe(
-        app.writer.clone(),
-        after,
-    ));
     let fail = |why: String| {
         let mut v = err(why);
         v["task_id"] = task_id.clone().into();
         v["session_id"] = session_id.clone().into();
         v
     };
-    let ended = async {
-        let mut last_text = String::new();
-        while let Some(r) = events.next().await {
-            let Ok(r) = r else { continue };
-            if r.agent_session_id.as_deref() != Some(session_id.as_str()) {
-                continue;
-            }
-            let payload = serde_json::from_str::<Value>(&r.json)
-                .map(|v| v["payload"].clone())
-                .unwrap_or_default();
-            match r.kind.as_str() {
-                "agent.text" => last_text = text(&payload["text"]),
-                "turn.ended" => return Some((payload, last_text)),
-                _ => {}
-            }
-        }
-        None
-    };
+    // Everything after the link (the log keeps what came meanwhile), so the new session's
+    // turn end cannot be missed.
+    let ended = byre_app::subtasks::turn_end(app, &session_id, after);
     let (payload, last_text) = tokio::select! {
         e = ended => match e {
             Some(e) => e,

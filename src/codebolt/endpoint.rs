@@ -5,7 +5,7 @@
 //! Authentication: the query must carry the secret token byre gave the agent it started
 //! (`threadToken` or `agentId`, see [`super`]); anything else is refused with 401 before the
 //! upgrade. Every request gets exactly one reply of the type its client awaits
-//! ([`super::frames`]), v2's `requestId` echoed; v1 requests are served one at a time, so a
+//! (`byre_agents::codebolt::frames`), v2's `requestId` echoed; v1 requests are served one at a time, so a
 //! v1 client gets its replies in request order (a terminal stream, and a question waiting for
 //! a human, run on beside them); v2 requests run side by side (at most 8 at a time). Only
 //! valid JSON is sent. A frame that is not a JSON object with a `type` is logged and ignored
@@ -18,9 +18,10 @@ use actix_ws::AggregatedMessage;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::frames::{self, Frame, Request};
-use super::Link;
-use crate::app::{Ctx as App, Error};
+use crate::http::ApiError;
+use byre_agents::codebolt::frames::{self, Frame, Request};
+use byre_agents::codebolt::Link;
+use byre_app::Ctx as App;
 
 /// The reply type of a request no reply is sent for (a fire-and-forget call byre acts on).
 const SILENT: &str = "";
@@ -65,6 +66,15 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// What CodeBolt requests use beside the application layer: the subsystems the agents'
+/// browser and toolbox actions run on (startup registers it beside the routes).
+pub struct Subsystems {
+    /// Headless Chromium for the browser and crawler families.
+    pub browsers: Arc<byre_browser::Browsers>,
+    /// The sessions' toolbox servers, for the mcp family.
+    pub toolboxes: Arc<byre_toolboxes::Toolboxes>,
+}
+
 /// The agent socket's routes: `/codebolt`, `/agent-to-app`, `/app-to-agent` (GET; another
 /// method answers 405 with `Allow: GET`). `startup` registers them beside `http::routes`
 /// (schema/codebolt.asyncapi.yaml; vendors/codebolt/PROTOCOL.md).
@@ -82,27 +92,29 @@ pub async fn socket(
     req: HttpRequest,
     body: web::Payload,
     app: web::Data<App>,
-) -> Result<HttpResponse, Error> {
+    subsystems: web::Data<Subsystems>,
+) -> Result<HttpResponse, ApiError> {
     let hub = app.agents.codebolt();
     let link = token_of(req.query_string())
         .and_then(|t| hub.link(&t))
         .ok_or_else(|| {
-            Error::Unauthenticated(
+            ApiError::Unauthorized(
                 "a CodeBolt socket needs the token byre started its agent with".into(),
             )
         })?;
     let (response, session, stream) = actix_ws::handle(&req, body)
-        .map_err(|e| Error::Invalid(format!("not a WebSocket upgrade: {e}")))?;
+        .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
     let (tx, rx) = mpsc::unbounded_channel::<String>();
     if !link.connect(tx.clone()) {
         let _ = session.close(None).await;
-        return Err(Error::Conflict("this agent is already connected".into()));
+        return Err(ApiError::Conflict("this agent is already connected".into()));
     }
     tracing::info!(session_id = %link.session_id, "CodeBolt agent connected");
     let ctx = Arc::new(super::actions::Ctx {
         link: link.clone(),
-        writer: app.writer.clone(),
         app: app.clone(),
+        browsers: subsystems.browsers.clone(),
+        toolboxes: subsystems.toolboxes.clone(),
         out: tx,
         llm: hub.llm(),
         closed: tokio::sync::watch::channel(false).0,

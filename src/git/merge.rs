@@ -35,7 +35,7 @@ use super::views::{changes::worktree_tree, Worktree};
 use super::GitError;
 
 /// What a task's worktree holds that the default branch doesn't (spec `Unmerged`, served as
-/// it is: `crate::api::Unmerged`).
+/// it is: byre-app's `api::Unmerged`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Unmerged {
     /// Commits on the task branch that aren't on the default branch.
@@ -448,7 +448,9 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
         {
             let mut opts = CheckoutBuilder::new();
             opts.safe().overwrite_ignored(false);
-            if let (Some(workdir), Some(_)) = (c.workdir(), crate::private_files::user_umask()) {
+            if let (Some(workdir), Some(_)) =
+                (c.workdir(), byre_process::private_files::user_umask())
+            {
                 opts.notify_on(git2::CheckoutNotificationType::UPDATED)
                     .notify(|_, path, _, target, _| {
                         if let (Some(path), Some(target)) = (path, target) {
@@ -519,7 +521,7 @@ impl Written {
 fn restore_user_modes(written: &[Written]) {
     use std::os::unix::fs::PermissionsExt;
     let set = |path: &Path, exec_or_dir: bool, previous: Option<u32>| {
-        let Some(mode) = crate::private_files::user_mode(exec_or_dir) else {
+        let Some(mode) = byre_process::private_files::user_mode(exec_or_dir) else {
             return;
         };
         let mode = previous.unwrap_or(mode);
@@ -547,10 +549,10 @@ pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `git push origin <sha>:refs/heads/<branch>` by argv in the repository, never forced; git's
 /// own credential helpers and ssh configuration apply; no terminal prompt and a time limit
-/// ([`super::remote::run_git`]'s rules). Also the task branch's push (`gitPush`).
+/// ([`super::binary::run_git`]'s rules). Also the task branch's push (`gitPush`).
 pub(crate) fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), MergeError> {
     let refspec = format!("{commit}:refs/heads/{branch}");
-    let ran = super::remote::run_git(
+    let ran = super::binary::run_git(
         repo_path,
         &["push", "--porcelain", "origin", &refspec],
         &[],

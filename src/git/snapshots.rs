@@ -137,7 +137,7 @@ pub fn take_snapshot(job: &SnapshotJob<'_>) -> Result<Snapshot, GitError> {
 }
 
 /// Refuses a worktree in the middle of an operation, or whose HEAD is not the task branch.
-fn check_worktree(repo: &Repository, branch: &str) -> Result<(), GitError> {
+pub(crate) fn check_worktree(repo: &Repository, branch: &str) -> Result<(), GitError> {
     let busy = match repo.state() {
         RepositoryState::Clean => None,
         RepositoryState::Merge => Some("a merge"),
@@ -259,7 +259,7 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
-    use crate::git::tests::statuses;
+    use crate::tests::statuses;
 
     const TASK: &str = "t1";
     const BRANCH: &str = "byre/t1";
@@ -292,7 +292,7 @@ mod tests {
             .unwrap();
         let place = TempDir::new().unwrap();
         let wt = place.path().join("w");
-        crate::git::ensure_worktree(dir.path(), BRANCH, &base.to_string(), &wt, TASK).unwrap();
+        crate::ensure_worktree(dir.path(), BRANCH, &base.to_string(), &wt, TASK).unwrap();
         fs::write(wt.join("edit.txt"), "two\n").unwrap();
         fs::remove_file(wt.join("gone.txt")).unwrap();
         fs::create_dir(wt.join("new")).unwrap();

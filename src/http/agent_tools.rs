@@ -1,7 +1,7 @@
 //! `POST /internal/mcp/tools/{tool}`: a task agent's byre tool call, forwarded by its `byre mcp`
 //! child (`crate::mcp::stdio`). Internal, not in the public contract.
 //!
-//! Request: `Authorization: Bearer <session token>` (`crate::vendors::mcp::McpHost::token`), the tool's
+//! Request: `Authorization: Bearer <session token>` (`byre_agents::mcp::McpHost::token`), the tool's
 //! arguments as a JSON object of at most `MAX_TOOL_ARGS_BYTES`. Answer: 200
 //! `{"is_error": bool, "text": "…"}` (plus `result`, a whole MCP `CallToolResult` to hand on
 //! as it is, for `hands`), the tool result the model reads — a refused, malformed
@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::{ApiError, App};
-use crate::app::tools::{self, ToolResult, MAX_TOOL_ARGS_BYTES};
+use byre_app::tools::{self, ToolResult, MAX_TOOL_ARGS_BYTES};
 
 fn answer(result: ToolResult) -> HttpResponse {
     let mut body = json!({"is_error": result.is_error, "text": result.text});

@@ -1,16 +1,16 @@
 //! Browser sign-in for token mode (outside the OpenAPI contract): the page at `/signin`, which
 //! trades a bearer token for a session cookie and a sign-in key (`POST /auth/signin`),
-//! `POST /auth/signout`, and the guard that sends a page load without a session to `/signin`.
+//! `POST /auth/signout`, and the guard that sends a page load without a sign-in to `/signin`.
 //!
-//! Sessions are held server-side, in memory (`app::signin`): the cookie `byre_session` carries
-//! a random id, the answer's `signin_key` a second secret; the server keeps only their SHA-256
-//! with the login, for 30 days. Signing out forgets them at once; a restart of the server
-//! forgets every session (everyone signs in again; tokens are never stored in the browser).
-//! The cookie is `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's request
-//! carries it) and `Secure` when the request came over HTTPS; but cookies are not scoped by
-//! port, so every other port of byre's host is sent it. `identity::resolve` therefore accepts
-//! it only with its sign-in key, which the page keeps in `localStorage` (scoped by port) and
-//! sends on every request.
+//! Sign-ins are held server-side, in memory (`byre_app::signin`): the cookie `byre_session`
+//! carries a random id, the answer's `signin_key` a second secret; the server keeps only their
+//! SHA-256 with the login, for 30 days. Signing out forgets them at once; a restart of the
+//! server forgets every sign-in (everyone signs in again; tokens are never stored in the
+//! browser). The cookie is `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's
+//! request carries it) and `Secure` when the request came over HTTPS; but cookies are not
+//! scoped by port, so every other port of byre's host is sent it. `identity::resolve`
+//! therefore accepts it only with its sign-in key, which the page keeps in `localStorage`
+//! (scoped by port) and sends on every request.
 
 use actix_web::body::MessageBody;
 use actix_web::cookie::{time, Cookie, SameSite};
@@ -20,15 +20,14 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
+use super::identity;
 use super::limits::{Limits, MAX_SIGNIN_BYTES};
 use super::{ApiError, App};
-use crate::app::signin;
 use crate::config::AuthMode;
-use crate::identity;
+use byre_app::signin;
 
-pub use crate::app::signin::{
-    Sessions, CSRF_HEADER, MAX_SESSIONS_PER_LOGIN, SESSION_COOKIE, SESSION_LIFETIME,
-    SIGNIN_KEY_PARAM,
+pub use byre_app::signin::{
+    SignIns, CSRF_HEADER, MAX_SIGNINS_PER_LOGIN, SIGNIN_COOKIE, SIGNIN_KEY_PARAM, SIGNIN_LIFETIME,
 };
 
 const SIGNIN_HTML: &str = include_str!("../ui/signin/signin.html");
@@ -37,11 +36,11 @@ const SIGNIN_CSS: &str = include_str!("../ui/signin/signin.css");
 
 /// The end signal of the session a request is signed in with, when it is signed in by
 /// cookie rather than a bearer token.
-pub fn session_end(app: &App, req: &HttpRequest) -> Option<tokio::sync::watch::Receiver<bool>> {
+pub fn signin_end(app: &App, req: &HttpRequest) -> Option<tokio::sync::watch::Receiver<bool>> {
     if identity::bearer(req).is_some() {
         return None;
     }
-    app.sessions.watch(req.cookie(SESSION_COOKIE)?.value())
+    app.signins.watch(req.cookie(SIGNIN_COOKIE)?.value())
 }
 
 /// Body of `POST /auth/signin`.
@@ -52,7 +51,7 @@ pub struct SigninBody {
 }
 
 fn session_cookie(req: &HttpRequest, value: String, max_age: time::Duration) -> Cookie<'static> {
-    Cookie::build(SESSION_COOKIE, value)
+    Cookie::build(SIGNIN_COOKIE, value)
         .path("/")
         .http_only(true)
         .same_site(SameSite::Strict)
@@ -100,22 +99,22 @@ pub async fn signin(
     let bytes = super::read_limited(payload, MAX_SIGNIN_BYTES, "sign-in bodies").await?;
     let body: SigninBody = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
-    let (login, session) = signin::sign_in(&app, &body.token)?;
-    let max_age = time::Duration::seconds(SESSION_LIFETIME.as_secs() as i64);
+    let (login, new) = signin::sign_in(&app, &body.token)?;
+    let max_age = time::Duration::seconds(SIGNIN_LIFETIME.as_secs() as i64);
     Ok(HttpResponse::Ok()
-        .cookie(session_cookie(&req, session.id, max_age))
+        .cookie(session_cookie(&req, new.id, max_age))
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .json(serde_json::json!({ "login": login, "signin_key": session.key })))
+        .json(serde_json::json!({ "login": login, "signin_key": new.key })))
 }
 
-/// `POST /auth/signout` with `X-Byre-CSRF: <the sign-in key>` → 204, the session forgotten and
-/// the cookie cleared (also when it had already ended); 401 a live session's cookie without
+/// `POST /auth/signout` with `X-Byre-CSRF: <the sign-in key>` → 204, the sign-in forgotten and
+/// the cookie cleared (also when it had already ended); 401 a live sign-in's cookie without
 /// its key, 403 without the header, 404 outside token mode.
 pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
     signin::token_mode(&app)?;
     identity::refuse_cross_site(&req)?;
     identity::require_csrf_header(&req)?;
-    let cookie = req.cookie(SESSION_COOKIE);
+    let cookie = req.cookie(SIGNIN_COOKIE);
     signin::sign_out(
         &app,
         cookie.as_ref().map(|c| c.value()),
@@ -130,7 +129,7 @@ pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpRespon
 /// when the key it keeps still signs in: a page load cannot show the key); elsewhere a
 /// redirect to `/`.
 pub async fn signin_page(app: web::Data<App>) -> HttpResponse {
-    if !matches!(app.config.auth, AuthMode::Token { .. }) {
+    if !matches!(app.settings.auth, AuthMode::Token { .. }) {
         return HttpResponse::SeeOther()
             .insert_header((header::LOCATION, "/"))
             .finish();
@@ -168,23 +167,23 @@ const NOT_PAGES: [&str; 8] = [
     "/app-to-agent",
 ];
 
-/// Whether a request has a valid bearer token or a live session cookie, with or without its
+/// Whether a request has a valid bearer token or a live sign-in cookie, with or without its
 /// key: all a page load can show (the UI's files hold nothing of anyone's; what the page then
 /// asks of the API needs the key).
-fn has_session(req: &HttpRequest, app: &App) -> bool {
-    match &app.config.auth {
+fn has_signin(req: &HttpRequest, app: &App) -> bool {
+    match &app.settings.auth {
         AuthMode::Token { tokens } => match identity::bearer(req) {
-            Some(token) => identity::login_for_token(tokens, token).is_some(),
+            Some(token) => byre_app::settings::login_for_token(tokens, token).is_some(),
             None => req
-                .cookie(SESSION_COOKIE)
-                .is_some_and(|c| app.sessions.login(c.value()).is_some()),
+                .cookie(SIGNIN_COOKIE)
+                .is_some_and(|c| app.signins.login(c.value()).is_some()),
         },
         AuthMode::Local { .. } | AuthMode::Tailscale => true,
     }
 }
 
 /// Middleware: in token mode, a page load (GET or HEAD outside the API) without a valid token
-/// or a live session cookie is sent to `/signin?next=<where it was going>` (303).
+/// or a live sign-in cookie is sent to `/signin?next=<where it was going>` (303).
 pub async fn page_guard(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -195,7 +194,7 @@ pub async fn page_guard(
     ) && !NOT_PAGES.iter().any(|p| req.path().starts_with(p))
         && req
             .app_data::<web::Data<App>>()
-            .is_some_and(|app| !has_session(req.request(), app));
+            .is_some_and(|app| !has_signin(req.request(), app));
     if guarded {
         let target = match req.query_string() {
             "" => req.path().to_owned(),
@@ -227,52 +226,48 @@ fn percent_encode(s: &str) -> String {
 mod tests {
     use super::*;
 
-    use crate::app::signin::SessionCheck;
+    use byre_app::signin::SignInCheck;
 
     #[test]
-    fn a_session_names_its_login_with_its_key_until_closed() {
-        let sessions = Sessions::default();
-        let new = sessions.open("ada");
+    fn a_signin_names_its_login_with_its_key_until_closed() {
+        let signins = SignIns::default();
+        let new = signins.open("ada");
         assert_eq!((new.id.len(), new.key.len()), (64, 64));
         assert_ne!(new.id, new.key);
         let (id, key) = (&new.id, new.key.as_str());
-        assert_eq!(sessions.login(id).as_deref(), Some("ada"));
+        assert_eq!(signins.login(id).as_deref(), Some("ada"));
         assert_eq!(
-            sessions.check(id, Some(key)),
-            SessionCheck::SignedIn("ada".into())
+            signins.check(id, Some(key)),
+            SignInCheck::SignedIn("ada".into())
         );
         for wrong in [None, Some("1"), Some(""), Some(id.as_str())] {
-            assert_eq!(
-                sessions.check(id, wrong),
-                SessionCheck::KeyMissing,
-                "{wrong:?}"
-            );
+            assert_eq!(signins.check(id, wrong), SignInCheck::KeyMissing, "{wrong:?}");
         }
         assert_eq!(
-            sessions.check("not-a-session", Some(key)),
-            SessionCheck::Ended
+            signins.check("not-a-session", Some(key)),
+            SignInCheck::Ended
         );
-        let mut ended = sessions.watch(id).unwrap();
+        let mut ended = signins.watch(id).unwrap();
         assert!(!*ended.borrow_and_update());
-        assert!(sessions.close(id));
+        assert!(signins.close(id));
         assert!(ended.has_changed().unwrap_or(true) && *ended.borrow());
-        assert_eq!(sessions.login(id), None);
-        assert_eq!(sessions.check(id, Some(key)), SessionCheck::Ended);
-        assert!(!sessions.close(id));
+        assert_eq!(signins.login(id), None);
+        assert_eq!(signins.check(id, Some(key)), SignInCheck::Ended);
+        assert!(!signins.close(id));
     }
 
     #[test]
     fn a_login_holds_a_bounded_number_of_sessions_and_loses_the_oldest() {
-        let sessions = Sessions::default();
-        let first = sessions.open("ada").id;
-        let bob = sessions.open("bob").id;
+        let signins = SignIns::default();
+        let first = signins.open("ada").id;
+        let bob = signins.open("bob").id;
         let mut last = String::new();
-        for _ in 0..MAX_SESSIONS_PER_LOGIN {
-            last = sessions.open("ada").id;
+        for _ in 0..MAX_SIGNINS_PER_LOGIN {
+            last = signins.open("ada").id;
         }
-        assert_eq!(sessions.login(&first), None, "the oldest ended");
-        assert_eq!(sessions.login(&last).as_deref(), Some("ada"));
-        assert_eq!(sessions.login(&bob).as_deref(), Some("bob"));
+        assert_eq!(signins.login(&first), None, "the oldest ended");
+        assert_eq!(signins.login(&last).as_deref(), Some("ada"));
+        assert_eq!(signins.login(&bob).as_deref(), Some("bob"));
     }
 
     #[test]

@@ -1,12 +1,12 @@
-//! `uploadBlob`, `getBlob`: read the body, call [`crate::app::blobs`], answer.
+//! `uploadBlob`, `getBlob`: read the body, call [`byre_app::blobs`], answer.
 
 use actix_web::{web, HttpResponse};
 use bytes::BytesMut;
 use futures_util::StreamExt;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::blobs as op;
-use crate::identity::Caller;
+use byre_app::blobs as op;
 
 use op::MAX_BLOB_BYTES;
 

@@ -19,7 +19,7 @@
 //! Anything else is answered 421 (Misdirected Request) with `{"message"}`, before any handler,
 //! on the REST API, the event stream, the WebSockets and the UI alike.
 //!
-//! On tailscale mode's Unix socket ([`crate::identity::ServeSocket`]) the list is the public names only
+//! On tailscale mode's Unix socket ([`crate::http::identity::ServeSocket`]) the list is the public names only
 //! ([`Edge::for_serve_socket`]): `tailscale serve` forwards a request there with `Host:
 //! localhost` and the browser's own `Host` in `X-Forwarded-Host` (which it sets, whatever the
 //! client sent), so that is the host checked. Loopback names are the TCP port's.
@@ -50,7 +50,7 @@ use actix_web::http::{header, Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpResponse};
 
-use crate::app::signin::CSRF_HEADER;
+use byre_app::signin::CSRF_HEADER;
 
 /// The hosts byre serves, fixed at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,7 +247,7 @@ pub struct SocketEdge(pub Edge);
 /// made only for a refused request, so its size costs nothing on the way through).
 #[allow(clippy::result_large_err)]
 fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
-    let on_socket = req.conn_data::<crate::identity::ServeSocket>().is_some();
+    let on_socket = req.conn_data::<crate::http::identity::ServeSocket>().is_some();
     let edge = match req.app_data::<web::Data<SocketEdge>>() {
         Some(socket) if on_socket => &socket.0,
         _ => edge,
@@ -326,7 +326,7 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
             ));
         }
     }
-    if !crate::identity::changes_state(req.method()) || *req.method() == Method::OPTIONS {
+    if !crate::http::identity::changes_state(req.method()) || *req.method() == Method::OPTIONS {
         return Ok(());
     }
     if !is_simple_content_type(text(header::CONTENT_TYPE.as_str())) {

@@ -5,8 +5,8 @@
 use actix_web::{http::StatusCode, HttpResponse, ResponseError};
 use byre_projections::Rejection;
 
-use crate::app;
-use crate::log::SubmitError;
+use byre_app as app;
+use byre_log::SubmitError;
 
 /// An error answered to an HTTP client.
 #[derive(Debug, thiserror::Error)]
@@ -84,18 +84,6 @@ impl From<Rejection> for ApiError {
 impl From<SubmitError> for ApiError {
     fn from(e: SubmitError) -> Self {
         app::Error::from(e).into()
-    }
-}
-
-/// Application errors answered straight from an actix handler or extractor outside this
-/// module (the `Caller` extractor, the CodeBolt socket) get the same status and body.
-impl ResponseError for app::Error {
-    fn status_code(&self) -> StatusCode {
-        ApiError::from(self.clone()).status_code()
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        ApiError::from(self.clone()).error_response()
     }
 }
 

@@ -8,7 +8,7 @@
 //! caller's lead agent's events. Events with an owner reach only that user. A stream signed
 //! in with the session cookie ends when its session does. An idle stream gets a `: heartbeat`
 //! comment every `Config::heartbeat`. Which records a stream sends is
-//! [`crate::app::events`]; this module frames them, adds the live-only deltas and heartbeats.
+//! [`byre_app::events`]; this module frames them, adds the live-only deltas and heartbeats.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
@@ -18,11 +18,11 @@ use futures_util::{stream, Stream, StreamExt};
 use serde::Deserialize;
 use tokio::sync::broadcast;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::events as op;
-use crate::identity::Caller;
-use crate::log::Record;
-use crate::vendors::runtime::Ephemeral;
+use byre_agents::runtime::Ephemeral;
+use byre_app::events as op;
+use byre_log::Record;
 
 /// Query of `streamEvents`.
 #[derive(Deserialize)]
@@ -40,6 +40,7 @@ pub async fn stream_events(
     req: HttpRequest,
     query: web::Query<StreamQuery>,
     app: web::Data<App>,
+    config: web::Data<crate::config::Config>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
     let last_event_id = match req.headers().get("Last-Event-ID") {
@@ -63,13 +64,13 @@ pub async fn stream_events(
     let lead = query.lead.unwrap_or(false);
     let (records, filter) = op::open_stream(&app, &caller.login, cursor, query.task_id, lead)?;
     let (host, commit, _) = super::status::client_of(&req);
-    let registration = app.clients.open(&caller.login, &host, &commit);
-    let heartbeat = app.config.heartbeat;
+    let registration = app.streams.open(&caller.login, &host, &commit);
+    let heartbeat = config.heartbeat;
     let login = caller.login;
     let deltas = app.agents.ephemeral();
     let shutdown = app.shutdown.clone();
     // A stream signed in by cookie ends when its session does (sign-out).
-    let session_ended = super::auth::session_end(&app, &req);
+    let session_ended = super::auth::signin_end(&app, &req);
     tracing::debug!(login = %login, from_seq = after, "event stream opened");
     let body = async_stream::stream! {
         let _registration = registration; // dropped when the client goes away
@@ -166,7 +167,7 @@ fn wakes(
         Wake::End
     });
     let signed_out = stream::once(async move {
-        session_end(&mut session_ended).await;
+        signin_end(&mut session_ended).await;
         Wake::End
     });
     let rare = stream::select_all([
@@ -179,7 +180,7 @@ fn wakes(
 }
 
 /// Resolves when the session of a cookie-signed stream ends; never for other streams.
-async fn session_end(ended: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+async fn signin_end(ended: &mut Option<tokio::sync::watch::Receiver<bool>>) {
     match ended {
         Some(rx) => {
             let _ = rx.wait_for(|ended| *ended).await;

@@ -1,12 +1,12 @@
 //! Finishing a task: `getUnmerged`, `getCoAuthors`, `mergeTask`, `mergeIn`, `discardTask`:
-//! parse, call [`crate::app::finish`], answer.
+//! parse, call [`byre_app::finish`], answer.
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::finish as op;
-use crate::identity::Caller;
+use byre_app::finish as op;
 
 /// `getUnmerged` — GET /api/tasks/{taskId}/unmerged → 200 `Unmerged`: commits on the task
 /// branch not on the default branch, and files, insertions, deletions and uncommitted paths
@@ -37,10 +37,17 @@ pub async fn get_co_authors(
 pub struct MergeBody {
     #[serde(default, deserialize_with = "crate::http::absent_or")]
     merge_title: Option<String>,
-    #[serde(default, deserialize_with = "crate::http::absent_or")]
-    target: Option<String>,
+    #[serde(default, deserialize_with = "merge_target")]
+    target: op::MergeTarget,
     #[serde(default)]
     after_review: bool,
+}
+
+/// `target`, parsed as the body is read: `main` (also when absent) or `parent`; anything else
+/// is the body's 400, naming the field.
+fn merge_target<'de, D: serde::Deserializer<'de>>(value: D) -> Result<op::MergeTarget, D::Error> {
+    let text = String::deserialize(value)?;
+    op::MergeTarget::parse(&text).map_err(serde::de::Error::custom)
 }
 
 /// `mergeTask` — POST /api/tasks/{taskId}/merge → 202 `Task` (merging, or held with

@@ -1,10 +1,10 @@
-//! `forkSnapshot`: parse, call [`crate::app::fork`], answer.
+//! `forkSnapshot`: parse, call [`byre_app::fork`], answer.
 
 use actix_web::{web, HttpResponse};
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::fork as op;
-use crate::identity::Caller;
+use byre_app::fork as op;
 
 /// `forkSnapshot` — POST /api/tasks/{taskId}/snapshots/{n}/fork → 201 `Task`: the fork, its
 /// worktree made at snapshot `n`'s commit, its agent session idle; 400 when `n` is not a

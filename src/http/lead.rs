@@ -1,13 +1,13 @@
 //! The calling user's lead agent: `listLeadSessions`, `listLeadEvents`, `messageLead`,
-//! `listLeadNotes`, `deleteLeadNote`: parse, call [`crate::app::lead`], answer.
+//! `listLeadNotes`, `deleteLeadNote`: parse, call [`byre_app::lead`], answer.
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::sessions::MessageCreate;
 use super::{ApiError, App};
-use crate::app::lead as op;
-use crate::identity::Caller;
+use byre_app::lead as op;
 
 /// `listLeadSessions` — GET /api/me/lead/sessions → 200 `[AgentSession]`, oldest first.
 pub async fn list_lead_sessions(
@@ -37,7 +37,7 @@ pub async fn list_lead_events(
     let turns = match q.turns {
         None => None,
         Some(t) => Some(u32::try_from(t).map_err(|_| {
-            ApiError::from(crate::app::Error::Invalid(format!(
+            ApiError::from(byre_app::Error::Invalid(format!(
                 "turns must be 1 to {}, not {t}",
                 op::MAX_TURNS
             )))

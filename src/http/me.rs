@@ -1,15 +1,15 @@
 //! The calling user: `getMe`, `updateMe`, `updateNotificationPrefs`, `updateDefaultModel`,
 //! `getFocus`, `setFocus`, `getSummaryReads`, `setPaneFocus`, and `markSummaryRead`: parse,
-//! call [`crate::app::me`], answer.
+//! call [`byre_app::me`], answer.
 
 use actix_web::{web, HttpResponse};
 use byre_projections::focus::{Focus, TaskTab};
 use byre_projections::users::NotificationPrefs;
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::me as op;
-use crate::identity::Caller;
+use byre_app::me as op;
 
 /// `getMe` — GET /api/me → 200 `User`.
 pub async fn get_me(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
@@ -107,8 +107,8 @@ pub async fn set_focus(
 ) -> Result<HttpResponse, ApiError> {
     let b = body.into_inner();
     let focus = Focus {
-        project_id: b.project_id,
-        task_id: b.task_id,
+        project_id: b.project_id.map(Into::into),
+        task_id: b.task_id.map(Into::into),
         tabs: b.tabs,
         tab: b.tab,
     };

@@ -1,6 +1,6 @@
 //! The HTTP surface of `schema/byre.openapi.yaml`: the route table ([`routes`]) with all 64
 //! operations, and one module per family of handlers. Handlers parse, call one
-//! [`crate::app`] function, and answer (an `app::Error` becomes its status in `error.rs`);
+//! `byre_app` function, and answer (an `app::Error` becomes its status in `error.rs`);
 //! they never open a redb write transaction, write git or spawn processes.
 
 use actix_web::http::Method;
@@ -9,14 +9,15 @@ use actix_web::{web, HttpResponse};
 mod agent_tools;
 pub mod auth;
 mod blobs;
-mod clients;
 pub mod edge;
 mod error;
 mod events;
 mod finish;
 mod fork;
+pub mod identity;
 mod lead;
 pub mod limits;
+mod machines;
 mod me;
 mod projects;
 mod reviews;
@@ -33,7 +34,7 @@ pub mod ui;
 mod views;
 mod workflows;
 
-pub use crate::app::tools::MAX_TOOL_ARGS_BYTES;
+pub use byre_app::tools::MAX_TOOL_ARGS_BYTES;
 pub use error::ApiError;
 pub use serve_socket::serve_socket_path;
 pub use table::json_errors;
@@ -43,7 +44,7 @@ use table::RouteTable;
 pub const MAX_JSON_BYTES: usize = 1024 * 1024;
 
 /// What every handler shares: the application layer's context (`web::Data<App>`).
-pub(crate) use crate::app::Ctx as App;
+pub(crate) use byre_app::Ctx as App;
 
 /// An optional field of a JSON request body that may be absent but not `null`, as the contract
 /// types it (`type: string` without `nullable`): use as
@@ -382,17 +383,17 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/api/clients/connect",
             Method::GET,
-            web::to(clients::connect_client),
+            web::to(machines::connect_client),
         )
         .route(
             "/api/clients/transfers/{transferId}",
             Method::GET,
-            web::to(clients::get_client_transfer),
+            web::to(machines::get_client_transfer),
         )
         .route(
             "/api/clients/transfers/{transferId}",
             Method::PUT,
-            web::to(clients::put_client_transfer),
+            web::to(machines::put_client_transfer),
         )
         // Events, status, workflows
         .route("/api/events", Method::GET, web::to(events::stream_events))
@@ -452,19 +453,21 @@ pub async fn trace_request(
         if let Some(app) = req.app_data::<web::Data<App>>() {
             let (host, commit, page) = status::client_of(req.request());
             // A page's reads follow from what it shows; its state changes are the human's.
-            if !host.is_empty() || (page && crate::identity::changes_state(req.method())) {
-                if let Ok((login, _)) = crate::identity::resolve(req.request(), app) {
-                    app.clients.acted(&login, &host, &commit);
+            if !host.is_empty() || (page && crate::http::identity::changes_state(req.method())) {
+                if let Ok((login, _)) = crate::http::identity::resolve(req.request(), app) {
+                    app.streams.acted(&login, &host, &commit);
                 }
             }
         }
     }
     let res = next.call(req).instrument(span.clone()).await?;
     let status = res.status().as_u16();
-    if let Some(app) = res.request().app_data::<web::Data<App>>() {
+    if let Some(requests) = res
+        .request()
+        .app_data::<web::Data<byre_app::metrics::Requests>>()
+    {
         let r = res.request();
-        app.requests
-            .record(r.method().as_str(), r.match_pattern().as_deref(), status);
+        requests.record(r.method().as_str(), r.match_pattern().as_deref(), status);
     }
     span.record("status", status);
     let _enter = span.enter();

@@ -1,12 +1,12 @@
-//! `listProjects`, `createProject`, `getProject`: parse, call [`crate::app::projects`],
+//! `listProjects`, `createProject`, `getProject`: parse, call [`byre_app::projects`],
 //! answer.
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::projects as op;
-use crate::identity::Caller;
+use byre_app::projects as op;
 
 /// `listProjects` — GET /api/projects → 200 `[Project]`, in creation order.
 pub async fn list_projects(_caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {

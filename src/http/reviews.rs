@@ -1,12 +1,12 @@
-//! `listReviews`, `setFindingState`, `stopReview`: parse, call `crate::app::reviews`, answer.
+//! `listReviews`, `setFindingState`, `stopReview`: parse, call `byre_app::reviews`, answer.
 
 use actix_web::{web, HttpResponse};
 use byre_projections::reviews::FindingState;
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::reviews as op;
-use crate::identity::Caller;
+use byre_app::reviews as op;
 
 /// `listReviews` — GET /api/tasks/{taskId}/reviews → 200 `Review[]`; 404 unknown task.
 pub async fn list_reviews(

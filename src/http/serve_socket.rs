@@ -1,13 +1,13 @@
 //! The door of tailscale mode's people: a Unix socket for `tailscale serve` (`tailscale serve
 //! --bg unix:DATA/tailscale/byre.sock`, Tailscale 1.94 and later), the only listener on which
-//! byre believes `Tailscale-User-Login` (`crate::identity`). Agents share the host's network,
+//! byre believes `Tailscale-User-Login` (`http::identity`). Agents share the host's network,
 //! so a loopback TCP peer may be any agent; a socket in a private directory of the data dir,
-//! which no sandbox binds (`vendors::sandbox` binds only named directories below the data dir
+//! which no sandbox binds (`byre_agents::sandbox` binds only named directories below the data dir
 //! and refuses the data dir itself), can be reached by byre's own OS user and root (tailscaled)
 //! only.
 //!
 //! The listener is the same HTTP server as the TCP one; a connection accepted on the socket is
-//! marked with `identity::ServeSocket` (`identity::mark_serve_socket`, from
+//! marked with `http::identity::ServeSocket` (`identity::mark_serve_socket`, from
 //! `HttpServer::on_connect`), which `identity` and `edge` read with `HttpRequest::conn_data`.
 
 use std::path::{Path, PathBuf};

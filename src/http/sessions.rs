@@ -1,14 +1,14 @@
 //! `createSession`, `listSessions`, `getSession`, `sendMessage`, `withdrawMessage`,
 //! `interruptSession`, `compactSession`, and `listInbox`, `getInboxItem`, `respondInbox`:
-//! parse, call [`crate::app::sessions`] / [`crate::app::inbox`], answer.
+//! parse, call [`byre_app::sessions`] / [`byre_app::inbox`], answer.
 
 use actix_web::{web, HttpResponse};
 use byre_projections::inbox::InboxState;
 use serde::{Deserialize, Serialize};
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::{inbox, sessions as op};
-use crate::identity::Caller;
+use byre_app::{inbox, sessions as op};
 
 /// Body of `createSession` (spec `SessionCreate`).
 #[derive(Deserialize)]

@@ -1,10 +1,10 @@
-//! `listSnapshots`: parse, call [`crate::app::snapshots`], answer.
+//! `listSnapshots`: parse, call [`byre_app::snapshots`], answer.
 
 use actix_web::{web, HttpResponse};
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::snapshots as op;
-use crate::identity::Caller;
+use byre_app::snapshots as op;
 
 /// `listSnapshots` — GET /api/tasks/{taskId}/snapshots → 200 `Snapshot[]`, oldest first (also
 /// for a closed task: the rows remain); 404 unknown task.

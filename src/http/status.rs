@@ -1,10 +1,11 @@
-//! `getStatus` — GET /api/admin/status (the figures come from [`crate::app::status`]); and,
+//! `getStatus` — GET /api/admin/status (the figures come from [`byre_app::status`]); and,
 //! outside the contract, `GET /metrics` and `GET /api/openapi.yaml`.
 
 use actix_web::{web, HttpResponse};
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::identity::Caller;
+use byre_app::metrics::Requests;
 
 /// The client a request comes from, for `getStatus`: `(host, commit, is_page)` from its
 /// `Byre-Host` and `Byre-Commit` headers. A page byre served itself cannot set headers on its
@@ -24,7 +25,7 @@ pub fn client_of(req: &actix_web::HttpRequest) -> (String, String, bool) {
     let commit = header("Byre-Commit");
     let page = commit.is_empty()
         && (header("Sec-Fetch-Site") == "same-origin"
-            || req.cookie(super::auth::SESSION_COOKIE).is_some());
+            || req.cookie(super::auth::SIGNIN_COOKIE).is_some());
     if page {
         (host, crate::BUILD_COMMIT.to_owned(), true)
     } else {
@@ -34,15 +35,19 @@ pub fn client_of(req: &actix_web::HttpRequest) -> (String, String, bool) {
 
 /// `getStatus` — 200 `Status`: real figures of this server and its agent processes.
 pub async fn get_status(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(crate::app::status::status(&app, &caller.login).await?))
+    Ok(HttpResponse::Ok().json(byre_app::status::status(&app, &caller.login).await?))
 }
 
 /// `GET /metrics` (outside the contract) — 200, the server's figures as Prometheus text
-/// ([`crate::app::metrics`]). Authenticated like every API request.
-pub async fn metrics(caller: Caller, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
-    let text = crate::app::metrics::render(&app, &caller.login).await?;
+/// ([`byre_app::metrics`]). Authenticated like every API request.
+pub async fn metrics(
+    caller: Caller,
+    app: web::Data<App>,
+    requests: web::Data<Requests>,
+) -> Result<HttpResponse, ApiError> {
+    let text = byre_app::metrics::render(&app, &requests, &caller.login).await?;
     Ok(HttpResponse::Ok()
-        .content_type(crate::app::metrics::CONTENT_TYPE)
+        .content_type(byre_app::metrics::CONTENT_TYPE)
         .body(text))
 }
 

@@ -1,12 +1,12 @@
 //! `listTasks`, `createTask`, `getTask`, `listTaskEvents`, `listPreviews`: parse, call
-//! [`crate::app::tasks`], answer.
+//! [`byre_app::tasks`], answer.
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::tasks as op;
-use crate::identity::Caller;
+use byre_app::tasks as op;
 
 /// `listTasks` — GET /api/projects/{projectId}/tasks → 200 `[Task]`, newest first; 404.
 pub async fn list_tasks(

@@ -1,5 +1,5 @@
 //! `getTaskTerminal` — GET /api/tasks/{taskId}/terminal?cols&rows → 101: the task terminal's
-//! WebSocket. Parse the size, call [`crate::app::terminal`], then carry bytes both ways:
+//! WebSocket. Parse the size, call [`byre_app::terminal`], then carry bytes both ways:
 //! output as binary messages (the scrollback first, once, then live), input from binary
 //! messages, resizes from text messages holding a `TerminalSize` (an invalid one is logged
 //! and ignored). A socket silent for three ping intervals (`Config::terminal_ping`, 10 s) is
@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::terminal as op;
-use crate::identity::Caller;
-use crate::terminal::shell::INPUT_QUEUE;
-use crate::terminal::InputRefused;
+use byre_app::terminal as op;
+use byre_terminal::shell::INPUT_QUEUE;
+use byre_terminal::InputRefused;
 
 /// Largest input message, in bytes (a paste).
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -33,6 +33,7 @@ pub async fn get_task_terminal(
     req: HttpRequest,
     body: web::Payload,
     app: web::Data<App>,
+    config: web::Data<crate::config::Config>,
 ) -> Result<HttpResponse, ApiError> {
     let size = op::terminal_size(
         query.get("cols").map(String::as_str),
@@ -43,13 +44,13 @@ pub async fn get_task_terminal(
         .map_err(|e| ApiError::BadRequest(format!("not a WebSocket upgrade: {e}")))?;
     let viewer = op::open_terminal(&app, &caller.login, &task_id, size).await?;
     tracing::info!(task_id = %task_id, viewer_id = %viewer.id, login = %caller.login, pid = viewer.shell_pid, "terminal opened");
-    actix_web::rt::spawn(serve(viewer, session, stream, app.config.terminal_ping));
+    actix_web::rt::spawn(serve(viewer, session, stream, config.terminal_ping));
     Ok(response)
 }
 
 /// One viewer's socket until it or the shell ends.
 async fn serve(
-    mut viewer: crate::terminal::Viewer,
+    mut viewer: byre_terminal::Viewer,
     mut session: actix_ws::Session,
     stream: actix_ws::MessageStream,
     ping_every: Duration,

@@ -1,11 +1,11 @@
-//! `getTodo`, `startTodoItem`: parse, call [`crate::app::todo`], answer.
+//! `getTodo`, `startTodoItem`: parse, call [`byre_app::todo`], answer.
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::todo as op;
-use crate::identity::Caller;
+use byre_app::todo as op;
 
 /// `getTodo` — GET /api/projects/{projectId}/todo → 200 `Todo` (the items of TODO.md at the
 /// root of the default branch's tip, `exists: false` when there is none); 404 unknown project;

@@ -1,12 +1,12 @@
 //! `getTaskDir`, `getTaskFile`, `getTaskImage`, `getTaskChanges`, `getTaskDiff`: parse the
-//! query, call [`crate::app::views`], answer.
+//! query, call [`byre_app::views`], answer.
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
+use super::identity::Caller;
 use super::{ApiError, App};
-use crate::app::views as op;
-use crate::identity::Caller;
+use byre_app::views as op;
 
 /// Query of `getTaskDir`.
 #[derive(Deserialize)]

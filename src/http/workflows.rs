@@ -1,12 +1,12 @@
 //! `listWorkflows`, `getWorkflow`, `putWorkflow`, `deleteWorkflow`, and a run's `getTaskWorkflow`,
-//! `getWorkflowRun`: parse, call [`crate::app::workflows`] or [`crate::app::runs`], answer (a
+//! `getWorkflowRun`: parse, call [`byre_app::workflows`] or [`byre_app::runs`], answer (a
 //! workflow's file as YAML).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
+use super::identity::Caller;
 use super::{read_limited, ApiError, App};
-use crate::app::workflows as op;
-use crate::identity::Caller;
+use byre_app::workflows as op;
 
 /// `listWorkflows` — GET /api/workflows → 200 `[WorkflowSummary]`, by name.
 pub async fn list_workflows(
@@ -83,7 +83,7 @@ pub async fn get_task_workflow(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(crate::app::runs::get_task_workflow(&app, &task_id)?))
+    Ok(HttpResponse::Ok().json(byre_app::runs::get_task_workflow(&app, &task_id)?))
 }
 
 /// `getWorkflowRun` — GET /api/tasks/{taskId}/workflow/run → 200 `WorkflowRun`; 404 (unknown
@@ -93,5 +93,5 @@ pub async fn get_workflow_run(
     task_id: web::Path<String>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(crate::app::runs::get_workflow_run(&app, &task_id)?))
+    Ok(HttpResponse::Ok().json(byre_app::runs::get_workflow_run(&app, &task_id)?))
 }

@@ -56,7 +56,7 @@ pub struct Bus {
     head_tx: Arc<watch::Sender<u64>>,
     /// The records read from the log for readers behind the ring, shared while any holds
     /// them (`log::subscription`), within the same byte bound.
-    catch_up: Arc<super::subscription::CatchUp>,
+    catch_up: Arc<CatchUp>,
 }
 
 impl Bus {
@@ -72,12 +72,12 @@ impl Bus {
             })),
             limit,
             head_tx: Arc::new(head_tx),
-            catch_up: Arc::new(super::subscription::CatchUp::new(limit)),
+            catch_up: Arc::new(CatchUp::new(limit)),
         }
     }
 
     /// The shared catch-up reads from the log.
-    pub fn catch_up(&self) -> &super::subscription::CatchUp {
+    pub fn catch_up(&self) -> &CatchUp {
         &self.catch_up
     }
 
@@ -199,10 +199,74 @@ pub fn parse_size_or_zero(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("`{text}` is too large"))
 }
 
+/// The records read from the log for catch-up, shared by every reader while any of them
+/// holds one: many readers replaying the same seqs (a page load of every browser after a
+/// restart, `after=0`) hold one copy of each record and its encoded SSE frame, not one
+/// each. Entries are weak: a record no reader holds any more is freed and forgotten. What
+/// they hold together is at most `budget` bytes (plus one chunk: a load may start while
+/// under it), so many readers far behind cannot hold more than that, however large their
+/// records (DESIGN.md invariant 10).
+pub struct CatchUp {
+    held: std::sync::Mutex<std::collections::BTreeMap<u64, (std::sync::Weak<Record>, usize)>>,
+    pub(crate) loading: tokio::sync::Mutex<()>,
+    pub(crate) budget: usize,
+}
+
+impl CatchUp {
+    /// Shared reads bounded by `budget` bytes in total.
+    pub fn new(budget: usize) -> CatchUp {
+        CatchUp {
+            held: Default::default(),
+            loading: tokio::sync::Mutex::new(()),
+            budget,
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, (std::sync::Weak<Record>, usize)>>
+    {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Held records from `from` on (up to `to`), contiguous, at most [`CHUNK_BYTES`] (at
+    /// least one); `None` when no reader holds `from`.
+    pub(crate) fn held(&self, from: u64, to: u64) -> Option<Vec<Arc<Record>>> {
+        let held = self.lock();
+        let mut out: Vec<Arc<Record>> = Vec::new();
+        let mut bytes = 0;
+        for (seq, (weak, size)) in held.range(from..=to) {
+            let expected = out.last().map_or(from, |r| r.seq + 1);
+            if *seq != expected || (!out.is_empty() && bytes + size > CHUNK_BYTES) {
+                break;
+            }
+            let Some(r) = weak.upgrade() else { break };
+            bytes += size;
+            out.push(r);
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Remembers a chunk just read, for the readers after.
+    pub(crate) fn keep(&self, chunk: &[Arc<Record>]) {
+        let mut held = self.lock();
+        for r in chunk {
+            held.insert(r.seq, (Arc::downgrade(r), r.size()));
+        }
+    }
+
+    /// Bytes of the records some reader still holds; forgets the others.
+    pub fn live_bytes(&self) -> usize {
+        let mut held = self.lock();
+        held.retain(|_, (weak, _)| weak.strong_count() > 0);
+        held.values().map(|(_, size)| size).sum()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::store::StoredEvent;
+    use crate::store::StoredEvent;
 
     fn record(seq: u64, payload_bytes: usize) -> Arc<Record> {
         Arc::new(Record::from_stored(&StoredEvent {

@@ -19,6 +19,8 @@ use byre_projections::{Event, State};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
+pub(crate) mod fold;
+
 pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 pub(crate) const TASK_EVENTS: TableDefinition<(&str, u64), ()> =
     TableDefinition::new("task_events");
@@ -62,10 +64,10 @@ impl StoredEvent {
             seq: e.seq,
             created_at_us: e.created_at_us,
             kind: e.body.kind().to_owned(),
-            project_id: e.project_id.clone(),
-            task_id: e.task_id.clone(),
-            agent_session_id: e.agent_session_id.clone(),
-            owner: e.owner.clone(),
+            project_id: e.project_id.clone().map(Into::into),
+            task_id: e.task_id.clone().map(Into::into),
+            agent_session_id: e.agent_session_id.clone().map(Into::into),
+            owner: e.owner.clone().map(Into::into),
             actor: e.actor.clone(),
             payload: e.body.payload_json(),
         }
@@ -89,7 +91,7 @@ impl StoredEvent {
     /// # Errors
     /// `OpenError::Undecodable` with the seq.
     pub fn to_event(&self) -> Result<Event, OpenError> {
-        super::fold::StoredEventRef::from(self).to_event()
+        fold::StoredEventRef::from(self).to_event()
     }
 }
 
@@ -183,7 +185,7 @@ impl Record {
             owner: e.owner.as_deref(),
             actor: &e.actor,
             payload,
-            created_at: crate::api::rfc3339(e.created_at_us),
+            created_at: crate::rfc3339(e.created_at_us),
         };
         let seq = e.seq.to_string();
         let mut frame = String::with_capacity(e.payload.len() + 256);
@@ -286,8 +288,8 @@ pub struct Store {
 
 /// A read-only view of a log that another process may be writing (`byre log`, `byre rebuild`).
 pub struct ReadOnlyStore {
-    db: redb::ReadOnlyDatabase,
-    path: PathBuf,
+    pub(crate) db: redb::ReadOnlyDatabase,
+    pub(crate) path: PathBuf,
 }
 
 /// redb's page cache, in bytes. Every page a commit writes and every page a read touches goes
@@ -523,7 +525,7 @@ impl Store {
     /// # Errors
     /// The first event that cannot be decoded, with its seq; a gap; a storage error.
     pub fn fold(&self) -> Result<State, OpenError> {
-        super::fold::fold_into(
+        fold::fold_into(
             &self.db.begin_read().map_err(StoreError::from)?,
             State::default(),
             u64::MAX,
@@ -548,23 +550,11 @@ impl ReadOnlyStore {
         })
     }
 
-    /// The projection snapshot beside this log, read and checked as start-up does
-    /// ([`super::snapshot::read_for`]).
-    /// # Errors
-    /// Why start-up would not use it.
-    pub fn snapshot(&self) -> Result<super::snapshot::Snapshot, super::snapshot::Unusable> {
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(|e| super::snapshot::Unusable::Io(std::io::Error::other(e)))?;
-        super::snapshot::read_for(&super::snapshot::snapshot_path(&self.path), &txn)
-    }
-
     /// Folds events with seq ≤ `until`.
     /// # Errors
     /// As [`Store::fold`].
     pub fn fold_until(&self, until: u64) -> Result<State, OpenError> {
-        super::fold::fold_into(
+        fold::fold_into(
             &self.db.begin_read().map_err(StoreError::from)?,
             State::default(),
             until,

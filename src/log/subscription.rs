@@ -6,7 +6,8 @@
 //! seq) it reads them from the log, one chunk of at most [`CHUNK_BYTES`] at a time, and asks
 //! the bus again. Delivery is therefore exactly the log's order, each seq once, and what a
 //! subscriber holds is at most one chunk, however slowly it is read. Chunks read from the log
-//! are shared by the readers replaying the same seqs and bounded in total ([`CatchUp`]).
+//! are shared by the readers replaying the same seqs and bounded in total
+//! ([`super::bus::CatchUp`]).
 
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ pub fn subscribe(writer: Writer, after: u64) -> impl Stream<Item = Result<Arc<Re
 }
 
 /// Records `from..=to` from the log, at most [`CHUNK_BYTES`] of them (at least one): the
-/// ones another reader holds already when it does, else read (see [`CatchUp`]).
+/// ones another reader holds already when it does, else read (see [`super::bus::CatchUp`]).
 async fn read_chunk(writer: &Writer, from: u64, to: u64) -> Result<Vec<Arc<Record>>, String> {
     let catch_up = writer.bus().catch_up();
     if let Some(held) = catch_up.held(from, to) {
@@ -93,67 +94,3 @@ async fn read_chunk(writer: &Writer, from: u64, to: u64) -> Result<Vec<Arc<Recor
 
 /// How often a load waiting for the catch-up budget looks again.
 const BUDGET_POLL: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// The records read from the log for catch-up, shared by every reader while any of them
-/// holds one: many readers replaying the same seqs (a page load of every browser after a
-/// restart, `after=0`) hold one copy of each record and its encoded SSE frame, not one
-/// each. Entries are weak: a record no reader holds any more is freed and forgotten. What
-/// they hold together is at most `budget` bytes (plus one chunk: a load may start while
-/// under it), so many readers far behind cannot hold more than that, however large their
-/// records (DESIGN.md invariant 10).
-pub struct CatchUp {
-    held: std::sync::Mutex<std::collections::BTreeMap<u64, (std::sync::Weak<Record>, usize)>>,
-    loading: tokio::sync::Mutex<()>,
-    budget: usize,
-}
-
-impl CatchUp {
-    /// Shared reads bounded by `budget` bytes in total.
-    pub fn new(budget: usize) -> CatchUp {
-        CatchUp {
-            held: Default::default(),
-            loading: tokio::sync::Mutex::new(()),
-            budget,
-        }
-    }
-
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, (std::sync::Weak<Record>, usize)>>
-    {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Held records from `from` on (up to `to`), contiguous, at most [`CHUNK_BYTES`] (at
-    /// least one); `None` when no reader holds `from`.
-    fn held(&self, from: u64, to: u64) -> Option<Vec<Arc<Record>>> {
-        let held = self.lock();
-        let mut out: Vec<Arc<Record>> = Vec::new();
-        let mut bytes = 0;
-        for (seq, (weak, size)) in held.range(from..=to) {
-            let expected = out.last().map_or(from, |r| r.seq + 1);
-            if *seq != expected || (!out.is_empty() && bytes + size > CHUNK_BYTES) {
-                break;
-            }
-            let Some(r) = weak.upgrade() else { break };
-            bytes += size;
-            out.push(r);
-        }
-        (!out.is_empty()).then_some(out)
-    }
-
-    /// Remembers a chunk just read, for the readers after.
-    fn keep(&self, chunk: &[Arc<Record>]) {
-        let mut held = self.lock();
-        for r in chunk {
-            held.insert(r.seq, (Arc::downgrade(r), r.size()));
-        }
-    }
-
-    /// Bytes of the records some reader still holds; forgets the others.
-    pub fn live_bytes(&self) -> usize {
-        let mut held = self.lock();
-        held.retain(|_, (weak, _)| weak.strong_count() > 0);
-        held.values().map(|(_, size)| size).sum()
-    }
-}

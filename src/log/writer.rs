@@ -9,7 +9,7 @@
 //! 3. commit with `Durability::Immediate`, and hand the group to the publisher thread;
 //! 4. (publisher thread, while the writer goes on with the next group) fold the same events
 //!    into the shared query state, advance the head, publish the records, hand the events to
-//!    the [`Snapshotter`] (checkpoints and projection snapshots are made there, never on the
+//!    the [`ProjectionSnapshotter`] (checkpoints and projection snapshots are made there, never on the
 //!    writer's thread), and only then answer each caller. Groups are published in commit
 //!    order, so the head and the fan-out only ever move forward.
 //!
@@ -26,7 +26,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::bus::Bus;
-use super::snapshot::{Folded, Snapshotter};
+use super::projection_snapshot::{Folded, ProjectionSnapshotter};
 use super::store::{
     Record, Store, StoreError, StoredEvent, BLOBS, EVENTS, LEAD_EVENTS, TASK_EVENTS,
 };
@@ -87,7 +87,7 @@ pub struct Writer {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StartupFold {
     /// Seq of the projection snapshot start-up began from; 0 when it folded from seq 1.
-    pub snapshot_seq: u64,
+    pub projection_snapshot_seq: u64,
     /// Events folded at start-up (those after the snapshot).
     pub n_events_folded: u64,
 }
@@ -110,20 +110,26 @@ impl Writer {
     /// default bound of the live fan-out ([`super::bus::DEFAULT_LIMIT_BYTES`]).
     pub fn start(store: Store, state: State) -> (Writer, WriterThread) {
         let folded = Folded {
-            snapshot_seq: 0,
+            projection_snapshot_seq: 0,
             n_events_folded: state.n_events,
             state,
         };
-        Writer::start_with(store, folded, super::bus::DEFAULT_LIMIT_BYTES)
+        Writer::start_with(store, folded, super::bus::DEFAULT_LIMIT_BYTES, false)
     }
 
     /// Starts the writer over `store`, whose log folds to `folded.state`
-    /// ([`Store::fold_from_snapshot`]); the live fan-out to subscribers holds at most
-    /// `stream_bytes` of records (see [`super::bus`]).
-    pub fn start_with(store: Store, folded: Folded, stream_bytes: usize) -> (Writer, WriterThread) {
+    /// ([`Store::fold_from_projection_snapshot`]); the live fan-out to subscribers holds at most
+    /// `stream_bytes` of records (see [`super::bus`]); every command is decided with
+    /// `reviews_on`, whether this server reviews snapshots (`DecideCtx::reviews_on`).
+    pub fn start_with(
+        store: Store,
+        folded: Folded,
+        stream_bytes: usize,
+        reviews_on: bool,
+    ) -> (Writer, WriterThread) {
         let Folded {
             state,
-            snapshot_seq,
+            projection_snapshot_seq,
             n_events_folded,
         } = folded;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
@@ -132,8 +138,12 @@ impl Writer {
         let shared = Arc::new(RwLock::new(state.clone()));
         let failed = Arc::new(AtomicBool::new(false));
         let stats = super::stats::CommitStats::default();
-        let snapshotter =
-            Snapshotter::start(store.clone(), state.clone(), snapshot_seq, failed.clone());
+        let snapshotter = ProjectionSnapshotter::start(
+            store.clone(),
+            state.clone(),
+            projection_snapshot_seq,
+            failed.clone(),
+        );
         let writer = Writer {
             tx,
             state: shared.clone(),
@@ -143,7 +153,7 @@ impl Writer {
             store: store.clone(),
             stats: stats.clone(),
             startup: StartupFold {
-                snapshot_seq,
+                projection_snapshot_seq,
                 n_events_folded,
             },
         };
@@ -154,7 +164,11 @@ impl Writer {
                     rx,
                     store,
                     state,
-                    WriterSide { failed, stats },
+                    WriterSide {
+                        failed,
+                        stats,
+                        reviews_on,
+                    },
                     Outputs {
                         shared,
                         bus,
@@ -241,13 +255,15 @@ struct Outputs {
     shared: Arc<RwLock<State>>,
     bus: Bus,
     head: Arc<AtomicU64>,
-    snapshotter: Snapshotter,
+    snapshotter: ProjectionSnapshotter,
 }
 
 /// What the writer thread keeps for itself (and shares with the handles).
 struct WriterSide {
     failed: Arc<AtomicBool>,
     stats: super::stats::CommitStats,
+    /// The server setting every command is decided with.
+    reviews_on: bool,
 }
 
 /// A committed group on its way from the writer thread to the publisher thread: each
@@ -326,7 +342,11 @@ fn run_loop(
     side: &WriterSide,
     publish_tx: &std::sync::mpsc::SyncSender<Committed>,
 ) {
-    let WriterSide { failed, stats } = side;
+    let WriterSide {
+        failed,
+        stats,
+        reviews_on,
+    } = side;
     let mut stopping = false;
     while !stopping {
         let Some(first) = rx.blocking_recv() else {
@@ -366,7 +386,7 @@ fn run_loop(
         let _enter = span.enter();
         let first_seq = state.last_seq + 1;
         let started = Instant::now();
-        match write_group(store, &mut state, &group) {
+        match write_group(store, &mut state, &group, *reviews_on) {
             Ok(outcomes) => {
                 let n_events = outcomes
                     .iter()
@@ -415,6 +435,7 @@ fn write_group(
     store: &Store,
     state: &mut State,
     group: &[Submission],
+    reviews_on: bool,
 ) -> Result<Vec<Result<Vec<Event>, Rejection>>, StoreError> {
     let started = Instant::now();
     let mut txn = store.db.begin_write()?;
@@ -431,6 +452,7 @@ fn write_group(
             let ctx = DecideCtx {
                 now_us,
                 seed: uuid::Uuid::new_v4().as_u128(),
+                reviews_on,
             };
             let new_events = match decide(state, &s.cmd, &ctx) {
                 Ok(evs) => evs,

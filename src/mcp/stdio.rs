@@ -1,6 +1,6 @@
 //! `byre mcp --url URL --token-file PATH --role ROLE`: the stdio MCP server an agent CLI
 //! starts (rmcp's server over stdin/stdout). It lists the tools of the session's role
-//! ([`crate::app::tools::definitions_for`]) and forwards each call to the running byre
+//! ([`byre_app::tools::definitions_for`]) and forwards each call to the running byre
 //! (`POST {URL}/internal/mcp/tools/{tool}`, `Authorization: Bearer <token>`, the arguments as
 //! the JSON body; answer `{"is_error": bool, "text": "…"}`), whose text becomes the tool's
 //! result; an answer with a whole `result` (`hands`) is handed on as it is. Anything that goes wrong is a tool error the model reads, never a crash.
@@ -28,9 +28,9 @@ fn instructions(role: SessionRole) -> &'static str {
 }
 
 /// The tools of `role`, their descriptions for the model and their argument schemas
-/// ([`crate::app::tools::definitions_for`]) as MCP tools.
+/// ([`byre_app::tools::definitions_for`]) as MCP tools.
 pub fn tools(role: SessionRole) -> Vec<Tool> {
-    crate::app::tools::definitions_for(role)
+    byre_app::tools::definitions_for(role)
         .into_iter()
         .map(|t| {
             let schema = t.input_schema.as_object().cloned().unwrap_or_default();

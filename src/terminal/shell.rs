@@ -13,8 +13,8 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use crate::vendors::reaper::{kill_group, kill_marked_by};
-use crate::vendors::sandbox::{Access, Sandbox};
+use byre_agents::sandbox::{Access, Sandbox};
+use byre_process::groups::{kill_group, kill_marked_by};
 
 /// The environment variable every shell gets (and so every process it starts):
 /// `<task id>/<shell id>`. It finds what a shell left behind, at its end and, after a

@@ -456,7 +456,7 @@ async fn a_graceful_stop_mid_turn_resumes_the_turn_at_the_next_start() {
     })
     .await;
     let data = server.stop().await;
-    let log = byre::log::store::ReadOnlyStore::open(&data.path().join("byre.redb")).unwrap();
+    let log = byre_log::store::ReadOnlyStore::open(&data.path().join("byre.redb")).unwrap();
     let mut kinds = Vec::new();
     log.for_each(1, u64::MAX, |e| {
         kinds.push(e.kind);

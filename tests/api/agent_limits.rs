@@ -17,7 +17,7 @@ use crate::helpers::{find, kinds, local_ada, until_kind, Api, Sse, SseEvent, Tes
 /// A server whose Claude Code talks to `fake`, its agent limits set by `limits`.
 async fn claude_server(
     fake: &FakeAnthropic,
-    limits: impl FnOnce(&mut byre::config::AgentLimits),
+    limits: impl FnOnce(&mut byre_agents::AgentLimits),
 ) -> TestServer {
     let bin = claude_bin().await;
     let url = fake.url.clone();

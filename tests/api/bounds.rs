@@ -305,7 +305,7 @@ async fn an_output_line_over_the_hard_limit_ends_the_turn_with_an_error() {
     );
     let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
         c.claude_bin = Some(agent);
-        c.agents.output = byre::config::OutputLimits {
+        c.agents.output = byre_agents::OutputLimits {
             max_event_bytes: 1024 * 1024,
             max_line_bytes: 2 * 1024 * 1024,
         };

@@ -115,7 +115,7 @@ async fn an_undecodable_event_stops_start_up_with_its_seq() {
             let mut table = txn
                 .open_table(redb::TableDefinition::<u64, &[u8]>::new("events"))
                 .unwrap();
-            let stored = byre::log::store::StoredEvent {
+            let stored = byre_log::store::StoredEvent {
                 format: 1,
                 seq: 2,
                 created_at_us: 0,

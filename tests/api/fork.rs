@@ -341,7 +341,7 @@ async fn forks_are_refused_for_unknown_snapshots_snapshots_without_a_message_and
     let task_id = id(&task).to_owned();
     server
         .submit(Command::RequestSnapshot {
-            task_id: task_id.clone(),
+            task_id: task_id.clone().into(),
             trigger: SnapshotTrigger::Requested,
         })
         .await;

@@ -128,7 +128,7 @@ impl TestServer {
 
     /// Submits a command straight to the server's writer (what no HTTP operation carries, such
     /// as an agent tool's command); panics when it is refused.
-    pub async fn submit(&self, cmd: byre_projections::Command) -> byre::log::Ack {
+    pub async fn submit(&self, cmd: byre_projections::Command) -> byre_log::Ack {
         let running = self.running.as_ref().expect("a running server");
         running
             .writer()
@@ -741,7 +741,7 @@ pub fn find<'a>(events: &'a [SseEvent], kind: &str) -> &'a Value {
 /// Calls byre's agent tool `tool` as session `session_id`'s `byre mcp` forwards it (the
 /// internal route, the session's token); the answer, `{is_error, text}`.
 pub async fn agent_tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
-    let host = byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
+    let host = byre_agents::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
         .expect("the server's MCP secret");
     let r = reqwest::Client::new()
         .post(format!("{}/internal/mcp/tools/{tool}", server.url))

@@ -41,7 +41,7 @@ impl Bench {
         until_kind(&mut sse, "turn.ended", WAIT).await;
         let session_id = api.first_session_id(task["id"].as_str().unwrap()).await;
         let host =
-            byre::vendors::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
+            byre_agents::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
                 .expect("the server's MCP secret");
         let token = host.token(&session_id);
         Bench {
@@ -463,7 +463,7 @@ async fn agent_tools_answer_bad_calls_with_tool_errors_and_set_titles_and_previe
         404
     );
     let status = b.api.call("getStatus", &[], &[], None).await.body;
-    let installed = byre::reactors::previews::find_on_path("tailscale").is_some();
+    let installed = byre_process::find_on_path("tailscale").is_some();
     assert_eq!(status["previews_published"], json!(installed), "{status}");
     b.server.stop().await;
 }

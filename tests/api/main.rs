@@ -33,6 +33,7 @@ mod events;
 mod finish;
 mod fork;
 mod inbox;
+mod layering;
 mod lead;
 mod limits;
 mod me;

@@ -303,7 +303,7 @@ async fn a_removed_worktree_comes_back_at_the_next_view_turn_and_snapshot() {
     std::fs::remove_dir_all(&path).unwrap();
     b.server
         .submit(Command::RequestSnapshot {
-            task_id: tid.clone(),
+            task_id: tid.clone().into(),
             trigger: SnapshotTrigger::Requested,
         })
         .await;

@@ -119,7 +119,7 @@ fn plant(t: &Team, victim: &Value, victim_session: &str) -> String {
     // byre removed the old derivation secret at start-up; plant one to be stolen.
     std::fs::write(data.join("mcp.secret"), "planted secret").unwrap();
     std::fs::write(worktree(victim).join("victim.txt"), "victim's work").unwrap();
-    let bob_lead = byre::vendors::runtime::lead_dir(data, "bob");
+    let bob_lead = byre_agents::runtime::lead_dir(data, "bob");
     std::fs::create_dir_all(&bob_lead).unwrap();
     std::fs::write(bob_lead.join("notes.md"), "bob's notes").unwrap();
     std::fs::write(t.repo.path().join("checkout.txt"), "ada's own checkout").unwrap();
@@ -260,7 +260,7 @@ async fn a_lead_agent_works_in_its_own_lead_dir_and_reaches_no_other_users_or_ta
     let mut t = team("codex_y_escape", true, false).await;
     let (victim, victim_session) = t.idle_task("victim", "sonnet").await;
     let script = plant(&t, &victim, &victim_session);
-    let own = byre::vendors::runtime::lead_dir(t.data(), "ada");
+    let own = byre_agents::runtime::lead_dir(t.data(), "ada");
     std::fs::create_dir_all(&own).unwrap();
     std::fs::write(own.join("escape.sh"), script).unwrap();
     let r = t

@@ -438,7 +438,8 @@ async fn a_merge_fast_forwards_the_users_checkout_with_the_users_modes_not_byres
         0o640,
         "the rewritten file keeps the user's mode"
     );
-    let user_umask = byre::private_files::user_umask().expect("a server tightened the umask");
+    let user_umask =
+        byre_process::private_files::user_umask().expect("a server tightened the umask");
     assert_eq!(
         mode_of(&repo.path().join("second.txt")),
         0o666 & !user_umask,

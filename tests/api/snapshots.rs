@@ -117,7 +117,7 @@ fn tree_paths(repo: &git2::Repository, sha: &str) -> Vec<String> {
 
 fn request(task_id: &str) -> Command {
     Command::RequestSnapshot {
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_owned().into(),
         trigger: SnapshotTrigger::Requested,
     }
 }
@@ -265,13 +265,13 @@ async fn a_requested_snapshot_holds_tracked_and_untracked_files_but_not_ignored_
 async fn append_offline(data: &Path, cmds: Vec<Command>) -> Vec<Vec<byre_projections::Event>> {
     let path = data.join("byre.redb");
     let (store, state) = tokio::task::spawn_blocking(move || {
-        let store = byre::log::Store::open(&path).unwrap();
+        let store = byre_log::Store::open(&path).unwrap();
         let state = store.fold().unwrap();
         (store, state)
     })
     .await
     .unwrap();
-    let (writer, thread) = byre::log::Writer::start(store, state);
+    let (writer, thread) = byre_log::Writer::start(store, state);
     let mut out = Vec::new();
     for cmd in cmds {
         out.push(writer.submit(cmd, None).await.expect("accepted").events);
@@ -323,7 +323,7 @@ async fn causes_a_stop_left_unanswered_are_finished_at_start_up_and_a_written_re
         data.path(),
         vec![Command::CreateSession {
             actor: "ada".into(),
-            task_id: task_id.clone(),
+            task_id: task_id.clone().into(),
             model: None,
             prompt: "go".into(),
             images: vec![],
@@ -348,7 +348,7 @@ async fn causes_a_stop_left_unanswered_are_finished_at_start_up_and_a_written_re
     let made = {
         let (wt, br, id) = (worktree.clone(), branch.clone(), task_id.clone());
         tokio::task::spawn_blocking(move || {
-            byre::git::snapshots::take_snapshot(&byre::git::snapshots::SnapshotJob {
+            byre_git::snapshots::take_snapshot(&byre_git::snapshots::SnapshotJob {
                 worktree: &wt,
                 branch: &br,
                 task_id: &id,

@@ -151,7 +151,7 @@ fn on_host(task_id: &str, inner: &str) -> u32 {
     let n: u32 = inner.parse().expect("a pid");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        if let Some(pid) = crate::helpers::host_pid(byre::terminal::TERMINAL_ENV, task_id, n, "") {
+        if let Some(pid) = crate::helpers::host_pid(byre_terminal::TERMINAL_ENV, task_id, n, "") {
             return pid;
         }
         assert!(

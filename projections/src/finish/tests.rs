@@ -37,7 +37,7 @@ impl World {
         });
         let sid = events[0].agent_session_id.clone().unwrap();
         self.end_turn(&sid, TurnOutcome::Completed);
-        (task, sid)
+        (task.into(), sid.into())
     }
 
     fn end_turn(&mut self, sid: &str, outcome: TurnOutcome) -> Vec<Event> {
@@ -119,7 +119,7 @@ fn a_second_merge_is_held_and_starts_after_the_first_lands() {
     assert!(w.task(&b).merge_queued_at_us.is_some());
     assert!(matches!(w.merge(&b, "again"), Err(Rejection::Conflict(_))));
     let nothing = w.ok(Command::StartHeldMerge {
-        task_id: b.clone(),
+        task_id: b.clone().into(),
         head: "h".into(),
     });
     assert!(nothing.is_empty(), "a's merge still runs");
@@ -128,7 +128,7 @@ fn a_second_merge_is_held_and_starts_after_the_first_lands() {
     w.end_turn(&sid, TurnOutcome::Completed);
     assert!(finish_due(&w, &a));
     let landed = w.ok(Command::RecordMergeLanded {
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         merge_commit: "c".repeat(40),
     });
     assert_eq!(kinds(&landed), ["task.merge_landed"]);
@@ -138,12 +138,12 @@ fn a_second_merge_is_held_and_starts_after_the_first_lands() {
     );
     assert!(finish_due(&w, &a), "the removal is still due");
     let again = w.ok(Command::RecordMergeLanded {
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         merge_commit: "d".repeat(40),
     });
     assert!(again.is_empty(), "recorded once");
     let closed = w.ok(Command::RecordMerge {
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         outcome: done(),
     });
     assert!(kinds(&closed).contains(&"task.merged"));
@@ -151,13 +151,13 @@ fn a_second_merge_is_held_and_starts_after_the_first_lands() {
     assert_eq!(w.task(&a).status, TaskStatus::Merged);
     assert!(w
         .ok(Command::RecordMerge {
-            task_id: a.clone(),
+            task_id: a.clone().into(),
             outcome: done()
         })
         .is_empty());
 
     let started = w.ok(Command::StartHeldMerge {
-        task_id: b.clone(),
+        task_id: b.clone().into(),
         head: "h".into(),
     });
     assert_eq!(kinds(&started)[0], "task.merge_started");
@@ -184,7 +184,7 @@ fn an_interrupted_merge_turn_fails_the_merge_and_a_refused_squash_too() {
     let sid = w.task(&a).merge_turn.clone().unwrap().0;
     w.end_turn(&sid, TurnOutcome::Completed);
     let failed = w.ok(Command::RecordMerge {
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         outcome: Err("conflict in lib.txt".into()),
     });
     assert_eq!(kinds(&failed)[0], "task.merge_failed");
@@ -197,7 +197,7 @@ fn merge_refusals_follow_the_spec() {
     let (a, sid) = w.idle_task("a", "ada");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "more".into(),
         images: vec![],
         model: None,
@@ -214,7 +214,7 @@ fn merge_refusals_follow_the_spec() {
     assert!(matches!(w.merge(&a, "a\nb"), Err(Rejection::Invalid(_))));
     let no_identity = w.when(Command::MergeTask {
         actor: "bob".into(),
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         merge_title: Some("t".into()),
         target_parent: false,
         after_review: false,
@@ -223,7 +223,7 @@ fn merge_refusals_follow_the_spec() {
     assert!(matches!(no_identity, Err(Rejection::Invalid(m)) if m.contains("git identity")));
     for bad in ["a\0b", "tab\there", "esc\u{1b}[31m"] {
         let r = w.when(Command::SetMergeTitle {
-            session_id: sid.clone(),
+            session_id: sid.clone().into(),
             merge_title: bad.into(),
         });
         assert!(matches!(r, Err(Rejection::Invalid(_))), "{bad:?}: {r:?}");
@@ -231,7 +231,7 @@ fn merge_refusals_follow_the_spec() {
     w.merge(&a, "t").unwrap();
     let msg = w.when(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid,
+        session_id: sid.into(),
         text: "meanwhile".into(),
         images: vec![],
         model: None,
@@ -264,7 +264,7 @@ fn merge_refusals_follow_the_spec() {
     );
     let discard = w.when(Command::DiscardTask {
         actor: "ada".into(),
-        task_id: a,
+        task_id: a.into(),
         head: "h".into(),
     });
     assert!(matches!(discard, Err(Rejection::Conflict(m)) if m.contains("merging")));
@@ -276,7 +276,7 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     let (a, sid) = w.idle_task("a", "ada");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "slow".into(),
         images: vec![],
         model: None,
@@ -284,7 +284,7 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     });
     let events = w.ok(Command::DiscardTask {
         actor: "ada".into(),
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         head: "h".into(),
     });
     assert!(
@@ -312,20 +312,20 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     );
 
     let failed = w.ok(Command::RecordDiscard {
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         outcome: Err("busy".into()),
     });
     assert_eq!(kinds(&failed)[0], "task.cleanup_failed");
     assert!(!discard_due(&w.state, w.task(&a)));
     let retry = w.ok(Command::DiscardTask {
         actor: "ada".into(),
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         head: "h".into(),
     });
     assert_eq!(kinds(&retry), ["task.discard_requested"]);
     assert!(discard_due(&w.state, w.task(&a)));
     let closed = w.ok(Command::RecordDiscard {
-        task_id: a.clone(),
+        task_id: a.clone().into(),
         outcome: Ok(String::new()),
     });
     assert!(kinds(&closed).contains(&"task.discarded"));
@@ -351,7 +351,7 @@ fn co_authors_are_the_other_humans_in_order_of_their_first_message() {
     let (a, sid) = w.idle_task("a", "bob");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid,
+        session_id: sid.into(),
         text: "hi".into(),
         images: vec![],
         model: None,
@@ -373,7 +373,7 @@ fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_
     let answer = |item_id: &str| testkit::answer(item_id, ResponseType::Option, &["blue"], "");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "go on".into(),
         images: vec![],
         model: None,
@@ -391,7 +391,7 @@ fn an_inbox_answer_delivered_under_a_human_makes_them_a_co_author_but_not_while_
     // While merging, an answer waits: nothing is handed to the agent.
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "one more".into(),
         images: vec![],
         model: None,
@@ -423,7 +423,7 @@ fn a_discard_drops_a_held_merge() {
     assert!(w.task(&b).merge_queued_at_us.is_some());
     let events = w.ok(Command::DiscardTask {
         actor: "ada".into(),
-        task_id: b.clone(),
+        task_id: b.clone().into(),
         head: "h".into(),
     });
     assert!(
@@ -433,7 +433,7 @@ fn a_discard_drops_a_held_merge() {
     assert!(w.task(&b).merge_queued_at_us.is_none());
     assert!(w.task(&b).discarding);
     let started = w.ok(Command::StartHeldMerge {
-        task_id: b,
+        task_id: b.into(),
         head: "h".into(),
     });
     assert!(started.is_empty(), "the dropped merge never starts");

@@ -1,6 +1,7 @@
 //! Given / when / then for the users' lead agents: the session, privacy, notes and `show`.
 use super::*;
 use crate::focus::TaskTab;
+use crate::ids::Login;
 use crate::sessions::TurnOutcome;
 use crate::testkit::{kinds, World};
 use crate::Command;
@@ -16,7 +17,7 @@ impl World {
     }
 
     fn lead_of(&self, login: &str) -> String {
-        live_session(&self.state, login).unwrap().id.clone()
+        (live_session(&self.state, login).unwrap().id.clone()).into()
     }
 
     fn remember(
@@ -39,7 +40,7 @@ impl World {
             session_id: sid.into(),
             focus: Focus {
                 project_id: None,
-                task_id: Some(task_id),
+                task_id: Some(task_id.into()),
                 tabs: vec![TaskTab::Changes],
                 tab: TaskTab::Changes,
             },
@@ -163,8 +164,8 @@ fn remember_adds_and_replaces_notes_and_new_sessions_are_told_them() {
     // forget
     let events = w
         .when(Command::DeleteLeadNote {
-            login: String::new(),
-            session_id: Some(sid),
+            login: Login::default(),
+            session_id: Some(sid.into()),
             note_id: id,
         })
         .unwrap();
@@ -215,7 +216,7 @@ fn a_compacted_lead_is_followed_by_a_lead_of_the_same_user_told_its_instructions
     w.record_turn_end(&sid, TurnOutcome::Completed, "hello", None);
     w.ok(Command::CompactSession {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         model: None,
         head: String::new(),
     });
@@ -244,7 +245,7 @@ fn a_message_while_the_lead_writes_its_handoff_becomes_its_successors_next_turn(
     w.record_turn_end(&sid, TurnOutcome::Completed, "hello", None);
     w.ok(Command::CompactSession {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         model: None,
         head: String::new(),
     });

@@ -5,6 +5,7 @@
 //! review reactor makes the merge (`Command::MergeTask`), whose `task.merge_requested` ends
 //! the wait.
 
+use crate::ids::{Login, ReviewId};
 use serde::{Deserialize, Serialize};
 
 use super::{Review, ReviewState};
@@ -17,7 +18,7 @@ pub struct MergeAfterReviewSet {
     /// The merge commit's title.
     pub merge_title: String,
     /// The running review it waits for.
-    pub review_id: String,
+    pub review_id: ReviewId,
 }
 
 /// `task.merge_after_review_dropped` payload.
@@ -31,11 +32,11 @@ pub struct MergeAfterReviewDropped {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingMerge {
     /// Who asked; the merge is made as them.
-    pub by: String,
+    pub by: Login,
     /// The title.
     pub merge_title: String,
     /// The review.
-    pub review_id: String,
+    pub review_id: ReviewId,
 }
 
 fn task_event(state: &State, task_id: &str, actor: &str, body: EventBody) -> NewEvent {
@@ -162,9 +163,9 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
             if let Some(t) = state.tasks.get_mut(task_id) {
                 t.merge_after_review = true;
                 state.after_review.insert(
-                    task_id.to_owned(),
+                    task_id.to_owned().into(),
                     PendingMerge {
-                        by: e.actor.clone(),
+                        by: e.actor.clone().into(),
                         merge_title: p.merge_title.clone(),
                         review_id: p.review_id.clone(),
                     },

@@ -19,7 +19,7 @@ impl World {
         });
         let task_id = w.task_id();
         w.ok(Command::RecordWorktree {
-            task_id,
+            task_id: task_id.into(),
             outcome: Ok("abc".into()),
         });
         let sid = w.start("go");
@@ -36,7 +36,7 @@ impl World {
     fn snap(&mut self, cause_seq: u64, n: u32) -> Vec<crate::Event> {
         let task_id = self.task_id();
         self.ok(Command::RecordSnapshot {
-            task_id,
+            task_id: task_id.into(),
             cause_seq,
             outcome: Ok(TakenSnapshot {
                 n,
@@ -99,10 +99,10 @@ fn a_snapshot_asks_for_its_review_and_the_task_waits_for_it() {
 #[test]
 fn a_turn_end_on_a_reviewing_server_goes_straight_to_review_pending() {
     let mut w = World::with_task();
-    w.state.reviews_on = true;
+    w.reviews_on = true;
     let task_id = w.task_id();
     w.ok(Command::RecordWorktree {
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         outcome: Ok("abc".into()),
     });
     let sid = w.start("go");
@@ -131,10 +131,10 @@ fn a_turn_end_on_a_reviewing_server_goes_straight_to_review_pending() {
 #[test]
 fn a_failed_turn_end_snapshot_ends_review_pending() {
     let mut w = World::with_task();
-    w.state.reviews_on = true;
+    w.reviews_on = true;
     let task_id = w.task_id();
     w.ok(Command::RecordWorktree {
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         outcome: Ok("abc".into()),
     });
     let sid = w.start("go");
@@ -146,7 +146,7 @@ fn a_failed_turn_end_snapshot_ends_review_pending() {
         .seq;
     assert_eq!(w.task_state(), TaskState::ReviewPending);
     w.ok(Command::RecordSnapshot {
-        task_id,
+        task_id: task_id.into(),
         cause_seq: seq,
         outcome: Err("a rebase is in progress".into()),
         review: true,
@@ -163,7 +163,7 @@ fn no_review_unless_asked() {
     let (mut w, _, seq) = World::reviewed_task();
     let task_id = w.task_id();
     w.ok(Command::RecordSnapshot {
-        task_id,
+        task_id: task_id.into(),
         cause_seq: seq,
         outcome: Ok(TakenSnapshot {
             n: 1,
@@ -185,7 +185,7 @@ fn a_newer_snapshot_skips_the_pending_review_and_covers_its_step() {
     let first = w.only_review();
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "more".into(),
         images: vec![],
         model: None,
@@ -347,7 +347,7 @@ fn a_merge_after_review_waits_for_the_running_review_and_is_dropped_on_findings(
     let merge = |w: &mut World| {
         w.when(Command::MergeTask {
             actor: "ada".into(),
-            task_id: w.task_id(),
+            task_id: w.task_id().into(),
             merge_title: Some("Add hello".into()),
             target_parent: false,
             after_review: true,
@@ -397,7 +397,7 @@ fn a_clean_review_leaves_the_merge_waiting_and_cancel_withdraws_it() {
     let rev = w.only_review().agent_session_id;
     w.ok(Command::MergeTask {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         merge_title: Some("Add hello".into()),
         target_parent: false,
         after_review: true,
@@ -411,7 +411,7 @@ fn a_clean_review_leaves_the_merge_waiting_and_cancel_withdraws_it() {
     assert_eq!(w.state.after_review[&task_id].by, "ada");
     let cancel = || Command::CancelMergeAfterReview {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         reason: None,
     };
     w.ok(cancel());

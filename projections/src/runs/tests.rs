@@ -66,7 +66,7 @@ impl World {
             stage: stage.into(),
             base_ref: base.into(),
         });
-        events.first().and_then(|e| e.task_id.clone())
+        (events.first().and_then(|e| e.task_id.clone())).map(Into::into)
     }
 
     /// Task `task`'s worktree made and its agent session started; the session's id.
@@ -83,7 +83,7 @@ impl World {
             images: vec![],
             head: "h".into(),
         });
-        self.session().id.clone()
+        self.session().id.clone().into()
     }
 
     fn run_finish(
@@ -234,7 +234,7 @@ fn a_done_finishes_with_its_turns_snapshot_and_the_next_stages_follow_the_base_r
         w.run(&run).attempts_of("build").next().unwrap().inputs,
         vec![StageInput {
             stage: "plan".into(),
-            task_id: plan.clone()
+            task_id: plan.clone().into()
         }]
     );
     assert!(w.run(&run).waiting_on("review") == vec!["docs"]);
@@ -251,11 +251,11 @@ fn a_done_finishes_with_its_turns_snapshot_and_the_next_stages_follow_the_base_r
         vec![
             StageInput {
                 stage: "build".into(),
-                task_id: build.clone()
+                task_id: build.clone().into()
             },
             StageInput {
                 stage: "docs".into(),
-                task_id: docs.clone()
+                task_id: docs.clone().into()
             }
         ]
     );
@@ -280,7 +280,7 @@ fn a_done_finishes_with_its_turns_snapshot_and_the_next_stages_follow_the_base_r
     // The clean-up's discard records who discarded.
     w.ok(Command::DiscardTask {
         actor: "byre".into(),
-        task_id: plan.clone(),
+        task_id: plan.clone().into(),
         head: "h".into(),
     });
     let a = w.run(&run).attempts_of("plan").next().unwrap();
@@ -318,7 +318,7 @@ fn a_blocked_finish_asks_the_humans_and_advances_nothing() {
     // Once unblocked, a done in a later turn finishes it.
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "Use sqlite.".into(),
         images: vec![],
         model: None,
@@ -362,7 +362,7 @@ fn finish_stage_is_refused_off_a_stage_with_empty_output_and_after_finishing() {
     let sid = w.run_session(&plan);
     assert!(matches!(
         w.when(Command::FinishStage {
-            session_id: sid.clone(),
+            session_id: sid.clone().into(),
             output: "  ".into(),
             status: FinishStatus::Done,
             reason: String::new()
@@ -395,7 +395,7 @@ fn a_fork_of_a_stage_task_is_a_new_attempt_with_its_sources_inputs() {
     w.run_turn_end(&build, &sid, "c-b1");
     let events = w.ok(Command::ForkSnapshot {
         actor: "ada".into(),
-        task_id: build.clone(),
+        task_id: build.clone().into(),
         n: 1,
     });
     assert_eq!(
@@ -411,7 +411,7 @@ fn a_fork_of_a_stage_task_is_a_new_attempt_with_its_sources_inputs() {
         attempts[1].inputs,
         vec![StageInput {
             stage: "plan".into(),
-            task_id: plan
+            task_id: plan.into()
         }]
     );
     assert_eq!(w.state.tasks[&fork].stage.as_ref().unwrap().stage, "build");
@@ -483,7 +483,7 @@ fn a_fork_made_after_the_run_finished_is_not_cleaned_up_with_it() {
     assert_eq!(leftovers, 3, "plan, build and docs");
     let events = w.ok(Command::ForkSnapshot {
         actor: "ada".into(),
-        task_id: review.clone(),
+        task_id: review.clone().into(),
         n: 1,
     });
     let fork = events[0].task_id.clone().unwrap();

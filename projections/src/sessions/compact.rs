@@ -20,7 +20,7 @@ pub(super) fn compact_into_successor(
         Vendor::Codex | Vendor::Codebolt => String::new(),
     };
     let created = SessionCreated {
-        id: id.clone(),
+        id: id.clone().into(),
         task_id: s.task_id.clone(),
         vendor,
         model: model.to_owned(),
@@ -30,7 +30,7 @@ pub(super) fn compact_into_successor(
         forked_at: None,
     };
     let successor = Session {
-        id: id.clone(),
+        id: id.clone().into(),
         forked_from: None,
         last_kept: None,
         vendor,

@@ -1,5 +1,6 @@
 //! The session events' payloads and the vendor-neutral [`VendorItem`].
 
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -16,9 +17,9 @@ macro_rules! payload {
 payload!(/// `session.created` payload.
 SessionCreated {
     /// Session id.
-    id: String,
+    id: SessionId,
     /// Task.
-    task_id: String,
+    task_id: TaskId,
     /// Vendor.
     vendor: Vendor,
     /// Model.

@@ -12,13 +12,13 @@ impl World {
         self.record_turn_end(&old, TurnOutcome::Completed, "Asked.", None);
         self.ok(Command::CompactSession {
             actor: "ada".into(),
-            session_id: old.clone(),
+            session_id: old.clone().into(),
             model: None,
             head: "h".into(),
         });
         self.record_turn_end(&old, TurnOutcome::Completed, "the handoff", None);
         let successor = self.session().id.clone();
-        (old, q, successor)
+        (old, q, successor.into())
     }
 }
 
@@ -28,7 +28,7 @@ fn a_new_session_starts_its_first_turn_and_the_task_runs() {
     let task_id = w.task_id();
     let events = w.ok(Command::CreateSession {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         model: None,
         prompt: "go".into(),
         images: vec![],
@@ -51,7 +51,7 @@ fn a_new_session_starts_its_first_turn_and_the_task_runs() {
     );
     let again = w.when(Command::CreateSession {
         actor: "ada".into(),
-        task_id,
+        task_id: task_id.into(),
         model: None,
         prompt: "go".into(),
         images: vec![],
@@ -66,7 +66,7 @@ fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
     let sid = w.start("one");
     let q1 = w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "two".into(),
         images: vec![],
         model: None,
@@ -75,7 +75,7 @@ fn messages_queue_while_running_and_the_oldest_is_the_next_turn() {
     assert_eq!(kinds(&q1), ["user.queued"]);
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "three".into(),
         images: vec![],
         model: None,
@@ -105,7 +105,7 @@ fn withdraw_works_only_while_queued() {
     let sid = w.start("one");
     let q = w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "two".into(),
         images: vec![],
         model: None,
@@ -116,7 +116,7 @@ fn withdraw_works_only_while_queued() {
     };
     let withdraw = |id| Command::WithdrawMessage {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         input_id: id,
     };
     assert_eq!(kinds(&w.ok(withdraw(p.input_id))), ["user.unqueued"]);
@@ -147,7 +147,7 @@ fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
     assert_eq!(item.kind, InboxKind::RateLimited);
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "again".into(),
         images: vec![],
         model: None,
@@ -155,7 +155,7 @@ fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
     });
     w.ok(Command::InterruptSession {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
     });
     let exit = ProcessExited {
         pid: 1,
@@ -166,7 +166,7 @@ fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
         idle_ms: 0,
     };
     let events = w.ok(Command::RecordProcessExit {
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         exit,
     });
     let ended = events
@@ -185,7 +185,7 @@ fn failures_become_inbox_items_and_an_interrupt_is_not_a_failure() {
     assert!(matches!(
         w.when(Command::InterruptSession {
             actor: "ada".into(),
-            session_id: sid
+            session_id: sid.into()
         }),
         Err(Rejection::Conflict(_))
     ));
@@ -198,7 +198,7 @@ fn a_model_of_the_other_vendor_is_refused() {
     w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
     let r = w.when(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid,
+        session_id: sid.into(),
         text: "x".into(),
         images: vec![],
         model: Some("gpt-5.5".into()),
@@ -213,7 +213,7 @@ fn a_codex_session_records_its_thread_once_and_keeps_its_vendor() {
     let task_id = w.task_id();
     w.ok(Command::CreateSession {
         actor: "ada".into(),
-        task_id,
+        task_id: task_id.into(),
         model: Some("gpt-5.5".into()),
         prompt: "hi".into(),
         images: vec![],
@@ -274,7 +274,7 @@ fn a_rate_limited_turn_carries_the_vendor_status_into_its_inbox_item() {
         raw: "{}".into(),
     };
     w.ok(Command::RecordVendorOutput {
-        session_id: sid,
+        session_id: sid.into(),
         items: vec![VendorItem::TurnEnded(ended)],
     });
     let item = w.state.inbox.values().next().unwrap();
@@ -293,7 +293,7 @@ fn compaction_completes_the_session_and_starts_its_successor() {
     w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
     w.ok(Command::CompactSession {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         model: Some("opus".into()),
         head: "h".into(),
     });
@@ -335,7 +335,7 @@ fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sen
     w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
     w.ok(Command::SendMessage {
         actor: "bob".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "the answer is blue".into(),
         images: vec![],
         model: None,
@@ -369,7 +369,7 @@ fn a_turn_is_started_by_its_messages_sender_and_else_by_the_tasks_owner() {
     w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
     w.ok(Command::SendMessage {
         actor: "bob".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "use her laptop".into(),
         images: vec![],
         model: None,
@@ -442,7 +442,7 @@ fn an_answer_handed_over_on_a_socket_is_not_delivered_again_as_a_message() {
         unreachable!()
     };
     let record = Command::RecordAnswersDelivered {
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         response_ids: vec![r.response.id.clone(), "unknown".into()],
     };
     let events = w.ok(record.clone());
@@ -623,7 +623,7 @@ fn an_exit_that_hands_the_turns_message_to_a_fresh_process_keeps_the_turn_runnin
         idle_ms: 0,
     };
     let events = w.ok(Command::RecordProcessExit {
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         exit: exit(vec![input_id]),
     });
     assert_eq!(kinds(&events), ["session.process_exited"]);
@@ -631,7 +631,7 @@ fn an_exit_that_hands_the_turns_message_to_a_fresh_process_keeps_the_turn_runnin
     assert!(w.state.inbox.is_empty());
     // An exit naming another message fails the running turn as before.
     let events = w.ok(Command::RecordProcessExit {
-        session_id: sid,
+        session_id: sid.into(),
         exit: exit(vec![input_id + 100]),
     });
     assert!(kinds(&events).contains(&"turn.ended"));
@@ -650,7 +650,7 @@ fn an_idle_stop_never_fails_a_turn_that_started_after_it_and_a_deferral_changes_
     };
     let before = w.session().clone();
     let events = w.ok(Command::RecordProcessDeferred {
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         deferred,
     });
     assert_eq!(kinds(&events), ["session.process_deferred"]);
@@ -658,7 +658,7 @@ fn an_idle_stop_never_fails_a_turn_that_started_after_it_and_a_deferral_changes_
     // The idle process was stopped before this turn's message came: the turn goes on in a
     // fresh process.
     let events = w.ok(Command::RecordProcessExit {
-        session_id: sid,
+        session_id: sid.into(),
         exit: ProcessExited {
             pid: 7,
             code: Some(0),
@@ -690,7 +690,7 @@ fn dismissing_a_session_error_sends_nothing_but_answering_it_hands_the_text_over
     // A later failure's item answered with text: the text reaches the agent.
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "again".into(),
         images: vec![],
         model: None,

@@ -111,7 +111,7 @@ fn a_message_sent_during_a_turn_the_cli_started_waits_for_it() {
     w.output(&sid, vec![VendorItem::TurnBegan]);
     let events = w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         text: "next".into(),
         images: vec![],
         model: None,
@@ -130,7 +130,7 @@ fn a_process_exit_ends_its_running_subagents() {
     w.output(&sid, vec![started("a1"), started("a2")]);
     w.record_turn_end(&sid, TurnOutcome::Completed, "ok", None);
     let events = w.ok(Command::RecordProcessExit {
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         exit: ProcessExited {
             pid: 7,
             code: Some(0),
@@ -186,11 +186,11 @@ fn a_closed_tasks_running_subagents_end_before_its_sessions_complete() {
     w.record_turn_end(&sid, TurnOutcome::Completed, "Started it.", None);
     w.ok(Command::DiscardTask {
         actor: "ada".into(),
-        task_id: task_id.clone(),
+        task_id: task_id.clone().into(),
         head: "h".into(),
     });
     let events = w.ok(Command::RecordDiscard {
-        task_id,
+        task_id: task_id.into(),
         outcome: Ok(String::new()),
     });
     let ended: Vec<&SubagentEnded> = events
@@ -221,7 +221,7 @@ fn compaction_ends_the_old_sessions_running_subagents() {
     w.record_turn_end(&sid, TurnOutcome::Completed, "Started it.", None);
     w.ok(Command::CompactSession {
         actor: "ada".into(),
-        session_id: sid.clone(),
+        session_id: sid.clone().into(),
         model: None,
         head: "h".into(),
     });

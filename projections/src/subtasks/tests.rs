@@ -26,7 +26,7 @@ impl World {
         let task = events[0].task_id.clone().unwrap();
         let sid = w.sub_session(&task, "work");
         w.sub_end_turn(&sid);
-        (w, task, sid)
+        (w, task.into(), sid)
     }
 
     fn sub_session(&mut self, task: &str, prompt: &str) -> String {
@@ -38,7 +38,7 @@ impl World {
             images: vec![],
             head: "h".into(),
         });
-        events[0].agent_session_id.clone().unwrap()
+        events[0].agent_session_id.clone().unwrap().into()
     }
 
     /// Ends session `sid`'s turn normally and answers its snapshot, as the reactor would.
@@ -98,7 +98,7 @@ fn with_idle_subtask() -> (World, String, String, String, String) {
     let child = events[0].task_id.clone().unwrap();
     let csid = w.sub_session(&child, "do the part");
     w.sub_end_turn(&csid);
-    (w, parent, psid, child, csid)
+    (w, parent, psid, child.into(), csid)
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn only_an_open_tasks_implementer_starts_subtasks() {
         Err(Rejection::NotFound(_))
     ));
     let bad_title = w.when(Command::StartSubtask {
-        session_id: psid.clone(),
+        session_id: psid.clone().into(),
         title: " ".into(),
         base_ref: "def".into(),
         agent: String::new(),
@@ -162,7 +162,7 @@ fn a_task_with_an_active_subtask_is_neither_merged_nor_discarded() {
     for target_parent in [false, true] {
         let r = w.sub_merge(&child, target_parent);
         assert!(
-            matches!(r, Err(Rejection::Conflict(ref m)) if m.contains(&grandchild)),
+            matches!(r, Err(Rejection::Conflict(ref m)) if m.contains(grandchild.as_str())),
             "target parent {target_parent}: {r:?}"
         );
     }
@@ -174,7 +174,7 @@ fn a_task_with_an_active_subtask_is_neither_merged_nor_discarded() {
     // Once the subtask closes, both are admitted again.
     w.sub_discard(&child).unwrap();
     w.ok(Command::RecordDiscard {
-        task_id: child.clone(),
+        task_id: child.clone().into(),
         outcome: Ok(String::new()),
     });
     assert_eq!(w.state.tasks[&child].status, TaskStatus::Discarded);
@@ -190,7 +190,7 @@ fn target_parent_is_only_for_a_subtask_and_not_while_its_turn_runs() {
     ));
     let r = w.when(Command::MergeTask {
         actor: "ada".into(),
-        task_id: child.clone(),
+        task_id: child.clone().into(),
         merge_title: None,
         target_parent: true,
         after_review: true,
@@ -199,7 +199,7 @@ fn target_parent_is_only_for_a_subtask_and_not_while_its_turn_runs() {
     assert!(matches!(r, Err(Rejection::Invalid(_))), "{r:?}");
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: csid.clone(),
+        session_id: csid.clone().into(),
         text: "more".into(),
         images: vec![],
         model: None,
@@ -267,7 +267,7 @@ fn merge_into_parent_asks_the_idle_parent_under_the_callers_name() {
     let t = &w.state.tasks[&child];
     assert_eq!(
         into_parent_check_due(&w.state, t).map(|p| p.id.clone()),
-        Some(parent.clone())
+        Some(TaskId::from(&parent))
     );
 }
 
@@ -276,7 +276,7 @@ fn merge_into_a_busy_parent_is_queued_and_a_parent_without_agent_gets_a_session(
     let (mut w, _, psid, child, _) = with_idle_subtask();
     w.ok(Command::SendMessage {
         actor: "ada".into(),
-        session_id: psid.clone(),
+        session_id: psid.clone().into(),
         text: "keep going".into(),
         images: vec![],
         model: None,
@@ -302,7 +302,7 @@ fn merge_into_a_busy_parent_is_queued_and_a_parent_without_agent_gets_a_session(
     .project(&w2.project)
     .task(&parent2);
     let mut completed = completed;
-    completed.agent_session_id = Some(psid2.clone());
+    completed.agent_session_id = Some(psid2.clone().into());
     crate::testkit::fold(&mut w2.state, vec![completed], 500);
     let events = w2.sub_merge(&child2, true).unwrap();
     assert_eq!(
@@ -328,7 +328,7 @@ fn the_recorded_merge_closes_the_subtask_as_merged_once() {
         cleanup_error: String::new(),
     };
     let events = w.ok(Command::RecordMergeIntoParent {
-        task_id: child.clone(),
+        task_id: child.clone().into(),
         done: done.clone(),
     });
     assert_eq!(
@@ -344,7 +344,7 @@ fn the_recorded_merge_closes_the_subtask_as_merged_once() {
     assert_eq!(t.merge_commit.as_deref(), Some("c".repeat(40).as_str()));
     assert!(w.state.sessions[&csid].completed);
     let again = w.ok(Command::RecordMergeIntoParent {
-        task_id: child.clone(),
+        task_id: child.clone().into(),
         done,
     });
     assert!(again.is_empty(), "a second outcome changes nothing");
@@ -358,7 +358,7 @@ fn a_discarded_subtask_stops_merging_into_its_parent() {
     w.sub_merge(&child, true).unwrap();
     w.sub_discard(&child).unwrap();
     w.ok(Command::RecordDiscard {
-        task_id: child.clone(),
+        task_id: child.clone().into(),
         outcome: Ok(String::new()),
     });
     let t = &w.state.tasks[&child];
@@ -370,7 +370,7 @@ fn a_discarded_subtask_stops_merging_into_its_parent() {
 fn target_parent_is_409_while_the_subtasks_background_subagent_runs() {
     let (mut w, _, _, child, csid) = with_idle_subtask();
     let sub = |item| Command::RecordVendorOutput {
-        session_id: csid.clone(),
+        session_id: csid.clone().into(),
         items: vec![item],
     };
     w.ok(sub(crate::sessions::VendorItem::SubagentStarted(

@@ -1,4 +1,5 @@
-//! The browser and crawler families on byre's headless Chromium ([`crate::app::browser`]),
+//! The browser and crawler families on byre's headless Chromium (byre-browser; a task's
+//! preview ports and a screenshot's blob through [`byre_app::browser`]),
 //! replies shaped as `@codebolt/codeboltjs` reads them (PROTOCOL.md §4: v1 resolves
 //! `screenshot` with the reply's `payload` and `getHTML` with its `htmlResponse`).
 //!
@@ -10,19 +11,36 @@
 
 use serde_json::{json, Value};
 
-use super::super::frames::{text, Request};
 use super::{err, Ctx};
-use crate::app::browser::{Direction, Shown};
+use byre_agents::codebolt::frames::{text, Request};
+use byre_app::{browser, Error};
+use byre_browser::{Direction, Shown};
 
 /// How far a crawler scroll goes, in pixels (the client names only a direction).
 const CRAWLER_SCROLL: i64 = 500;
 
 /// Serves one `browserEvent` or `crawlerEvent` request.
 pub async fn serve(ctx: &Ctx, req: &Request) -> Value {
+    let action = req.action.as_str();
+    match act(ctx, req).await {
+        Ok(v) => v,
+        Err(e) => {
+            let m = e.to_string();
+            let mut v = err(m.clone());
+            // v1's screenshot and snapshot callers read `payload`.
+            v["payload"] = json!({"action": action, "success": false, "error": m});
+            v
+        }
+    }
+}
+
+/// The reply fields of one browser or crawler request, or why it failed.
+async fn act(ctx: &Ctx, req: &Request) -> Result<Value, Error> {
     let f = &req.frame;
-    let b = &ctx.app.browsers;
+    let b = &*ctx.browsers;
     let (session, task) = (ctx.link.session_id.as_str(), ctx.link.task_id.as_str());
     let app = &**ctx.app;
+    let ports = || browser::preview_ports(app, task);
     let element = || {
         let e = text(&f["elementid"]);
         if e.is_empty() {
@@ -33,22 +51,21 @@ pub async fn serve(ctx: &Ctx, req: &Request) -> Value {
     };
     let crawler = req.ty == "crawlerEvent";
     let action = req.action.as_str();
-    let r = match (crawler, action) {
-        (_, "newPage" | "start") => b.new_page(session).await.map(|s| moved(action, &s)),
+    Ok(match (crawler, action) {
+        (_, "newPage" | "start") => moved(action, &b.new_page(session).await?),
         (_, "goToPage") => {
             let url = match f["url"].as_str() {
                 Some(u) => u.to_owned(),
                 None => text(&f["message"]["url"]),
             };
-            b.go_to(app, session, task, &url)
-                .await
-                .map(|s| moved(action, &s))
+            moved(action, &b.go_to(session, ports(), &url).await?)
         }
-        (false, "getUrl") => b
-            .current(session)
-            .await
-            .map(|s| json!({"url": s.url, "currentUrl": s.url, "title": s.title, "message": s.url})),
-        (_, "screenshot") => b.screenshot(app, session).await.map(|shot| {
+        (false, "getUrl") => {
+            let s = b.current(session).await?;
+            json!({"url": s.url, "currentUrl": s.url, "title": s.title, "message": s.url})
+        }
+        (_, "screenshot") => {
+            let shot = browser::screenshot(app, b, session).await?;
             let message = format!(
                 "screenshot of {} (PNG, {} bytes): blob:{}",
                 shot.url,
@@ -64,89 +81,79 @@ pub async fn serve(ctx: &Ctx, req: &Request) -> Value {
                 "message": message,
                 "__logged": {"payload": payload(format!("blob:{}", shot.blob_id).into()), "blobId": shot.blob_id, "message": message},
             })
-        }),
-        (false, "getHTML") => b
-            .html(session)
-            .await
-            .map(|h| json!({"htmlResponse": h, "html": h, "content": h})),
-        (false, "getMarkdown") => b
-            .markdown(session)
-            .await
-            .map(|m| json!({"markdown": m, "content": m})),
-        (false, "getContent") => b
-            .text(session)
-            .await
-            .map(|t| json!({"content": t, "text": t})),
-        (false, "extractText") => b
-            .text(session)
-            .await
-            .map(|t| json!({"text": t, "content": t})),
-        (false, "getSnapShot") => b.snapshot(session).await.map(|els| {
+        }
+        (false, "getHTML") => {
+            let h = b.html(session).await?;
+            json!({"htmlResponse": h, "html": h, "content": h})
+        }
+        (false, "getMarkdown") => {
+            let m = b.markdown(session).await?;
+            json!({"markdown": m, "content": m})
+        }
+        (false, "getContent") => {
+            let t = b.text(session).await?;
+            json!({"content": t, "text": t})
+        }
+        (false, "extractText") => {
+            let t = b.text(session).await?;
+            json!({"text": t, "content": t})
+        }
+        (false, "getSnapShot") => {
+            let els = b.snapshot(session).await?;
             json!({"payload": {"action": "getSnapShot", "success": true, "tree": els, "elements": els}, "elements": els, "content": els.to_string()})
-        }),
-        (false, "getBrowserInfo") => b.info(session).await.map(|info| {
+        }
+        (false, "getBrowserInfo") => {
+            let info = b.info(session).await?;
             json!({"info": info, "payload": {"action": "getBrowserInfo", "success": true, "info": info, "viewport": info}, "content": info.to_string()})
-        }),
+        }
         (_, "scroll") => {
             let pixels = match &f["pixels"] {
                 Value::Number(n) => n.as_i64(),
                 other => text(other).trim().parse().ok(),
             };
             let pixels = pixels.unwrap_or(CRAWLER_SCROLL).clamp(-100_000, 100_000);
-            match Direction::parse(&text(&f["direction"])) {
-                Some(d) => b.scroll(session, d, pixels).await.map(|at| {
-                    json!({"message": format!("scrolled to {at}"), "payload": {"action": "scroll", "success": true, "info": at}})
-                }),
-                None => Err(crate::app::Error::Invalid(format!(
+            let Some(d) = Direction::parse(&text(&f["direction"])) else {
+                return Err(Error::Invalid(format!(
                     "no scroll direction `{}`: up, down, left or right",
                     text(&f["direction"])
-                ))),
-            }
+                )));
+            };
+            let at = b.scroll(session, d, pixels).await?;
+            json!({"message": format!("scrolled to {at}"), "payload": {"action": "scroll", "success": true, "info": at}})
         }
-        (_, "click") => b
-            .click(app, session, task, &element())
-            .await
-            .map(|s| moved(action, &s)),
-        (_, "type") => b
-            .type_into(app, session, task, &element(), &text(&f["text"]), false)
-            .await
-            .map(|s| moved(action, &s)),
-        (false, "search") => b
-            .type_into(app, session, task, &element(), &text(&f["query"]), true)
-            .await
-            .map(|s| moved(action, &s)),
-        (_, "enter") => b
-            .enter(app, session, task)
-            .await
-            .map(|s| moved(action, &s)),
+        (_, "click") => moved(action, &b.click(session, ports(), &element()).await?),
+        (_, "type") => moved(
+            action,
+            &b.type_into(session, ports(), &element(), &text(&f["text"]), false)
+                .await?,
+        ),
+        (false, "search") => moved(
+            action,
+            &b.type_into(session, ports(), &element(), &text(&f["query"]), true)
+                .await?,
+        ),
+        (_, "enter") => moved(action, &b.enter(session, ports()).await?),
         (false, "close") => {
             b.close_page(session).await;
-            Ok(json!({"message": "page closed"}))
+            json!({"message": "page closed"})
         }
-        (false, "getPDF") => b.pdf(session).await.map(|pdf| {
+        (false, "getPDF") => {
+            let pdf = b.pdf(session).await?;
             json!({"message": format!("printed the page as a PDF of {} bytes (byre keeps no copy: blobs are images)", pdf.len())})
-        }),
-        (false, "pdfToText") => Err(crate::app::Error::NotImplemented(
+        }
+        (false, "pdfToText") => return Err(Error::NotImplemented(
             "byre does not turn PDFs into text (no maintained pure-Rust PDF text extractor fits); extractText and getMarkdown read the page itself".into(),
         )),
-        (true, "crawl") => Err(crate::app::Error::NotImplemented(
+        (true, "crawl") => return Err(Error::NotImplemented(
             "byre's crawler does not search the web; goToPage a page on the allow-list".into(),
         )),
-        _ => Err(crate::app::Error::NotImplemented(format!(
-            "byre does not support `{}/{action}`",
-            req.ty
-        ))),
-    };
-    match r {
-        Ok(v) => v,
-        Err(e) => {
-            let m = e.to_string();
-            let mut v = err(m.clone());
-            // v1's screenshot and snapshot callers read `payload`.
-            v["payload"] = json!({"action": action, "success": false, "error": m});
-            v
+        _ => {
+            return Err(Error::NotImplemented(format!(
+                "byre does not support `{}/{action}`",
+                req.ty
+            )))
         }
-    }
+    })
 }
 
 /// The reply to an action that leaves the page somewhere: its URL and title.

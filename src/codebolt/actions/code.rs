@@ -1,13 +1,14 @@
 //! CodeBolt's code utilities (PROTOCOL.md "Code utils"): `listCodeDefinitionNames` and
-//! `getAllFilesMarkdown` from tree-sitter parsers (`app::code`), and the problem matchers
-//! `getMatcherList`, `getMatchDetail`, `performMatch` (`app::matchers`).
+//! `getAllFilesMarkdown` from tree-sitter parsers (`byre_code::definitions`), and the problem matchers
+//! `getMatcherList`, `getMatchDetail`, `performMatch` (`byre_code::matchers`).
 
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
 use super::{err, text};
-use crate::app::{code, matchers};
+use byre_code::definitions as code;
+use byre_code::matchers;
 
 /// `fsEvent/listCodeDefinitionNames {message: {path}}`: `result` is the text listing
 /// ([`code::Definitions::text`]), `definitions` the same as objects.

@@ -1,197 +1,19 @@
-//! The fs and git requests of a CodeBolt agent ([`super`]'s fs and git families): inside the
-//! worktree only, every path checked as the worktree views check theirs
-//! (`git::views::WorkPath`), and git on the task's worktree and branch.
+//! The fs requests of a CodeBolt agent ([`super`]'s fs family), translated into the worktree's
+//! file operations (`byre_git::worktree_files`: inside the worktree only, every path checked as
+//! the worktree views check theirs).
 
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use byre_git::worktree_files as files;
 use serde_json::{json, Value};
 
-use super::{err, text, MAX_OUTPUT, MAX_READ_BYTES};
-use crate::git::views::{TreePath, WorkPath, Worktree};
-
-/// The worktree-relative form of a path the agent gives (absolute under the worktree, or
-/// relative to it).
-fn relative(worktree: &Worktree, given_root: &Path, raw: &str) -> Result<String, String> {
-    let raw = raw.trim();
-    if !raw.starts_with('/') {
-        return Ok(raw
-            .trim_start_matches("./")
-            .trim_end_matches('/')
-            .to_owned());
-    }
-    for root in [given_root, worktree.root()] {
-        if let Some(rest) = root.to_str().and_then(|r| raw.strip_prefix(r)) {
-            if rest.is_empty() || rest.starts_with('/') {
-                return Ok(rest.trim_matches('/').to_owned());
-            }
-        }
-    }
-    Err(format!("{raw:?} is outside the task's worktree"))
-}
+use super::{err, text};
 
 fn join(dir: &str, name: &str) -> String {
     match (dir.trim_end_matches('/'), name) {
         ("", n) => n.to_owned(),
         (d, "") => d.to_owned(),
         (d, n) => format!("{d}/{n}"),
-    }
-}
-
-/// An existing path, proven inside the worktree.
-fn existing(root: &Path, raw: &str) -> Result<(Worktree, WorkPath), String> {
-    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
-    let rel = relative(&wt, root, raw)?;
-    let p = WorkPath::parse(&rel, &wt).map_err(|e| e.to_string())?;
-    Ok((wt, p))
-}
-
-/// A path to create or overwrite: its text checked, its existing ancestors proven inside the
-/// worktree, missing directories made; a symlink at the end is never followed.
-fn writable(root: &Path, raw: &str) -> Result<PathBuf, String> {
-    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
-    let rel = relative(&wt, root, raw)?;
-    let tp = TreePath::parse(&rel).map_err(|e| e.to_string())?;
-    if tp.is_root() {
-        return Err("a file path is needed".into());
-    }
-    let parts: Vec<&str> = rel.split('/').collect();
-    let (name, dirs) = parts.split_last().ok_or("a file path is needed")?;
-    let mut n = dirs.len();
-    let base = loop {
-        match WorkPath::parse(&dirs[..n].join("/"), &wt) {
-            Ok(p) => break p,
-            Err(crate::git::views::ViewError::NotFound(_)) if n > 0 => n -= 1,
-            Err(e) => return Err(e.to_string()),
-        }
-    };
-    let mut dir = base.resolved().to_owned();
-    for d in &dirs[n..] {
-        dir.push(d);
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {rel:?}'s directory: {e}"))?;
-    Ok(dir.join(name))
-}
-
-/// A regular file's text (never through a symlink, which could lead out of the worktree; at
-/// most 1 MiB), for searches and listings.
-pub(super) fn read_plain(path: &Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_OUTPUT as u64 {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
-}
-
-fn write_file(path: &Path, content: &str) -> Result<(), String> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| format!("cannot write: {e}"))?;
-    f.write_all(content.as_bytes())
-        .map_err(|e| format!("cannot write: {e}"))
-}
-
-/// Applies `diff`, a unified diff of one file (`---`/`+++` headers optional, their names
-/// ignored), to the existing file `target` (checked as `readFile` checks its path) with
-/// `diffy`: each hunk must find its context and removed lines exactly (at the line it names
-/// or nearby, no fuzz). The new content goes to a temporary file beside it, which then
-/// replaces the file in one `rename`: the file is either as it was or wholly patched.
-/// # Errors
-/// The reason, with the file unchanged: not a unified diff, no hunk, more than one file, a
-/// path outside the worktree or not a regular file, a hunk that does not apply.
-fn edit_with_diff(root: &Path, target: &str, diff: &str) -> Result<Value, String> {
-    let n_files = diff.lines().filter(|l| l.starts_with("+++ ")).count();
-    if n_files > 1 {
-        return Err(format!(
-            "the diff changes {n_files} files; send one diff per file"
-        ));
-    }
-    let patch = diffy::Patch::from_bytes(diff.as_bytes())
-        .map_err(|e| format!("not a unified diff: {e}; nothing was changed"))?;
-    if patch.hunks().is_empty() {
-        return Err("the diff has no hunk (`@@ -l,n +l,n @@`): nothing to apply".into());
-    }
-    let (_, p) = existing(root, target)?;
-    let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a file", p.as_str()));
-    }
-    if meta.len() > MAX_READ_BYTES {
-        return Err(format!("{} is larger than 16 MiB", p.as_str()));
-    }
-    let before = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
-    let after = diffy::apply_bytes(&before, &patch).map_err(|e| {
-        format!(
-            "the diff does not apply to {}: {e} (its context or removed lines are not in the \
-             file); the file is unchanged",
-            p.as_str()
-        )
-    })?;
-    replace_file(p.resolved(), &after, meta.permissions())?;
-    let n = patch.hunks().len();
-    Ok(json!({"result": "applied", "message": format!("applied {n} hunk(s) to {}", p.as_str())}))
-}
-
-/// Replaces `path` with `content`: written and synced to a new file in the same directory
-/// (same permissions), then renamed over it; on any failure the temporary file is removed and
-/// `path` is untouched.
-fn replace_file(path: &Path, content: &[u8], perms: std::fs::Permissions) -> Result<(), String> {
-    use std::io::Write;
-    let dir = path.parent().ok_or("a file path is needed")?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.byre-{}.tmp",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        f.write_all(content)?;
-        f.set_permissions(perms)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!(
-            "cannot write {}: {e}; the file is unchanged",
-            path.display()
-        )
-    })
-}
-
-pub(super) fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        if e.file_name() == ".git" || out.len() >= 5000 {
-            continue;
-        }
-        let p = e.path();
-        let rel = p
-            .strip_prefix(root)
-            .unwrap_or(&p)
-            .to_string_lossy()
-            .into_owned();
-        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        out.push(if is_dir { format!("{rel}/") } else { rel });
-        if recursive && is_dir {
-            list(&p, root, true, out);
-        }
     }
 }
 
@@ -219,205 +41,54 @@ pub(super) fn fs_action(root: &Path, action: &str, m: &Value) -> Value {
     }
     let s = |k: &str| text(&m[k]);
     let r = match action {
-        "createFile" => writable(root, &join(&s("filePath"), &s("fileName")))
-            .and_then(|p| write_file(&p, &s("source")))
+        "createFile" => files::write(root, &join(&s("filePath"), &s("fileName")), &s("source"))
             .map(|()| json!({"message": "File created", "fileName": s("fileName")})),
-        "updateFile" => existing(root, &join(&s("filePath"), &s("filename")))
-            .and_then(|(_, p)| write_file(p.resolved(), &s("newContent")))
-            .map(|()| json!({"message": "File updated", "response": "File updated"})),
-        "writeToFile" => writable(root, &s("relPath"))
-            .and_then(|p| write_file(&p, &s("newContent")))
+        "updateFile" => files::update(
+            root,
+            &join(&s("filePath"), &s("filename")),
+            &s("newContent"),
+        )
+        .map(|()| json!({"message": "File updated", "response": "File updated"})),
+        "writeToFile" => files::write(root, &s("relPath"), &s("newContent"))
             .map(|()| json!({"message": "File written"})),
-        "createFolder" => writable(root, &join(&join(&s("folderPath"), &s("folderName")), "x"))
-            .map(|_| json!({"message": "Folder created"})),
-        "readFile" => existing(root, &s("filePath")).and_then(|(_, p)| {
-            let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
-            if !meta.is_file() {
-                return Err(format!("{} is not a file", p.as_str()));
-            }
-            if meta.len() > MAX_READ_BYTES {
-                return Err(format!("{} is larger than 16 MiB", p.as_str()));
-            }
-            let c = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
-            let c = String::from_utf8_lossy(&c).into_owned();
-            Ok(json!({"content": c, "message": c}))
-        }),
-        "deleteFile" => existing(root, &join(&s("filePath"), &s("filename"))).and_then(|(_, p)| {
-            if p.as_str().is_empty() {
-                return Err("refusing to delete the worktree".into());
-            }
-            std::fs::remove_file(p.resolved()).map_err(|e| e.to_string())?;
-            Ok(json!({"message": "File deleted"}))
-        }),
-        "deleteFolder" => {
-            existing(root, &join(&s("folderpath"), &s("foldername"))).and_then(|(_, p)| {
-                if p.as_str().is_empty() {
-                    return Err("refusing to delete the worktree".into());
-                }
-                std::fs::remove_dir_all(p.resolved()).map_err(|e| e.to_string())?;
-                Ok(json!({"message": "Folder deleted"}))
-            })
+        "createFolder" => files::create_folder(root, &join(&s("folderPath"), &s("folderName")))
+            .map(|()| json!({"message": "Folder created"})),
+        "readFile" => {
+            files::read(root, &s("filePath")).map(|c| json!({"content": c, "message": c}))
         }
-        "fileList" => existing(root, &s("folderPath")).map(|(wt, p)| {
-            let mut out = Vec::new();
-            list(
-                p.resolved(),
-                wt.root(),
-                m["isRecursive"].as_bool().unwrap_or(false),
-                &mut out,
-            );
-            json!({"result": out.join("\n"), "files": out})
-        }),
-        "searchFiles" | "grep_search" => {
-            let (dir, needle) = if action == "searchFiles" {
-                (s("path"), s("regex"))
-            } else {
-                (s("path"), s("query"))
-            };
-            existing(root, &dir).map(|(wt, p)| {
-                let mut files = Vec::new();
-                list(p.resolved(), wt.root(), true, &mut files);
-                let mut hits = Vec::new();
-                for f in files.iter().filter(|f| !f.ends_with('/')) {
-                    let Some(c) = read_plain(&wt.root().join(f)) else {
-                        continue;
-                    };
-                    for (i, line) in c.lines().enumerate() {
-                        if line.contains(&needle) && hits.len() < 500 {
-                            hits.push(format!("{f}:{}:{line}", i + 1));
-                        }
-                    }
-                }
-                json!({"result": hits.join("\n"), "results": hits})
-            })
-        }
-        "file_search" => existing(root, "").map(|(wt, p)| {
-            let mut files = Vec::new();
-            list(p.resolved(), wt.root(), true, &mut files);
-            let q = s("query");
-            let hits: Vec<_> = files.into_iter().filter(|f| f.contains(&q)).collect();
-            json!({"result": hits.join("\n"), "results": hits})
-        }),
+        "deleteFile" => files::delete_file(root, &join(&s("filePath"), &s("filename")))
+            .map(|()| json!({"message": "File deleted"})),
+        "deleteFolder" => files::delete_folder(root, &join(&s("folderpath"), &s("foldername")))
+            .map(|()| json!({"message": "Folder deleted"})),
+        "fileList" => files::list_dir(
+            root,
+            &s("folderPath"),
+            m["isRecursive"].as_bool().unwrap_or(false),
+        )
+        .map(|out| json!({"result": out.join("\n"), "files": out})),
+        "searchFiles" => files::search(root, &s("path"), &s("regex"))
+            .map(|hits| json!({"result": hits.join("\n"), "results": hits})),
+        "grep_search" => files::search(root, &s("path"), &s("query"))
+            .map(|hits| json!({"result": hits.join("\n"), "results": hits})),
+        "file_search" => files::find(root, &s("query"))
+            .map(|hits| json!({"result": hits.join("\n"), "results": hits})),
         // v2's editFileWithDiff and utils.editFileAndApplyDiff: a unified diff of one file.
-        "edit_file_with_diff" => edit_with_diff(root, &s("target_file"), &s("code_edit")),
-        "edit_file_and_apply_diff" => edit_with_diff(root, &s("filePath"), &s("diff")),
-        other => Err(format!("byre does not support fsEvent/{other}")),
+        "edit_file_with_diff" => files::edit_with_diff(root, &s("target_file"), &s("code_edit"))
+            .map(|m| json!({"result": "applied", "message": m})),
+        "edit_file_and_apply_diff" => files::edit_with_diff(root, &s("filePath"), &s("diff"))
+            .map(|m| json!({"result": "applied", "message": m})),
+        other => Err(files::FileError(format!(
+            "byre does not support fsEvent/{other}"
+        ))),
     };
-    r.unwrap_or_else(err)
-}
-
-// ---------------------------------------------------------------- git
-
-pub(super) fn git_action(root: &Path, action: &str, f: &Value) -> Value {
-    let r = (|| -> Result<Value, String> {
-        let repo = git2::Repository::open(root).map_err(|e| e.message().to_owned())?;
-        let e = |e: git2::Error| e.message().to_owned();
-        match action {
-            "Status" => {
-                let mut opts = git2::StatusOptions::new();
-                opts.include_untracked(true).recurse_untracked_dirs(true);
-                let st = repo.statuses(Some(&mut opts)).map_err(e)?;
-                let files: Vec<Value> = st
-                    .iter()
-                    .map(|s| json!({"path": s.path().unwrap_or(""), "status": format!("{:?}", s.status())}))
-                    .collect();
-                let branch = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned));
-                Ok(json!({"data": {"current": branch, "files": files}, "files": files}))
-            }
-            "Add" => {
-                let mut idx = repo.index().map_err(e)?;
-                idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None).map_err(e)?;
-                idx.update_all(["*"], None).map_err(e)?;
-                idx.write().map_err(e)?;
-                Ok(json!({"message": "Added all changes"}))
-            }
-            "Commit" => {
-                // Mid-rebase (or merge, cherry-pick, …) HEAD is not the task branch, and a
-                // commit would leave the operation half done: the agent finishes or aborts it
-                // first (a terminal command).
-                if repo.state() != git2::RepositoryState::Clean {
-                    return Err(format!(
-                        "the worktree is in the middle of a {}: finish or abort it before committing",
-                        format!("{:?}", repo.state()).to_lowercase()
-                    ));
-                }
-                if repo.head().is_ok_and(|h| !h.is_branch()) {
-                    return Err("HEAD is detached: check out the task's branch before committing".into());
-                }
-                let message = text(&f["message"]);
-                let message = if message.trim().is_empty() { "CodeBolt agent commit".to_owned() } else { message };
-                let mut idx = repo.index().map_err(e)?;
-                let tree = repo.find_tree(idx.write_tree().map_err(e)?).map_err(e)?;
-                let sig = repo
-                    .signature()
-                    .or_else(|_| git2::Signature::now("CodeBolt agent", "codebolt@byre.invalid"))
-                    .map_err(e)?;
-                let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
-                let parents: Vec<&git2::Commit> = parent.iter().collect();
-                let id = repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents).map_err(e)?;
-                Ok(json!({"message": "Committed", "data": {"commit": id.to_string()}, "commit": id.to_string()}))
-            }
-            "Logs" | "gitLogs" => {
-                let mut walk = repo.revwalk().map_err(e)?;
-                walk.push_head().map_err(e)?;
-                let logs: Vec<Value> = walk
-                    .take(50)
-                    .filter_map(|id| repo.find_commit(id.ok()?).ok())
-                    .map(|c| json!({"hash": c.id().to_string(), "message": c.message().unwrap_or(""), "author": c.author().name().unwrap_or(""), "date": c.time().seconds()}))
-                    .collect();
-                Ok(json!({"data": logs, "logs": logs}))
-            }
-            "Diff" => {
-                let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
-                let hash = text(&f["commitHash"]);
-                let base = if hash.is_empty() {
-                    head
-                } else {
-                    Some(repo.revparse_single(&hash).and_then(|o| o.peel_to_tree()).map_err(e)?)
-                };
-                let diff = repo
-                    .diff_tree_to_workdir_with_index(base.as_ref(), None)
-                    .map_err(e)?;
-                let mut out = String::new();
-                diff.print(git2::DiffFormat::Patch, |_, _, l| {
-                    if matches!(l.origin(), '+' | '-' | ' ') {
-                        out.push(l.origin());
-                    }
-                    out.push_str(&String::from_utf8_lossy(l.content()));
-                    out.len() < MAX_OUTPUT
-                })
-                .ok();
-                Ok(json!({"data": out, "diff": out}))
-            }
-            "Checkout" | "Branch" | "gitBranch" => {
-                let current = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned)).unwrap_or_default();
-                if text(&f["branch"]) == current {
-                    Ok(json!({"message": format!("on {current}"), "branch": current}))
-                } else {
-                    Err(format!("the task's agent works on its branch `{current}` only"))
-                }
-            }
-            "Init" => {
-                let branch = repo.head().ok().and_then(|h| h.shorthand().ok().map(str::to_owned)).unwrap_or_default();
-                Err(format!(
-                    "gitInit refused: the task's worktree {} is already a git repository, on the task's branch `{branch}`; use status, add and commit there",
-                    root.display()
-                ))
-            }
-            "Clone" => Err(
-                "git Clone is not available to agents: the task's worktree is their repository, and byre merges it".into()
-            ),
-            other => Err(format!("byre does not support gitEvent/{other}")),
-        }
-    })();
-    r.unwrap_or_else(err)
+    r.unwrap_or_else(|e| err(e.0))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn worktree() -> (tempfile_dir::Dir, PathBuf) {
+    fn worktree() -> (tempfile_dir::Dir, std::path::PathBuf) {
         let d = tempfile_dir::Dir::new();
         let root = d.0.join("wt");
         std::fs::create_dir_all(root.join("src")).unwrap();

@@ -14,12 +14,12 @@
 use serde_json::{json, Value};
 
 use super::{err, text, Ctx};
-use crate::app::toolboxes::BYRE;
+use byre_toolboxes::BYRE;
 
 /// byre's tools as OpenAI function tools named `byre--<tool>`.
 fn byre_definitions() -> Vec<Value> {
     // A CodeBolt agent is a task's agent, never a reviewer or a lead.
-    crate::app::tools::definitions_for(byre_projections::sessions::SessionRole::Implementer)
+    byre_app::tools::definitions_for(byre_projections::sessions::SessionRole::Implementer)
         .into_iter()
         .map(|t| {
             json!({"type": "function", "function": {
@@ -36,10 +36,7 @@ async fn definitions(ctx: &Ctx, toolbox: &str) -> Result<Vec<Value>, String> {
     if toolbox == BYRE {
         return Ok(byre_definitions());
     }
-    let tools = ctx
-        .link
-        .toolboxes
-        .list_tools(&ctx.app, toolbox)
+    let tools = byre_app::toolboxes::list_tools(&ctx.app, &ctx.toolboxes, &ctx.link, toolbox)
         .await
         .map_err(|e| e.to_string())?;
     Ok(tools
@@ -57,7 +54,7 @@ async fn definitions(ctx: &Ctx, toolbox: &str) -> Result<Vec<Value>, String> {
 /// byre's toolbox and the project's configured ones, as listings show them.
 fn toolboxes(ctx: &Ctx) -> Result<Vec<Value>, String> {
     let mut out = vec![json!({"name": BYRE, "description": "byre's tools for a task's agent"})];
-    let cfg = crate::app::toolboxes::configured(&ctx.app, &ctx.link.session_id)
+    let cfg = byre_app::toolboxes::configured(&ctx.app, &ctx.link.session_id)
         .map_err(|e| e.to_string())?;
     for (name, s) in cfg.servers {
         let description = if s.description.is_empty() {
@@ -171,7 +168,7 @@ pub(super) async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
         "executeTool" => execute_tool(ctx, f).await,
         "configureToolBox" => {
             let name = text(&f["mcpName"]);
-            match crate::app::toolboxes::configure(
+            match byre_app::toolboxes::configure(
                 &ctx.app,
                 &ctx.link.session_id,
                 &name,
@@ -190,7 +187,7 @@ pub(super) async fn mcp_action(ctx: &Ctx, action: &str, f: &Value) -> Value {
 }
 
 fn toolboxes_has(ctx: &Ctx, name: &str) -> bool {
-    crate::app::toolboxes::configured(&ctx.app, &ctx.link.session_id)
+    byre_app::toolboxes::configured(&ctx.app, &ctx.link.session_id)
         .is_ok_and(|c| c.servers.contains_key(name))
 }
 
@@ -219,16 +216,13 @@ async fn execute_tool(ctx: &Ctx, f: &Value) -> Value {
     };
     if toolbox == BYRE {
         let params = Value::Object(params);
-        return match crate::app::tools::call(&ctx.app, &ctx.link.session_id, &tool, &params).await {
+        return match byre_app::tools::call(&ctx.app, &ctx.link.session_id, &tool, &params).await {
             Ok(r) if r.is_error => fail(r.text),
             Ok(r) => json!({"data": [false, r.text]}),
             Err(e) => fail(e.to_string()),
         };
     }
-    match ctx
-        .link
-        .toolboxes
-        .call(&ctx.app, &toolbox, &tool, params)
+    match byre_app::toolboxes::call(&ctx.app, &ctx.toolboxes, &ctx.link, &toolbox, &tool, params)
         .await
     {
         Ok(out) if out.is_error => fail(out.text),

@@ -2,7 +2,7 @@
 //! task: `byre_projections::agent_memory` folds them from the log, reads are answered from
 //! that fold, and a write is answered only once its `tool.call` is logged (see
 //! [`store_write`]). The tokenizer and the chat history live with the session's link
-//! ([`super::Store`]).
+//! (`byre_agents::codebolt::Store`).
 
 use std::sync::Arc;
 
@@ -17,10 +17,7 @@ const RECORD_WAIT_S: u64 = 60;
 
 /// The task's store as the log has it now (empty when it has none).
 fn folded(ctx: &Ctx) -> AgentStore {
-    let task_id = ctx.link.task_id.clone();
-    ctx.writer
-        .read(|s| s.agent_stores.get(&task_id).cloned())
-        .unwrap_or_default()
+    byre_app::agent_memory::folded(&ctx.app, &ctx.link.task_id)
 }
 
 /// A read of memory, state, todos or vectors: answered from the fold.

@@ -64,7 +64,7 @@ fn fixture() -> Fixture {
     git(&repo, &["push", "-q", "origin", "main"]);
     let wt = dir.path().join("wt").join("task-1");
     let head = git(&repo, &["rev-parse", "main"]);
-    crate::git::ensure_worktree(&repo, BRANCH, &head, &wt, "task-1").unwrap();
+    crate::ensure_worktree(&repo, BRANCH, &head, &wt, "task-1").unwrap();
     Fixture {
         _dir: dir,
         repo,
@@ -373,7 +373,7 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
     let f = fixture();
     let head = git(&f.repo, &["rev-parse", "main"]);
     let sibling = f.wt.parent().unwrap().join("task-2");
-    crate::git::ensure_worktree(&f.repo, "byre/task-2", &head, &sibling, "task-2").unwrap();
+    crate::ensure_worktree(&f.repo, "byre/task-2", &head, &sibling, "task-2").unwrap();
     fs::write(sibling.join("sib.txt"), "sibling work\n").unwrap();
     fs::write(f.wt.join("work.txt"), "precious\n").unwrap();
     let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)

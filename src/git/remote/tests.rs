@@ -61,7 +61,7 @@ fn fixture() -> Fixture {
     git(&repo, &["push", "-q", "origin", "main"]);
     let wt = dir.path().join("wt").join("task-1");
     let head = git(&repo, &["rev-parse", "main"]);
-    crate::git::ensure_worktree(&repo, BRANCH, &head, &wt, "task-1").unwrap();
+    crate::ensure_worktree(&repo, BRANCH, &head, &wt, "task-1").unwrap();
     Fixture {
         _dir: dir,
         repo,

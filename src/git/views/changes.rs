@@ -238,7 +238,7 @@ pub(crate) fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oi
 /// index that `repo` (a handle of the caller's alone) then uses for `add_all`; new blobs go
 /// to the object database. An untracked repository inside the worktree becomes a gitlink to
 /// its HEAD, as `git add` makes it (left out when it has no commit). Paths through a
-/// transfer's staging directory (`archive::STAGING_PREFIX`) are left out.
+/// transfer's staging directory (`byre_connect::archive::STAGING_PREFIX`) are left out.
 ///
 /// # Errors
 /// [`ViewError::Other`] for libgit2 (an index with conflicts cannot be written as a tree).
@@ -250,12 +250,12 @@ pub fn staged_index(worktree: &Worktree, repo: &Repository) -> Result<Index, Vie
     repo.set_index(&mut index)?;
     let mut nested = Vec::new();
     let mut skip_nested = |path: &Path, _: &[u8]| -> i32 {
-        // A transfer's staging directory (`archive::STAGING_PREFIX`) is byre's, not the
+        // A transfer's staging directory (`byre_connect::archive::STAGING_PREFIX`) is byre's, not the
         // agent's work: never staged.
         let staging = path.components().any(|c| {
             c.as_os_str()
                 .as_encoded_bytes()
-                .starts_with(crate::archive::STAGING_PREFIX.as_bytes())
+                .starts_with(byre_connect::archive::STAGING_PREFIX.as_bytes())
         });
         if staging {
             return 1;

@@ -78,7 +78,7 @@ async fn page_speed() {
         bench
             .server
             .submit(Command::RecordVendorOutput {
-                session_id: session.clone(),
+                session_id: session.clone().into(),
                 items,
             })
             .await;

@@ -288,7 +288,8 @@ async fn a_task_whose_agent_wrote_files_is_squash_merged_pushed_and_removed() {
         "feature from the fake model\n"
     );
     // byre runs with umask 077; what it writes in the user's checkout gets the user's modes.
-    let user_umask = byre::private_files::user_umask().expect("a server tightened the umask");
+    let user_umask =
+        byre_process::private_files::user_umask().expect("a server tightened the umask");
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(repo.join("feature.txt"))
             .unwrap()

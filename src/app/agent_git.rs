@@ -1,0 +1,198 @@
+//! A task's agent's own git (CodeBolt's `gitEvent` family), each an operation like any other:
+//! the worktree's status, log and diff (reads); everything staged and a commit on the task
+//! branch (`git::actions`, checked as a snapshot is: no operation in progress, HEAD on the task
+//! branch, the branch moved by compare-and-swap); the default branch merged in (`gitPull`) and
+//! the task's branch pushed (`gitPush`). The CodeBolt adapter translates frames into these.
+
+use std::path::PathBuf;
+
+use byre_projections::tasks::TaskStatus;
+
+use super::{blocking, Ctx, Error};
+use byre_git::actions::{self, LogEntry, Status};
+use byre_git::GitError;
+
+/// Most commits [`log`] lists.
+const LOG_LENGTH: usize = 50;
+
+/// The author of an agent's commit when the repository configures none.
+const AGENT_AUTHOR: (&str, &str) = ("CodeBolt agent", "codebolt@byre.invalid");
+
+/// A task's worktree and branch, as the fold records them.
+fn worktree_of(app: &Ctx, task_id: &str) -> Result<(PathBuf, String), Error> {
+    app.writer
+        .read(|s| {
+            s.tasks
+                .get(task_id)
+                .map(|t| (PathBuf::from(&t.worktree_path), t.branch.clone()))
+        })
+        .ok_or_else(|| Error::NotFound(format!("no task `{task_id}`")))
+}
+
+/// A git error as an agent reads it: a refusal (an operation in progress, HEAD elsewhere, the
+/// branch moved) is a conflict; the rest is git's own message.
+fn git_error(e: GitError) -> Error {
+    match e {
+        GitError::Conflict(m) => Error::Conflict(m),
+        other => Error::Invalid(other.to_string()),
+    }
+}
+
+/// The worktree's status: its branch and changed paths.
+/// # Errors
+/// Not found; invalid: git failed (its message).
+pub async fn status(app: &Ctx, task_id: &str) -> Result<Status, Error> {
+    let (worktree, _) = worktree_of(app, task_id)?;
+    blocking(move || actions::status(&worktree).map_err(git_error)).await
+}
+
+/// The branch the worktree's HEAD is on (empty: none).
+/// # Errors
+/// Not found; invalid: git failed.
+pub async fn current_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
+    let (worktree, _) = worktree_of(app, task_id)?;
+    blocking(move || {
+        actions::current_branch(&worktree)
+            .map(Option::unwrap_or_default)
+            .map_err(git_error)
+    })
+    .await
+}
+
+/// Stages every change of the worktree.
+/// # Errors
+/// Not found; invalid: git failed.
+pub async fn stage_all(app: &Ctx, task_id: &str) -> Result<(), Error> {
+    let (worktree, _) = worktree_of(app, task_id)?;
+    blocking(move || actions::stage_all(&worktree).map_err(git_error)).await
+}
+
+/// Commits what is staged on the task branch; the new commit's id.
+/// # Errors
+/// Not found; conflict: an operation in progress, HEAD off the task branch, the branch moved;
+/// invalid: git failed.
+pub async fn commit(app: &Ctx, task_id: &str, message: &str) -> Result<String, Error> {
+    let (worktree, branch) = worktree_of(app, task_id)?;
+    let message = message.to_owned();
+    blocking(move || actions::commit(&worktree, &branch, &message, AGENT_AUTHOR).map_err(git_error))
+        .await
+}
+
+/// The newest commits of the worktree's HEAD, newest first.
+/// # Errors
+/// Not found; invalid: git failed.
+pub async fn log(app: &Ctx, task_id: &str) -> Result<Vec<LogEntry>, Error> {
+    let (worktree, _) = worktree_of(app, task_id)?;
+    blocking(move || actions::log(&worktree, LOG_LENGTH).map_err(git_error)).await
+}
+
+/// The patch from `base` (`None`: HEAD) to the working files, at most about `max_bytes`.
+/// # Errors
+/// Not found; invalid: `base` names nothing, or git failed.
+pub async fn diff(
+    app: &Ctx,
+    task_id: &str,
+    base: Option<String>,
+    max_bytes: usize,
+) -> Result<String, Error> {
+    let (worktree, _) = worktree_of(app, task_id)?;
+    blocking(move || actions::diff(&worktree, base.as_deref(), max_bytes).map_err(git_error)).await
+}
+
+/// What the git work of [`pull_default_branch`] and [`push_task_branch`] needs of a task.
+struct RemoteFacts {
+    repo: PathBuf,
+    worktree: PathBuf,
+    branch: String,
+    default_branch: String,
+    identity: byre_git::merge::Identity,
+}
+
+/// The facts of an open task that no merge, discard or merge into its parent is working on.
+fn remote_facts(app: &Ctx, task_id: &str) -> Result<RemoteFacts, Error> {
+    let facts = app.writer.read(|s| {
+        let t = s.tasks.get(task_id)?;
+        let p = s.projects.get(&t.project_id)?;
+        let identity = s
+            .users
+            .get(&t.created_by)
+            .filter(|u| !u.git_name.is_empty() && !u.git_email.is_empty())
+            .map(|u| byre_git::merge::Identity {
+                name: u.git_name.clone(),
+                email: u.git_email.clone(),
+            })
+            .unwrap_or_else(|| byre_git::merge::Identity {
+                name: "byre agent".into(),
+                email: "agent@byre.invalid".into(),
+            });
+        let busy = t.merging || t.discarding || t.merging_into_parent;
+        Some((
+            t.status,
+            busy,
+            RemoteFacts {
+                repo: PathBuf::from(&p.repo_path),
+                worktree: PathBuf::from(&t.worktree_path),
+                branch: t.branch.clone(),
+                default_branch: p.default_branch.clone(),
+                identity,
+            },
+        ))
+    });
+    let (status, busy, facts) =
+        facts.ok_or_else(|| Error::NotFound(format!("no task `{task_id}`")))?;
+    if status != TaskStatus::Active {
+        return Err(Error::Conflict(format!("task `{task_id}` is closed")));
+    }
+    if busy {
+        return Err(Error::Conflict(format!(
+            "task `{task_id}` is being merged or discarded: its branch is byre's until then"
+        )));
+    }
+    Ok(facts)
+}
+
+fn refused(e: byre_git::merge::MergeError) -> Error {
+    match e {
+        byre_git::merge::MergeError::Refused(m) => Error::Conflict(m),
+        byre_git::merge::MergeError::Git(g) => Error::internal(g),
+    }
+}
+
+/// A task's agent's `gitPull` (CodeBolt): what merge-in asks of an agent, done by byre
+/// itself — the default branch fetched from origin (when there is one) and the local default
+/// branch, the one byre's squash lands on, merged into the task's worktree
+/// (`git::remote::pull_default`). Returns what happened, in words.
+/// # Errors
+/// Not found; conflict: the task is closed or being merged or discarded, or the pull was
+/// refused (a conflict, uncommitted changes in the way, a failed fetch; nothing changed).
+pub async fn pull_default_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
+    let f = remote_facts(app, task_id)?;
+    blocking(move || {
+        let pulled =
+            byre_git::remote::pull_default(&f.repo, &f.worktree, &f.default_branch, &f.identity)
+                .map_err(refused)?;
+        Ok(if pulled.head_before == pulled.head_after {
+            format!(
+                "{} is already merged into {}\n{}",
+                f.default_branch, f.branch, pulled.message
+            )
+        } else {
+            format!(
+                "merged {} into {} (now at {})\n{}",
+                f.default_branch, f.branch, pulled.head_after, pulled.message
+            )
+        })
+    })
+    .await
+}
+
+/// A task's agent's `gitPush` (CodeBolt): the task's branch, and only it, pushed to the
+/// project's origin, never forced, with the merge's own push (`git::merge::push`). Returns
+/// the commit pushed.
+/// # Errors
+/// Not found; conflict: the task is closed or being merged or discarded, the repository has
+/// no origin, or origin refused the push (git's message).
+pub async fn push_task_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
+    let f = remote_facts(app, task_id)?;
+    blocking(move || byre_git::remote::push_task_branch(&f.repo, &f.branch).map_err(refused)).await
+}
