@@ -241,7 +241,11 @@ mod tests {
             SignInCheck::SignedIn("ada".into())
         );
         for wrong in [None, Some("1"), Some(""), Some(id.as_str())] {
-            assert_eq!(signins.check(id, wrong), SignInCheck::KeyMissing, "{wrong:?}");
+            assert_eq!(
+                signins.check(id, wrong),
+                SignInCheck::KeyMissing,
+                "{wrong:?}"
+            );
         }
         assert_eq!(
             signins.check("not-a-session", Some(key)),

@@ -247,7 +247,9 @@ pub struct SocketEdge(pub Edge);
 /// made only for a refused request, so its size costs nothing on the way through).
 #[allow(clippy::result_large_err)]
 fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
-    let on_socket = req.conn_data::<crate::http::identity::ServeSocket>().is_some();
+    let on_socket = req
+        .conn_data::<crate::http::identity::ServeSocket>()
+        .is_some();
     let edge = match req.app_data::<web::Data<SocketEdge>>() {
         Some(socket) if on_socket => &socket.0,
         _ => edge,
