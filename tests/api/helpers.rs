@@ -111,6 +111,7 @@ impl TestServer {
         configure: impl FnOnce(&mut Config),
     ) -> TestServer {
         init_logs();
+        ensure_bubblewrap();
         let mut config = Config::new(data.path().to_owned(), auth);
         config.heartbeat = Duration::from_millis(500);
         // Agents start the real binary as their MCP server, not this test binary.
@@ -902,4 +903,58 @@ pub fn commit_file(repo: &Path, name: &str, from: &Path) {
         &[&parent],
     )
     .expect("commit");
+}
+
+/// The first program of `names` found on `PATH`.
+pub fn on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .find(|p| p.is_file())
+}
+
+/// Runs `apt-get` with `args`, non-interactive, its output discarded.
+pub fn apt_get(args: &[&str]) -> Result<(), String> {
+    let status = std::process::Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run apt-get: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("apt-get {args:?} failed: {status}"))
+    }
+}
+
+/// Every test server runs its agents in the sandbox (the default), so the suite needs
+/// bubblewrap: installs Debian's `bubblewrap` with apt-get when `bwrap` is missing and the
+/// tests run as root, the way the browser tests install Chromium.
+/// # Panics
+/// When `bwrap` is missing and cannot be installed, with how to get it.
+fn ensure_bubblewrap() {
+    static FOUND: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            if on_path(&["bwrap"]).is_some() {
+                return Ok(());
+            }
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                return Err(
+                    "the tests run every agent in the sandbox and need bubblewrap: \
+                            install it with `apt-get install bubblewrap`"
+                        .into(),
+                );
+            }
+            eprintln!("tests: installing bubblewrap with apt-get");
+            apt_get(&["update", "-qq"])?;
+            apt_get(&["install", "-y", "-qq", "bubblewrap"])?;
+            on_path(&["bwrap"])
+                .map(|_| ())
+                .ok_or_else(|| "apt-get installed bubblewrap, yet no bwrap on PATH".into())
+        })
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
 }

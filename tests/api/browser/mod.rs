@@ -17,7 +17,7 @@ use fantoccini::{elements::Element, Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::helpers::WAIT;
+use crate::helpers::{apt_get, on_path, WAIT};
 
 mod cross_site;
 mod fork;
@@ -47,19 +47,6 @@ pub struct Programs {
     pub chromedriver: PathBuf,
 }
 
-fn on_path(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    for dir in std::env::split_paths(&path) {
-        for name in names {
-            let p = dir.join(name);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
-}
-
 fn find_programs() -> Result<Programs, String> {
     let from_env = |var: &str| {
         std::env::var_os(var)
@@ -79,20 +66,6 @@ fn find_programs() -> Result<Programs, String> {
              install them with `apt-get install chromium chromium-driver`, or name them with \
              BYRE_CHROMIUM and BYRE_CHROMEDRIVER"
         )),
-    }
-}
-
-fn apt_get(args: &[&str]) -> Result<(), String> {
-    let status = Command::new("apt-get")
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .stdout(Stdio::null())
-        .status()
-        .map_err(|e| format!("cannot run apt-get: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("apt-get {args:?} failed: {status}"))
     }
 }
 
