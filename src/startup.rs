@@ -214,9 +214,28 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             }
         }
     }
-    let edge = web::Data::new(
-        http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?,
-    );
+    let edge = http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?;
+    // Tailscale mode's people come in on a Unix socket no agent can reach; its TCP port
+    // believes no identity header (`http::serve_socket`).
+    let serve_socket = match config.auth {
+        crate::config::AuthMode::Tailscale => {
+            let socket = http::serve_socket::bind(&config.data_dir).map_err(anyhow::Error::msg)?;
+            if config.public_hosts.is_empty() {
+                tracing::warn!(
+                    "tailscale mode knows no name to serve on tailscale serve's socket (no tailnet name from `tailscale status`, no --public-host): every request there is refused (421) until byre is started with --public-host <machine>.<tailnet>.ts.net"
+                );
+            }
+            tracing::info!(
+                socket = %http::serve_socket_path(&config.data_dir).display(),
+                "tailscale mode: put byre on the tailnet with `tailscale serve --bg unix:{}`",
+                http::serve_socket_path(&config.data_dir).display()
+            );
+            Some(socket)
+        }
+        _ => None,
+    };
+    let socket_edge = web::Data::new(http::edge::SocketEdge(edge.for_serve_socket()));
+    let edge = web::Data::new(edge);
     let (terminals, terminals_task) = byre_terminal::Terminals::start(
         writer.clone(),
         shutdown_rx.clone(),
@@ -301,7 +320,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
 
     // CodeBolt agents connect to `localhost` (v1 clients cannot be told another host): when
     // the API does not listen there, they get a loopback listener of their own that serves
-    // only their socket (never the API, whose Tailscale identity trusts loopback peers).
+    // only their socket, never the API.
     let agent_server = if addr.ip().to_canonical().is_loopback() || addr.ip().is_unspecified() {
         None
     } else {
@@ -344,6 +363,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             .app_data(config.clone())
             .app_data(codebolt.clone())
             .app_data(edge.clone())
+            .app_data(socket_edge.clone())
             .app_data(limits.clone())
             .wrap(middleware::from_fn(http::limits::body_deadline))
             .wrap(middleware::from_fn(http::json_errors))
@@ -363,6 +383,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             // Counted per peer; one past its peer's cap is shut down here.
             connections.on_connect(tcp, data);
         }
+        http::identity::mark_serve_socket(conn, data);
     })
     .workers(
         std::thread::available_parallelism()
@@ -372,7 +393,11 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     )
     .shutdown_timeout(5)
     .disable_signals()
-    .listen(listener)?
+    .listen(listener)?;
+    let server = match serve_socket {
+        Some(socket) => server.listen_uds(socket)?,
+        None => server,
+    }
     .run();
     let handle = server.handle();
     let server = tokio::spawn(server);
