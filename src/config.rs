@@ -76,8 +76,8 @@ pub struct Config {
     /// (`serve --max-peer-connections`); one more is closed as it is accepted. 0: no cap.
     pub max_peer_connections: usize,
     /// Open connections from loopback, all of it one peer (`serve
-    /// --max-loopback-connections`). 0: no cap, the default: behind `tailscale serve` every
-    /// user, and every agent of byre's own, arrives from loopback.
+    /// --max-loopback-connections`). 0: no cap, the default: every agent of byre's own, and
+    /// every user of a local proxy, arrives from loopback.
     pub max_loopback_connections: usize,
     /// Sign-in attempts (`POST /auth/signin`) one peer may make per [`Config::signin_window`]
     /// (`serve --signin-attempts`); past it 429 with `Retry-After`. 0: no limit.

@@ -7,7 +7,7 @@
 //! requests, end event streams and reactors, let the writer drain its queue and write a
 //! checkpoint.
 
-use std::fs::File;
+use std::fs::{File, TryLockError};
 use std::net::TcpListener;
 use std::sync::Arc;
 
@@ -134,12 +134,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     let lock_path = config.data_dir.join("byre.lock");
     let lock = File::create(&lock_path)
         .with_context(|| format!("cannot create {}", lock_path.display()))?;
-    lock.try_lock().map_err(|_| {
-        anyhow::anyhow!(
-            "another byre server is using the data dir {}",
-            config.data_dir.display()
-        )
-    })?;
+    lock_data_dir(&lock, &config.data_dir).await?;
 
     let log_path = config.log_path();
     byre_log::projection_snapshot::remove_leftover(&log_path);
@@ -221,9 +216,28 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             }
         }
     }
-    let edge = web::Data::new(
-        http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?,
-    );
+    let edge = http::edge::Edge::new(addr, &config.public_hosts).map_err(anyhow::Error::msg)?;
+    // Tailscale mode's people come in on a Unix socket no agent can reach; its TCP port
+    // believes no identity header (`http::serve_socket`).
+    let serve_socket = match config.auth {
+        crate::config::AuthMode::Tailscale => {
+            let socket = http::serve_socket::bind(&config.data_dir).map_err(anyhow::Error::msg)?;
+            if config.public_hosts.is_empty() {
+                tracing::warn!(
+                    "tailscale mode knows no name to serve on tailscale serve's socket (no tailnet name from `tailscale status`, no --public-host): every request there is refused (421) until byre is started with --public-host <machine>.<tailnet>.ts.net"
+                );
+            }
+            tracing::info!(
+                socket = %http::serve_socket_path(&config.data_dir).display(),
+                "tailscale mode: put byre on the tailnet with `tailscale serve --bg unix:{}`",
+                http::serve_socket_path(&config.data_dir).display()
+            );
+            Some(socket)
+        }
+        _ => None,
+    };
+    let socket_edge = web::Data::new(http::edge::SocketEdge(edge.for_serve_socket()));
+    let edge = web::Data::new(edge);
     let (terminals, terminals_task) = byre_terminal::Terminals::start(
         writer.clone(),
         shutdown_rx.clone(),
@@ -310,7 +324,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
 
     // CodeBolt agents connect to `localhost` (v1 clients cannot be told another host): when
     // the API does not listen there, they get a loopback listener of their own that serves
-    // only their socket (never the API, whose Tailscale identity trusts loopback peers).
+    // only their socket, never the API.
     let agent_server = if addr.ip().to_canonical().is_loopback() || addr.ip().is_unspecified() {
         None
     } else {
@@ -353,6 +367,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             .app_data(config.clone())
             .app_data(codebolt.clone())
             .app_data(edge.clone())
+            .app_data(socket_edge.clone())
             .app_data(limits.clone())
             .wrap(middleware::from_fn(http::limits::body_deadline))
             .wrap(middleware::from_fn(http::json_errors))
@@ -372,6 +387,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             // Counted per peer; one past its peer's cap is shut down here.
             connections.on_connect(tcp, data);
         }
+        http::identity::mark_serve_socket(conn, data);
     })
     .workers(
         std::thread::available_parallelism()
@@ -381,7 +397,11 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     )
     .shutdown_timeout(5)
     .disable_signals()
-    .listen(listener)?
+    .listen(listener)?;
+    let server = match serve_socket {
+        Some(socket) => server.listen_uds(socket)?,
+        None => server,
+    }
     .run();
     let handle = server.handle();
     let server = tokio::spawn(server);
@@ -397,4 +417,40 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         browsers,
         _lock: lock,
     })
+}
+
+/// How long start-up waits for the data dir's lock before it gives up. A server that has just
+/// stopped may still look alive for a moment: every process forked in that moment (by any
+/// thread of byre, or of a test binary running many servers) holds a copy of its lock's file
+/// until it execs; and a restart under a service manager may overlap the old process's exit.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes the data dir's exclusive lock (`byre.lock`), retrying for up to [`LOCK_WAIT`] while
+/// another holder has it; then fails with the one-server-per-data-dir message.
+async fn lock_data_dir(lock: &File, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let mut waited = false;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                if !waited {
+                    tracing::info!(data_dir = %data_dir.display(), "waiting for the data dir's lock");
+                    waited = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(TryLockError::WouldBlock) => {
+                anyhow::bail!(
+                    "another byre server is using the data dir {}",
+                    data_dir.display()
+                )
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(e).with_context(|| {
+                    format!("cannot lock {}", data_dir.join("byre.lock").display())
+                })
+            }
+        }
+    }
 }

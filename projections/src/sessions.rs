@@ -213,6 +213,20 @@ impl Session {
         }
     }
 
+    /// Who started the running (or last) turn, on behalf of a task owned by `owner`: the
+    /// sender of the message the turn was handed (`user.message`'s actor: a human's message or
+    /// inbox answer; one byre hands again after a restart keeps its sender), or `owner` when no
+    /// other human chose it: byre's own messages (a restart note, a compaction's handoff, a
+    /// discard's summary turn) and a turn the agent's CLI started by itself. A subtask's or a
+    /// workflow stage's first message is sent as its creator, the owner already.
+    /// (docs/security.md, "A user's machine serves only its owner".)
+    pub fn turn_started_by<'a>(&'a self, owner: &'a str) -> &'a str {
+        match &self.turn_input {
+            Some(m) if m.actor != "byre" => &m.actor,
+            _ => owner,
+        }
+    }
+
     /// The state its facts imply.
     pub fn computed_state(&self) -> SessionState {
         if self.completed {

@@ -113,7 +113,6 @@ impl World {
         self.when(cmd).expect("command passes")
     }
 
-    /// Records the end of session `sid`'s turn as its driver would: `result`, the vendor's
     /// byre restarted: `ResumeAfterRestart` for `session_id` (worktree head `h`); its events.
     pub fn restart(&mut self, session_id: &str) -> Vec<Event> {
         self.ok(Command::ResumeAfterRestart {
@@ -122,6 +121,20 @@ impl World {
         })
     }
 
+    /// Session `sid`'s agent writes `text` in its running turn; the events committed.
+    pub fn agent_says(&mut self, sid: &str, text: &str) -> Vec<Event> {
+        self.ok(Command::RecordVendorOutput {
+            session_id: sid.into(),
+            items: vec![VendorItem::Text(crate::sessions::AgentText {
+                cut: None,
+                text: text.into(),
+                message_id: "m".into(),
+                raw: "{}".into(),
+            })],
+        })
+    }
+
+    /// Records the end of session `sid`'s turn as its driver would: `result`, the vendor's
     /// HTTP `status` if any, error "boom" when `outcome` is `Failed`; the events committed.
     pub fn record_turn_end(
         &mut self,

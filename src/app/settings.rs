@@ -45,7 +45,7 @@ pub enum AuthMode {
         login: String,
     },
     /// `tailscale serve` in front: the `Tailscale-User-Login` (and `-Name`) headers, trusted
-    /// only from a loopback peer.
+    /// only on the Unix socket it forwards to (`http::serve_socket`), never on TCP.
     Tailscale,
     /// `Authorization: Bearer <token>`, each token mapped to a login.
     Token {
@@ -109,7 +109,7 @@ pub fn login_for_token(
 }
 
 /// Whether two byte strings are equal, in time that depends only on their lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

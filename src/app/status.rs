@@ -84,8 +84,8 @@ struct ConnectedClient {
 }
 
 /// `getStatus`: the spec's `Status`, real figures of this server and its agent processes, as
-/// `viewer` may see them (another user's lead's unrecognised lines are left out of
-/// `protocol_errors.recent`).
+/// `viewer` may see them (`clients` lists the viewer's own; another user's lead's unrecognised
+/// lines are left out of `protocol_errors.recent`).
 /// # Errors
 /// [`Error::Internal`] when the log file's size cannot be read.
 pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error> {
@@ -98,8 +98,10 @@ pub async fn status(app: &Ctx, viewer: &str) -> Result<serde_json::Value, Error>
                 .count(),
         )
     });
+    // The viewer's own clients only: another user's machines and pages are theirs to know of
+    // (when a user's machine is connected is when an agent could reach it).
     let mut grouped: BTreeMap<(String, String, String), i64> = BTreeMap::new();
-    for s in app.streams.open.iter() {
+    for s in app.streams.open.iter().filter(|s| s.login == viewer) {
         let key = (s.login.clone(), s.host.clone(), s.commit.clone());
         let e = grouped.entry(key).or_insert(s.connected_at_us);
         *e = (*e).min(s.connected_at_us);

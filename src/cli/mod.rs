@@ -26,7 +26,8 @@ pub struct Cli {
 pub enum Auth {
     /// One local user; loopback only.
     Local,
-    /// `Tailscale-User-Login` headers from `tailscale serve` on this host.
+    /// `Tailscale-User-Login` headers from `tailscale serve`, believed only on byre's Unix
+    /// socket for it (DATA/tailscale/byre.sock).
     Tailscale,
     /// Bearer tokens from a token file.
     Token,
@@ -154,7 +155,7 @@ pub enum Cmd {
         #[arg(long, env = "BYRE_MAX_PEER_CONNECTIONS", default_value_t = config::DEFAULT_MAX_PEER_CONNECTIONS)]
         max_peer_connections: usize,
         /// Open connections from loopback, all of it counted as one peer (0: no cap, the
-        /// default: behind `tailscale serve` every user, and byre's own agents, are loopback).
+        /// default: byre's own agents, and a local proxy's users, all come from loopback).
         #[arg(long, env = "BYRE_MAX_LOOPBACK_CONNECTIONS", default_value_t = 0)]
         max_loopback_connections: usize,
         /// Sign-in attempts one peer may make per --signin-window (token mode; 0: no limit);

@@ -1,5 +1,6 @@
 //! `hands` requests: `byre client --hands-mcp CMD` starts CMD (its words split on
-//! whitespace, no shell) as an MCP server over stdio, in its own process group, when the
+//! whitespace, no shell; the environment [`super::env`] passes on) as an MCP server over
+//! stdio, in its own process group, when the
 //! first `hands` request comes, and calls its tools with rmcp's client; the reply's `result`
 //! is the tool's `CallToolResult` as it is. A server that died is started again at the next
 //! request; it is killed with the client.
@@ -38,6 +39,8 @@ impl Hands {
         let program = words.next().ok_or("--hands-mcp is empty")?;
         let mut child = tokio::process::Command::new(program)
             .args(words)
+            .env_clear()
+            .envs(super::env::for_commands())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -27,6 +27,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use byre_connect::CLOSE_REPLACED;
 
+pub mod env;
 pub mod hands;
 pub mod ops;
 

@@ -62,8 +62,8 @@ pub fn shell() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
-/// `bash`: `SHELL -l -c command` in the home directory, in its own process group, stdout and
-/// stderr into one pipe, its last [`MAX_OUTPUT_BYTES`] kept; killed (with its group) at
+/// `bash`: `SHELL -l -c command` in the home directory, with only the variables
+/// [`super::env`] passes on, in its own process group, stdout and stderr into one pipe, its last [`MAX_OUTPUT_BYTES`] kept; killed (with its group) at
 /// `timeout_ms` (exit code −1). Whatever the command left running in its group is killed when
 /// it exits (`byre_process::runner`).
 pub async fn bash(request: &Value) -> Result<Value, String> {
@@ -77,6 +77,9 @@ pub async fn bash(request: &Value) -> Result<Value, String> {
     cmd.arg("-l")
         .arg("-c")
         .arg(&command)
+        .env_clear()
+        .envs(super::env::for_commands())
+        .env("HOME", home_dir())
         .current_dir(home_dir());
     let limits = Limits {
         timeout,

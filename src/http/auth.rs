@@ -1,14 +1,16 @@
 //! Browser sign-in for token mode (outside the OpenAPI contract): the page at `/signin`, which
-//! trades a bearer token for a session cookie (`POST /auth/signin`), `POST /auth/signout`, and
-//! the guard that sends an unauthenticated page load to `/signin`.
+//! trades a bearer token for a session cookie and a sign-in key (`POST /auth/signin`),
+//! `POST /auth/signout`, and the guard that sends a page load without a sign-in to `/signin`.
 //!
-//! Sessions are held server-side, in memory: the cookie `byre_session` carries a random id
-//! (244 random bits); the server keeps only its SHA-256 with the login, for 30 days. Signing
-//! out forgets it at once; a restart of the server forgets every session (everyone signs in
-//! again; tokens are never stored in the browser). The cookie is `HttpOnly` (no script reads
-//! it), `SameSite=Strict` (no other site's request carries it) and `Secure` when the request
-//! came over HTTPS. `identity::resolve` accepts it on REST and SSE, and refuses a
-//! state-changing request on it without `X-Byre-CSRF: 1`.
+//! Sign-ins are held server-side, in memory (`byre_app::signin`): the cookie `byre_session`
+//! carries a random id, the answer's `signin_key` a second secret; the server keeps only their
+//! SHA-256 with the login, for 30 days. Signing out forgets them at once; a restart of the
+//! server forgets every sign-in (everyone signs in again; tokens are never stored in the
+//! browser). The cookie is `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's
+//! request carries it) and `Secure` when the request came over HTTPS; but cookies are not
+//! scoped by port, so every other port of byre's host is sent it. `identity::resolve`
+//! therefore accepts it only with its sign-in key, which the page keeps in `localStorage`
+//! (scoped by port) and sends on every request.
 
 use actix_web::body::MessageBody;
 use actix_web::cookie::{time, Cookie, SameSite};
@@ -25,7 +27,7 @@ use crate::config::AuthMode;
 use byre_app::signin;
 
 pub use byre_app::signin::{
-    SignIns, CSRF_HEADER, MAX_SIGNINS_PER_LOGIN, SIGNIN_COOKIE, SIGNIN_LIFETIME,
+    SignIns, CSRF_HEADER, MAX_SIGNINS_PER_LOGIN, SIGNIN_COOKIE, SIGNIN_KEY_PARAM, SIGNIN_LIFETIME,
 };
 
 const SIGNIN_HTML: &str = include_str!("../ui/signin/signin.html");
@@ -58,10 +60,11 @@ fn session_cookie(req: &HttpRequest, value: String, max_age: time::Duration) -> 
         .finish()
 }
 
-/// `POST /auth/signin` `{"token"}` with `X-Byre-CSRF: 1` → 200 `{"login"}` and the session
-/// cookie; 400 a body that is not that JSON, 401 for an unknown token, 403 without the header,
-/// 404 outside token mode, 413 over [`MAX_SIGNIN_BYTES`], 429 with `Retry-After` past the
-/// peer's attempts (`serve --signin-attempts`, counted before the body is read).
+/// `POST /auth/signin` `{"token"}` with `X-Byre-CSRF` (any value) → 200 `{"login",
+/// "signin_key"}` and the session cookie; 400 a body that is not that JSON, 401 for an unknown
+/// token, 403 without the header, 404 outside token mode, 413 over [`MAX_SIGNIN_BYTES`], 429
+/// with `Retry-After` past the peer's attempts (`serve --signin-attempts`, counted before the
+/// body is read).
 pub async fn signin(
     req: HttpRequest,
     payload: web::Payload,
@@ -96,32 +99,37 @@ pub async fn signin(
     let bytes = super::read_limited(payload, MAX_SIGNIN_BYTES, "sign-in bodies").await?;
     let body: SigninBody = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
-    let (login, id) = signin::sign_in(&app, &body.token)?;
+    let (login, new) = signin::sign_in(&app, &body.token)?;
     let max_age = time::Duration::seconds(SIGNIN_LIFETIME.as_secs() as i64);
     Ok(HttpResponse::Ok()
-        .cookie(session_cookie(&req, id, max_age))
+        .cookie(session_cookie(&req, new.id, max_age))
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .json(serde_json::json!({ "login": login })))
+        .json(serde_json::json!({ "login": login, "signin_key": new.key })))
 }
 
-/// `POST /auth/signout` with `X-Byre-CSRF: 1` → 204, the session forgotten and the cookie
-/// cleared (also when it had already ended); 403 without the header, 404 outside token mode.
+/// `POST /auth/signout` with `X-Byre-CSRF: <the sign-in key>` → 204, the sign-in forgotten and
+/// the cookie cleared (also when it had already ended); 401 a live sign-in's cookie without
+/// its key, 403 without the header, 404 outside token mode.
 pub async fn signout(req: HttpRequest, app: web::Data<App>) -> Result<HttpResponse, ApiError> {
     signin::token_mode(&app)?;
     identity::refuse_cross_site(&req)?;
     identity::require_csrf_header(&req)?;
     let cookie = req.cookie(SIGNIN_COOKIE);
-    signin::sign_out(&app, cookie.as_ref().map(|c| c.value()))?;
+    signin::sign_out(
+        &app,
+        cookie.as_ref().map(|c| c.value()),
+        identity::signin_key(&req).as_deref(),
+    )?;
     Ok(HttpResponse::NoContent()
         .cookie(session_cookie(&req, String::new(), time::Duration::ZERO))
         .finish())
 }
 
-/// `GET /signin`: the sign-in page in token mode; elsewhere, or when already signed in, a
+/// `GET /signin`: the sign-in page in token mode (whose script goes on to `next` by itself
+/// when the key it keeps still signs in: a page load cannot show the key); elsewhere a
 /// redirect to `/`.
-pub async fn signin_page(req: HttpRequest, app: web::Data<App>) -> HttpResponse {
-    let signed_in = identity::resolve(&req, &app).is_ok();
-    if !matches!(app.settings.auth, AuthMode::Token { .. }) || signed_in {
+pub async fn signin_page(app: web::Data<App>) -> HttpResponse {
+    if !matches!(app.settings.auth, AuthMode::Token { .. }) {
         return HttpResponse::SeeOther()
             .insert_header((header::LOCATION, "/"))
             .finish();
@@ -159,8 +167,23 @@ const NOT_PAGES: [&str; 8] = [
     "/app-to-agent",
 ];
 
+/// Whether a request has a valid bearer token or a live sign-in cookie, with or without its
+/// key: all a page load can show (the UI's files hold nothing of anyone's; what the page then
+/// asks of the API needs the key).
+fn has_signin(req: &HttpRequest, app: &App) -> bool {
+    match &app.settings.auth {
+        AuthMode::Token { tokens } => match identity::bearer(req) {
+            Some(token) => byre_app::settings::login_for_token(tokens, token).is_some(),
+            None => req
+                .cookie(SIGNIN_COOKIE)
+                .is_some_and(|c| app.signins.login(c.value()).is_some()),
+        },
+        AuthMode::Local { .. } | AuthMode::Tailscale => true,
+    }
+}
+
 /// Middleware: in token mode, a page load (GET or HEAD outside the API) without a valid token
-/// or session is sent to `/signin?next=<where it was going>` (303).
+/// or a live sign-in cookie is sent to `/signin?next=<where it was going>` (303).
 pub async fn page_guard(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -169,13 +192,9 @@ pub async fn page_guard(
         *req.method(),
         actix_web::http::Method::GET | actix_web::http::Method::HEAD
     ) && !NOT_PAGES.iter().any(|p| req.path().starts_with(p))
-        && req.app_data::<web::Data<App>>().is_some_and(|app| {
-            matches!(app.settings.auth, AuthMode::Token { .. })
-                && matches!(
-                    identity::resolve(req.request(), app),
-                    Err(ApiError::Unauthorized(_))
-                )
-        });
+        && req
+            .app_data::<web::Data<App>>()
+            .is_some_and(|app| !has_signin(req.request(), app));
     if guarded {
         let target = match req.query_string() {
             "" => req.path().to_owned(),
@@ -207,29 +226,48 @@ fn percent_encode(s: &str) -> String {
 mod tests {
     use super::*;
 
+    use byre_app::signin::SignInCheck;
+
     #[test]
-    fn a_session_names_its_login_until_closed() {
+    fn a_signin_names_its_login_with_its_key_until_closed() {
         let signins = SignIns::default();
-        let id = signins.open("ada");
-        assert_eq!(id.len(), 64);
-        assert_eq!(signins.login(&id).as_deref(), Some("ada"));
-        assert_eq!(signins.login("not-a-session"), None);
-        let mut ended = signins.watch(&id).unwrap();
+        let new = signins.open("ada");
+        assert_eq!((new.id.len(), new.key.len()), (64, 64));
+        assert_ne!(new.id, new.key);
+        let (id, key) = (&new.id, new.key.as_str());
+        assert_eq!(signins.login(id).as_deref(), Some("ada"));
+        assert_eq!(
+            signins.check(id, Some(key)),
+            SignInCheck::SignedIn("ada".into())
+        );
+        for wrong in [None, Some("1"), Some(""), Some(id.as_str())] {
+            assert_eq!(
+                signins.check(id, wrong),
+                SignInCheck::KeyMissing,
+                "{wrong:?}"
+            );
+        }
+        assert_eq!(
+            signins.check("not-a-session", Some(key)),
+            SignInCheck::Ended
+        );
+        let mut ended = signins.watch(id).unwrap();
         assert!(!*ended.borrow_and_update());
-        assert!(signins.close(&id));
+        assert!(signins.close(id));
         assert!(ended.has_changed().unwrap_or(true) && *ended.borrow());
-        assert_eq!(signins.login(&id), None);
-        assert!(!signins.close(&id));
+        assert_eq!(signins.login(id), None);
+        assert_eq!(signins.check(id, Some(key)), SignInCheck::Ended);
+        assert!(!signins.close(id));
     }
 
     #[test]
     fn a_login_holds_a_bounded_number_of_sessions_and_loses_the_oldest() {
         let signins = SignIns::default();
-        let first = signins.open("ada");
-        let bob = signins.open("bob");
+        let first = signins.open("ada").id;
+        let bob = signins.open("bob").id;
         let mut last = String::new();
         for _ in 0..MAX_SIGNINS_PER_LOGIN {
-            last = signins.open("ada");
+            last = signins.open("ada").id;
         }
         assert_eq!(signins.login(&first), None, "the oldest ended");
         assert_eq!(signins.login(&last).as_deref(), Some("ada"));

@@ -17,8 +17,12 @@
 //!   port: a literal is not a name, so it cannot be rebound.
 //!
 //! Anything else is answered 421 (Misdirected Request) with `{"message"}`, before any handler,
-//! on the REST API, the event stream, the WebSockets and the UI alike. Tailscale identity
-//! headers therefore count only on requests that passed this list (and came from loopback).
+//! on the REST API, the event stream, the WebSockets and the UI alike.
+//!
+//! On tailscale mode's Unix socket ([`crate::http::identity::ServeSocket`]) the list is the public names only
+//! ([`Edge::for_serve_socket`]): `tailscale serve` forwards a request there with `Host:
+//! localhost` and the browser's own `Host` in `X-Forwarded-Host` (which it sets, whatever the
+//! client sent), so that is the host checked. Loopback names are the TCP port's.
 //!
 //! # Origin
 //!
@@ -34,8 +38,9 @@
 //! "simple" request: no body, or a form or text body (`application/x-www-form-urlencoded`,
 //! `multipart/form-data`, `text/plain`). Modern browsers mark those `Sec-Fetch-Site` (refused
 //! when cross-site in `identity`); one that does not (an old browser) is caught here: such a
-//! request needs a same-origin proof — an allowed `Origin` or `Referer`, `X-Byre-CSRF: 1`
-//! (a header no cross-site page can add without a preflight byre never grants), a bearer
+//! request needs a same-origin proof — an allowed `Origin` or `Referer`, an `X-Byre-CSRF`
+//! header (any value: no cross-site page can add it without a preflight byre never grants;
+//! byre's page sends the sign-in key, or `1`), a bearer
 //! token, or `Sec-Fetch-Site: same-origin`/`none`. A JSON body needs none of these: a page can
 //! only send it cross-site after a preflight, which byre refuses.
 
@@ -148,6 +153,17 @@ impl Edge {
         })
     }
 
+    /// The allow-list of tailscale mode's Unix socket: the `--public-host` names (the tailnet
+    /// name among them) and nothing else.
+    pub fn for_serve_socket(&self) -> Edge {
+        Edge {
+            port: 0,
+            local: Vec::new(),
+            any_ip: false,
+            public: self.public.clone(),
+        }
+    }
+
     /// [`Edge::allows_host`] without the "any IP literal" of listening on every address.
     fn allows_named(&self, host: &str) -> bool {
         Edge {
@@ -223,10 +239,21 @@ fn is_simple_content_type(content_type: Option<&str>) -> bool {
     )
 }
 
+/// The allow-list of tailscale mode's Unix socket (app data beside [`Edge`]).
+#[derive(Debug, Clone)]
+pub struct SocketEdge(pub Edge);
+
 /// Checks one request against the edge; `Err` is the refusal to send instead (a response,
 /// made only for a refused request, so its size costs nothing on the way through).
 #[allow(clippy::result_large_err)]
 fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
+    let on_socket = req
+        .conn_data::<crate::http::identity::ServeSocket>()
+        .is_some();
+    let edge = match req.app_data::<web::Data<SocketEdge>>() {
+        Some(socket) if on_socket => &socket.0,
+        _ => edge,
+    };
     let headers = req.headers();
     let text = |name: &str| {
         headers
@@ -242,12 +269,21 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
             "the request has more than one Host header".into(),
         ));
     }
-    // HTTP/2 carries the authority in the URI; HTTP/1.1 in `Host`.
-    let host = text(header::HOST.as_str())
+    // HTTP/2 carries the authority in the URI; HTTP/1.1 in `Host`. On tailscale serve's
+    // socket, the browser's `Host` is in `X-Forwarded-Host`.
+    let forwarded = text("X-Forwarded-Host").filter(|_| on_socket);
+    let host = forwarded
+        .or_else(|| text(header::HOST.as_str()))
         .map(str::to_owned)
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
     let host = match host {
         Some(host) if edge.allows_host(&host) => host,
+        Some(host) if on_socket => {
+            return Err(refusal(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!("byre does not serve the host `{host}` through tailscale serve: open it at the machine's tailnet name (or a name the operator gave with --public-host)"),
+            ))
+        }
         Some(host) => {
             return Err(refusal(
                 StatusCode::MISDIRECTED_REQUEST,
@@ -300,7 +336,7 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
     }
     let proven = origin.is_some()
         || text(header::REFERER.as_str()).is_some_and(|r| edge.allows_origin(r, &host))
-        || text(CSRF_HEADER) == Some("1")
+        || text(CSRF_HEADER).is_some_and(|v| !v.is_empty())
         || text(header::AUTHORIZATION.as_str())
             .is_some_and(|a| a.len() > 7 && a[..7].eq_ignore_ascii_case("bearer "))
         || matches!(site, Some("same-origin" | "none"));
@@ -309,7 +345,7 @@ fn check(edge: &Edge, req: &ServiceRequest) -> Result<(), HttpResponse> {
     } else {
         Err(refusal(
             StatusCode::FORBIDDEN,
-            format!("a {} without a JSON body must show it comes from byre itself: send the header `{CSRF_HEADER}: 1` (or a bearer token)", req.method()),
+            format!("a {} without a JSON body must show it comes from byre itself: send the header `{CSRF_HEADER}` (byre's page sends it; any value, e.g. `{CSRF_HEADER}: 1`) or a bearer token", req.method()),
         ))
     }
 }

@@ -1,14 +1,17 @@
 //! Who is calling: the [`Caller`] extractor. The first request of a login records the user
 //! (`user.created`) before the handler runs.
 //!
-//! In token mode a caller proves who it is with `Authorization: Bearer <token>` or with the
-//! session cookie the sign-in page trades a token for (`http::auth`). A state-changing request
-//! (anything but GET, HEAD, OPTIONS) on the cookie must carry `X-Byre-CSRF: 1`, a header a
-//! cross-site form or script cannot send without a CORS preflight byre never grants. In every
-//! mode, a state-changing request the browser marks `Sec-Fetch-Site: cross-site` or
-//! `same-site` is refused: only byre's own pages act on its API from a browser. Before any of
-//! this, `http::edge` has refused a `Host` byre does not serve and an `Origin` of another site,
-//! so the Tailscale headers below count only on requests with a served `Host`.
+//! In token mode a caller proves who it is with `Authorization: Bearer <token>`, or with the
+//! session cookie the sign-in page trades a token for together with that sign-in's key
+//! (`X-Byre-CSRF: <key>`, or `signin_key=<key>` in the query where a header cannot be set):
+//! the cookie reaches every port of byre's host, the key only byre's own pages
+//! (`byre_app::signin`). In tailscale mode, the `Tailscale-User-Login` header counts only on a
+//! request that came in on the Unix socket `tailscale serve` forwards to ([`ServeSocket`],
+//! `http::serve_socket`): an agent shares the host's network, so a loopback TCP peer proves
+//! nothing. In every mode, a state-changing request the browser marks `Sec-Fetch-Site:
+//! cross-site` or `same-site` is refused: only byre's own pages act on its API from a browser.
+//! Before any of this, `http::edge` has refused a `Host` byre does not serve and an `Origin`
+//! of another site.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,7 +19,7 @@ use std::pin::Pin;
 use actix_web::{dev::Payload, http::Method, web, FromRequest, HttpRequest};
 
 use byre_app::settings::login_for_token;
-use byre_app::signin::{CSRF_HEADER, SIGNIN_COOKIE};
+use byre_app::signin::{SignInCheck, CSRF_HEADER, SIGNIN_COOKIE, SIGNIN_KEY_PARAM};
 use byre_app::Ctx as App;
 
 use super::ApiError;
@@ -51,20 +54,57 @@ pub fn refuse_cross_site(req: &HttpRequest) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Refuses a state-changing request without `X-Byre-CSRF: 1`.
+/// The `X-Byre-CSRF` header's value, when it has a non-empty one.
+fn csrf_header(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// Refuses a state-changing request without the `X-Byre-CSRF` header (any value: no page of
+/// another site can add a header without a CORS preflight, which byre never grants). For
+/// sign-in and sign-out, which the sign-in page sends before it has a key.
 /// # Errors
 /// `Forbidden` naming the header.
 pub fn require_csrf_header(req: &HttpRequest) -> Result<(), ApiError> {
-    let ok = req
-        .headers()
-        .get(CSRF_HEADER)
-        .is_some_and(|v| v.as_bytes() == b"1");
-    if changes_state(req.method()) && !ok {
+    if changes_state(req.method()) && csrf_header(req).is_none() {
         return Err(ApiError::Forbidden(format!(
-            "a request signed in with the session cookie must carry the header `{CSRF_HEADER}: 1` to change anything"
+            "this request must carry the header `{CSRF_HEADER}` (byre's page sends it)"
         )));
     }
     Ok(())
+}
+
+/// The sign-in key a request carries: the `X-Byre-CSRF` header, else the query parameter
+/// `signin_key` (for `EventSource`, WebSockets, images and links, which cannot set headers).
+pub fn signin_key(req: &HttpRequest) -> Option<String> {
+    if let Some(key) = csrf_header(req) {
+        return Some(key.to_owned());
+    }
+    web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
+        .ok()
+        .and_then(|q| q.into_inner().remove(SIGNIN_KEY_PARAM))
+        .filter(|k| !k.is_empty())
+}
+
+/// The mark of a connection accepted on tailscale mode's Unix socket, the one `tailscale
+/// serve` forwards to (a connection-data extension; `http::serve_socket`).
+#[derive(Debug, Clone, Copy)]
+pub struct ServeSocket;
+
+/// Marks a connection accepted on a Unix socket (byre's only one is `tailscale serve`'s); for
+/// `HttpServer::on_connect`.
+pub fn mark_serve_socket(conn: &dyn std::any::Any, data: &mut actix_web::dev::Extensions) {
+    if conn.is::<tokio::net::UnixStream>() {
+        data.insert(ServeSocket);
+    }
+}
+
+/// Whether the request came in on the Unix socket `tailscale serve` forwards to.
+fn on_serve_socket(req: &HttpRequest) -> bool {
+    req.conn_data::<ServeSocket>().is_some()
 }
 
 /// The token of an `Authorization: Bearer` header, if the request has one.
@@ -82,19 +122,18 @@ pub fn bearer(req: &HttpRequest) -> Option<&str> {
 
 /// Resolves the login of a request, without touching the log.
 /// # Errors
-/// `Unauthorized` when the mode's credentials are missing or wrong, or (Tailscale) the peer
-/// is not loopback; `Forbidden` for a state-changing request from another site, or on the
-/// session cookie without `X-Byre-CSRF: 1`.
+/// `Unauthorized` when the mode's credentials are missing or wrong: (Tailscale) a request
+/// that did not come in on `tailscale serve`'s socket, (token) the session cookie without its
+/// sign-in's key; `Forbidden` for a state-changing request from another site.
 pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>), ApiError> {
     refuse_cross_site(req)?;
     match &app.settings.auth {
         AuthMode::Local { login } => Ok((login.clone(), None)),
         AuthMode::Tailscale => {
-            let peer_is_loopback = req
-                .peer_addr()
-                .is_some_and(|a| a.ip().to_canonical().is_loopback());
-            if !peer_is_loopback {
-                return Err(ApiError::Unauthorized("Tailscale identity headers are accepted only from tailscale serve on this host".into()));
+            if !on_serve_socket(req) {
+                return Err(ApiError::Unauthorized(
+                    "in tailscale mode byre knows who you are only from tailscale serve, on the socket it forwards to (docs/operating.md); this port serves agents' tools, not people".into(),
+                ));
             }
             let header = |name: &str| {
                 req.headers()
@@ -127,11 +166,16 @@ pub fn resolve(req: &HttpRequest, app: &App) -> Result<(String, Option<String>),
                     "missing Authorization: Bearer token (or sign in at /signin)".into(),
                 ));
             };
-            let login = app.signins.login(cookie.value()).ok_or_else(|| {
-                ApiError::Unauthorized("the session has ended: sign in again at /signin".into())
-            })?;
-            require_csrf_header(req)?;
-            Ok((login, None))
+            match app
+                .signins
+                .check(cookie.value(), signin_key(req).as_deref())
+            {
+                SignInCheck::SignedIn(login) => Ok((login, None)),
+                SignInCheck::KeyMissing => Err(byre_app::signin::key_missing().into()),
+                SignInCheck::Ended => Err(ApiError::Unauthorized(
+                    "the session has ended: sign in again at /signin".into(),
+                )),
+            }
         }
     }
 }

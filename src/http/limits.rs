@@ -229,9 +229,10 @@ pub async fn body_deadline(
 /// Open connections per peer, counted as they are accepted (`HttpServer::on_connect`) and
 /// released when the connection's data is dropped with it. One past the cap is shut down at
 /// once, before any request is read. Loopback peers are one peer with a cap of their own
-/// (`serve --max-loopback-connections`, none by default): behind `tailscale serve` every user
-/// arrives from loopback, as do byre's own agents (their MCP tool calls, CodeBolt sockets),
-/// so a per-address cap cannot tell them apart there.
+/// (`serve --max-loopback-connections`, none by default): byre's own agents (their MCP tool
+/// calls, CodeBolt sockets) arrive from loopback, as do the users of a local proxy, so a
+/// per-address cap cannot tell them apart there. Connections on tailscale mode's Unix socket
+/// (`tailscale serve`'s) have no peer address and are not counted.
 pub struct PeerConnections {
     max_per_peer: usize,
     max_loopback: usize,

@@ -22,6 +22,7 @@ mod me;
 mod projects;
 mod reviews;
 pub mod security;
+pub mod serve_socket;
 mod sessions;
 mod snapshots;
 mod status;
@@ -35,6 +36,7 @@ mod workflows;
 
 pub use byre_app::tools::MAX_TOOL_ARGS_BYTES;
 pub use error::ApiError;
+pub use serve_socket::serve_socket_path;
 pub use table::json_errors;
 use table::RouteTable;
 

@@ -1,6 +1,8 @@
-//! Browser sign-in without a browser (README.md "Authentication"): the session cookie on REST
-//! and SSE, the CSRF header, sign-out, the page guard, the security headers, and the commit a
-//! page's stream reports. `browser::signin` drives the same through real Chromium.
+//! Browser sign-in without a browser (docs/operating.md "Signing in from a browser"): the
+//! session cookie on REST and SSE, only ever with its sign-in key (`X-Byre-CSRF`, or
+//! `signin_key` in the query), sign-out, the page guard, the security headers, and the commit a
+//! page's stream reports. `browser::signin` drives the same through real Chromium, and
+//! `browser::stolen_cookie` replays a cookie another port of the host was sent.
 
 use serde_json::{json, Value};
 
@@ -33,8 +35,14 @@ async fn signin(url: &str, token: &str, csrf: bool) -> reqwest::Response {
     req.send().await.unwrap()
 }
 
-/// Signs `login` in; the session cookie's value.
-async fn session_of(url: &str, login: &str) -> String {
+/// A browser's sign-in: the session cookie's value and the sign-in key the page keeps.
+struct SignedIn {
+    cookie: String,
+    key: String,
+}
+
+/// Signs `login` in.
+async fn session_of(url: &str, login: &str) -> SignedIn {
     let token = TOKENS.iter().find(|(_, l)| *l == login).unwrap().0;
     let resp = signin(url, token, true).await;
     assert_eq!(resp.status(), 200);
@@ -51,13 +59,25 @@ async fn session_of(url: &str, login: &str) -> String {
         .strip_prefix("byre_session=")
         .and_then(|r| r.split(';').next())
         .unwrap_or_else(|| panic!("{set_cookie}"));
-    value.to_owned()
+    SignedIn {
+        cookie: value.to_owned(),
+        key: body["signin_key"]
+            .as_str()
+            .expect("the sign-in key")
+            .to_owned(),
+    }
 }
 
-fn with_cookie(server: &TestServer, session: &str) -> Api {
+/// The cookie alone, as another port of the host is sent it.
+fn cookie_only(server: &TestServer, session: &SignedIn) -> Api {
     server
         .api()
-        .with_header("Cookie", &format!("byre_session={session}"))
+        .with_header("Cookie", &format!("byre_session={}", session.cookie))
+}
+
+/// The cookie and its key, as byre's page sends them.
+fn with_cookie(server: &TestServer, session: &SignedIn) -> Api {
+    cookie_only(server, session).with_header("X-Byre-CSRF", &session.key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +95,7 @@ async fn signing_in_trades_a_token_for_an_http_only_strict_cookie() {
     assert_eq!(no_header.status(), 403, "sign-in is a state change too");
     let body: Value = no_header.json().await.unwrap();
     assert!(
-        body["message"].as_str().unwrap().contains("X-Byre-CSRF: 1"),
+        body["message"].as_str().unwrap().contains("X-Byre-CSRF"),
         "{body}"
     );
 
@@ -86,6 +106,11 @@ async fn signing_in_trades_a_token_for_an_http_only_strict_cookie() {
         assert!(cookie.contains(attr), "{attr} in {cookie}");
     }
     assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    // The answer carries the sign-in key, a secret of its own beside the cookie's.
+    let body: Value = ok.json().await.unwrap();
+    let key = body["signin_key"].as_str().unwrap();
+    assert_eq!(key.len(), 64, "{body}");
+    assert!(!cookie.contains(key), "the key is not the cookie");
 
     // The cookie is `Secure` when the request came over HTTPS (a TLS proxy in front).
     let https = raw()
@@ -113,7 +138,7 @@ async fn signing_in_trades_a_token_for_an_http_only_strict_cookie() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cookie_works_on_rest_and_sse_and_changes_state_only_with_the_csrf_header() {
+async fn the_cookie_works_on_rest_and_sse_only_with_its_sign_in_key() {
     let server = TestServer::spawn_team().await;
     let session = session_of(&server.url, "ada").await;
     let api = with_cookie(&server, &session);
@@ -122,33 +147,36 @@ async fn the_cookie_works_on_rest_and_sse_and_changes_state_only_with_the_csrf_h
     assert_eq!(me.status, 200);
     assert_eq!(me.body["login"], "ada");
 
-    // A state change on the cookie without the header: 403 naming it, and nothing recorded.
-    let mut sse = api.events(&[], None).await;
-    let refused = api
-        .call(
-            "updateDefaultModel",
-            &[],
-            &[],
-            Some(json!({"model": "opus"})),
-        )
+    // The stream, as an EventSource opens it: the key in the query.
+    let mut sse = cookie_only(&server, &session)
+        .events(&[("signin_key", &session.key)], None)
         .await;
-    assert_eq!(refused.status, 403);
-    assert!(
-        refused.message().contains("X-Byre-CSRF: 1"),
-        "{:?}",
-        refused.body
+    // The cookie without its key, or with `1` or another key: 401 naming the header, reads
+    // and changes alike, and nothing recorded.
+    for wrong in [None, Some("1"), Some("0123456789abcdef0123456789abcdef")] {
+        let mut without = cookie_only(&server, &session);
+        if let Some(wrong) = wrong {
+            without = without.with_header("X-Byre-CSRF", wrong);
+        }
+        let read = without.get_me().await;
+        assert_eq!(read.status, 401, "getMe with {wrong:?}: {:?}", read.body);
+        assert!(read.message().contains("X-Byre-CSRF"), "{:?}", read.body);
+        let refused = without.update_default_model("opus").await;
+        assert_eq!(refused.status, 401, "{wrong:?}: {:?}", refused.body);
+    }
+    let stream = raw()
+        .get(format!("{}/api/events?signin_key=1", server.url))
+        .header("Cookie", format!("byre_session={}", session.cookie))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.status(),
+        401,
+        "a stream on the cookie and a wrong key"
     );
-    // With the header it goes through, and the stream (opened on the cookie) carries it.
-    let accepted = api
-        .clone()
-        .with_header("X-Byre-CSRF", "1")
-        .call(
-            "updateDefaultModel",
-            &[],
-            &[],
-            Some(json!({"model": "haiku"})),
-        )
-        .await;
+    // With its key it goes through, and the stream (opened on the cookie) carries it.
+    let accepted = api.update_default_model("haiku").await;
     assert_eq!(accepted.status, 200, "{:?}", accepted.body);
     let seen = sse
         .until("the model change", |e| {
@@ -163,31 +191,19 @@ async fn the_cookie_works_on_rest_and_sse_and_changes_state_only_with_the_csrf_h
     assert_eq!(
         changes,
         [&json!("haiku")],
-        "the refused change left no event"
+        "the refused changes left no event"
     );
 
     // Scripts keep using the bearer header, with no CSRF header.
     let script = server.api_as("ada");
-    let r = script
-        .call(
-            "updateDefaultModel",
-            &[],
-            &[],
-            Some(json!({"model": "opus"})),
-        )
-        .await;
+    let r = script.update_default_model("opus").await;
     assert_eq!(r.status, 200);
 
     // A browser request another site makes is refused whatever the credentials.
     let cross = script
         .clone()
         .with_header("Sec-Fetch-Site", "cross-site")
-        .call(
-            "updateDefaultModel",
-            &[],
-            &[],
-            Some(json!({"model": "opus"})),
-        )
+        .update_default_model("opus")
         .await;
     assert_eq!(cross.status, 403);
     assert!(
@@ -205,18 +221,20 @@ async fn signing_out_ends_the_session_on_the_server() {
     let api = with_cookie(&server, &session);
     assert_eq!(api.get_me().await.status, 200);
 
-    let signout = |csrf: bool| {
+    let signout = |csrf: Option<&str>| {
         let mut req = raw()
             .post(format!("{}/auth/signout", server.url))
-            .header("Cookie", format!("byre_session={session}"));
-        if csrf {
-            req = req.header("X-Byre-CSRF", "1");
+            .header("Cookie", format!("byre_session={}", session.cookie));
+        if let Some(csrf) = csrf {
+            req = req.header("X-Byre-CSRF", csrf);
         }
         req.send()
     };
-    assert_eq!(signout(false).await.unwrap().status(), 403);
+    assert_eq!(signout(None).await.unwrap().status(), 403);
+    // The cookie alone signs nothing out either (another port of the host was sent it).
+    assert_eq!(signout(Some("1")).await.unwrap().status(), 401);
     assert_eq!(api.get_me().await.status, 200, "still signed in");
-    let out = signout(true).await.unwrap();
+    let out = signout(Some(&session.key)).await.unwrap();
     assert_eq!(out.status(), 204);
     let cleared = out.headers()["set-cookie"].to_str().unwrap();
     assert!(cleared.starts_with("byre_session=;"), "{cleared}");
@@ -227,15 +245,18 @@ async fn signing_out_ends_the_session_on_the_server() {
     assert_eq!(gone.status, 401);
     assert!(gone.message().contains("/signin"), "{:?}", gone.body);
     let stream = raw()
-        .get(format!("{}/api/events", server.url))
-        .header("Cookie", format!("byre_session={session}"))
+        .get(format!(
+            "{}/api/events?signin_key={}",
+            server.url, session.key
+        ))
+        .header("Cookie", format!("byre_session={}", session.cookie))
         .send()
         .await
         .unwrap();
     assert_eq!(stream.status(), 401);
     assert_eq!(with_cookie(&server, &other).get_me().await.status, 200);
     // Signing out again is harmless.
-    assert_eq!(signout(true).await.unwrap().status(), 204);
+    assert_eq!(signout(Some(&session.key)).await.unwrap().status(), 204);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,27 +264,12 @@ async fn a_second_user_on_the_cookie_sees_none_of_the_firsts_owner_only_events()
     let server = TestServer::spawn_team().await;
     let ada = server.api_as("ada");
     for model in ["opus", "haiku"] {
-        let r = ada
-            .call(
-                "updateDefaultModel",
-                &[],
-                &[],
-                Some(json!({"model": model})),
-            )
-            .await;
+        let r = ada.update_default_model(model).await;
         assert_eq!(r.status, 200);
     }
-    let bob =
-        with_cookie(&server, &session_of(&server.url, "bob").await).with_header("X-Byre-CSRF", "1");
+    let bob = with_cookie(&server, &session_of(&server.url, "bob").await);
     let mut sse = bob.events(&[], None).await;
-    let r = bob
-        .call(
-            "updateDefaultModel",
-            &[],
-            &[],
-            Some(json!({"model": "bob-model"})),
-        )
-        .await;
+    let r = bob.update_default_model("bob-model").await;
     assert_eq!(r.status, 200);
     let seen = sse
         .until("bob's own change", |e| {
@@ -332,18 +338,19 @@ async fn page_loads_without_a_session_go_to_signin_and_api_calls_get_401_json() 
             .unwrap()
             .starts_with(kind));
     }
+    // Signed in, a page load (which cannot show the key) gets the page itself, and /signin
+    // its form, whose script goes on by itself when the key it keeps still works.
     let session = session_of(url, "ada").await;
     let back = client
         .get(format!("{url}/signin"))
-        .header("Cookie", format!("byre_session={session}"))
+        .header("Cookie", format!("byre_session={}", session.cookie))
         .send()
         .await
         .unwrap();
-    assert_eq!(back.status(), 303);
-    assert_eq!(back.headers()["location"], "/");
+    assert_eq!(back.status(), 200);
     let page = client
         .get(format!("{url}/"))
-        .header("Cookie", format!("byre_session={session}"))
+        .header("Cookie", format!("byre_session={}", session.cookie))
         .send()
         .await
         .unwrap();

@@ -3,7 +3,9 @@
 //! `fixtures/fake-model/x_client.json`) using it through byre's MCP tools: it runs a command,
 //! uploads a worktree file and downloads one back; a second client of the same host replaces
 //! the first; a client killed mid-request gives the agent a tool error at once; a machine that
-//! answers a download with a `../` archive is refused. Plus the operations' refusals.
+//! answers a download with a `../` archive is refused; a machine serves only turns its owner
+//! started (another user's message to the owner's task gets a tool error, never the machine)
+//! and runs commands without the client's own environment. Plus the operations' refusals.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,9 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::helpers::{agent_tool, kinds, local_ada, Api, Sse, SseEvent, TestServer};
+use crate::helpers::{
+    agent_tool, fake_claude_env, kinds, local_ada, Api, Sse, SseEvent, TestServer,
+};
 use crate::process::byre_bin;
 
 /// How long a test waits for the real CLI's turns, the client's lines and its exit.
@@ -49,12 +53,24 @@ impl ClientProcess {
 
     /// As [`ClientProcess::start`], with more arguments.
     fn start_with(url: &str, host: &str, home: &Path, more: &[&str]) -> ClientProcess {
+        Self::start_env(url, host, home, more, &[])
+    }
+
+    /// As [`ClientProcess::start_with`], with more environment variables.
+    fn start_env(
+        url: &str,
+        host: &str,
+        home: &Path,
+        more: &[&str],
+        env: &[(&str, &str)],
+    ) -> ClientProcess {
         let mut child = Command::new(byre_bin())
             .args(["client", "--server", url, "--host", host])
             .args(more)
             .env("HOME", home)
             .env("SHELL", "/bin/sh")
             .env("BYRE_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -111,11 +127,7 @@ async fn bench() -> (TestServer, FakeAnthropic, Api, String, TempDir, Sse) {
     let url = fake.url.clone();
     let server = TestServer::spawn_configured(TempDir::new().unwrap(), local_ada(), move |c| {
         c.claude_bin = Some(bin);
-        c.agent_env = vec![
-            ("ANTHROPIC_BASE_URL".into(), url),
-            ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-            ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-        ];
+        c.agent_env = fake_claude_env(&url);
     })
     .await;
     let api = server.api();
@@ -665,11 +677,7 @@ async fn team_bench() -> (TestServer, FakeAnthropic, Api, String, TempDir, Sse) 
         byre::config::AuthMode::Token { tokens },
         move |c| {
             c.claude_bin = Some(bin);
-            c.agent_env = vec![
-                ("ANTHROPIC_BASE_URL".into(), url),
-                ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-                ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-            ];
+            c.agent_env = fake_claude_env(&url);
         },
     )
     .await;
@@ -705,15 +713,7 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
     let (task_id, _) = start_task(&ada, &project_id, "Just say hi").await;
     first_turn(&mut sse, &task_id).await;
     let session_id = ada.first_session_id(&task_id).await;
-    let said = bob
-        .call(
-            "sendMessage",
-            &[&session_id],
-            &[],
-            Some(json!({"text": "Please use my machine"})),
-        )
-        .await;
-    assert_eq!(said.status, 202, "{:?}", said.body);
+    bob.send_message(&session_id, "Please use my machine").await;
     let results = tool_results(&first_turn(&mut sse, &task_id).await);
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(
@@ -736,7 +736,8 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
         "the command never ran on bob's machine"
     );
 
-    // Once ada's own machine is there, the same message from bob runs on hers only.
+    // Once ada's own machine is there, bob's message still never uses it: the machine serves
+    // only turns its owner started, and this one is bob's.
     let ada_home = TempDir::new().unwrap();
     let mut ada_machine = ClientProcess::start_with(
         &server.url,
@@ -745,15 +746,40 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
         &["--token", token_of("ada")],
     );
     ada_machine.line("connected to").await;
-    let said = bob
-        .call(
-            "sendMessage",
-            &[&session_id],
-            &[],
-            Some(json!({"text": "Please use my machine"})),
-        )
-        .await;
-    assert_eq!(said.status, 202, "{:?}", said.body);
+    bob.send_message(&session_id, "Please use my machine").await;
+    let results = tool_results(&first_turn(&mut sse, &task_id).await);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].contains("is_error")
+            && results[0].contains("`ada-laptop` is ada's machine")
+            && results[0].contains("only in turns ada started")
+            && results[0].contains("bob"),
+        "bob's turn runs nothing on ada's machine, and the agent learns why: {}",
+        results[0]
+    );
+    assert!(
+        !ada_home.path().join("from-machine.txt").exists(),
+        "the command never ran on ada's machine"
+    );
+    // Nor is bob told when ada's machine is connected (getStatus lists the caller's own).
+    let listed = |status: &Value, login: &str| {
+        status["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["login"] == login && !c["host"].as_str().unwrap_or("").is_empty())
+    };
+    let status = bob.call("getStatus", &[], &[], None).await;
+    assert!(
+        !listed(&status.body, "ada"),
+        "bob is not told when ada's machine is connected: {}",
+        status.body["clients"]
+    );
+    let status = ada.call("getStatus", &[], &[], None).await;
+    assert!(listed(&status.body, "ada"), "{}", status.body["clients"]);
+
+    // Ada's own message runs on her machine, and on hers only.
+    ada.send_message(&session_id, "Please use my machine").await;
     let results = tool_results(&first_turn(&mut sse, &task_id).await);
     assert_eq!(results.len(), 3, "bash, upload, download: {results:?}");
     assert!(results[0].contains("on `ada-laptop`"), "{}", results[0]);
@@ -765,6 +791,42 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
         "bob's machine saw none of it"
     );
     drop(bob_machine);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_machines_commands_run_without_the_clients_environment() {
+    let _one = ONE_AGENT_TEST.lock().await;
+    let (server, _fake, ada, project_id, _repo, mut sse) = team_bench().await;
+    let home = TempDir::new().unwrap();
+    // The token in the environment, as docs/agents.md shows it, and a variable of the
+    // client's own: neither is the command's business.
+    let mut client = ClientProcess::start_env(
+        &server.url,
+        "ada-laptop",
+        home.path(),
+        &[],
+        &[
+            ("BYRE_TOKEN", token_of("ada")),
+            ("CLIENT_OWN_SECRET", "client-own-secret-value"),
+        ],
+    );
+    client.line("connected to").await;
+    let (task_id, _) = start_task(&ada, &project_id, "Show my machine's environment").await;
+    let results = tool_results(&first_turn(&mut sse, &task_id).await);
+    assert_eq!(results.len(), 1, "{results:?}");
+    let env = &results[0];
+    assert!(env.contains("ENV-SHOWN"), "{env}");
+    assert!(
+        !env.contains(token_of("ada")) && !env.contains("BYRE_"),
+        "no token and none of byre's variables: {env}"
+    );
+    assert!(
+        !env.contains("client-own-secret-value") && !env.contains("CARGO"),
+        "nothing else of the client's environment: {env}"
+    );
+    for kept in ["PATH=", "HOME="] {
+        assert!(env.contains(kept), "{kept} is what a shell needs: {env}");
+    }
 }
 
 /// The next `ClientRequest` a raw machine receives.

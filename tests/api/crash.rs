@@ -1,8 +1,10 @@
-//! Durability: kill -9 with concurrent writers; undecodable events stop start-up.
+//! Durability: kill -9 with concurrent writers; undecodable events stop start-up; one server
+//! per data dir.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
+use crate::helpers::{local_ada, TestServer};
 use crate::process::{run_cli, ServeProcess};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,4 +149,38 @@ async fn an_undecodable_event_stops_start_up_with_its_seq() {
     let (code, _, err) = run_cli(&["rebuild", "--data", data_arg]);
     assert_ne!(code, 0);
     assert!(err.contains("event 2"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_per_data_dir_and_a_restart_takes_the_lock_its_predecessor_left() {
+    let first = TestServer::spawn().await;
+    let second = byre::startup::run(
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        byre::config::Config::new(first.data.path().to_owned(), local_ada()),
+    )
+    .await;
+    let err = second
+        .err()
+        .expect("a second server on the same data dir is refused");
+    assert!(
+        err.to_string()
+            .contains("another byre server is using the data dir"),
+        "{err:#}"
+    );
+    // The first server still serves, its log untouched by the refused one.
+    assert_eq!(first.api().get_me().await.status, 200);
+    let data = first.stop().await;
+    // A stopped server's lock may outlive it for a moment (a process forked just before it
+    // closed the file holds a copy until it execs): the next start waits for it.
+    let straggler = std::fs::File::open(data.path().join("byre.lock")).unwrap();
+    straggler
+        .try_lock()
+        .expect("the stopped server released its lock");
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(straggler);
+    });
+    let again = TestServer::spawn_on(data, local_ada()).await;
+    release.join().unwrap();
+    assert_eq!(again.api().get_me().await.status, 200);
 }

@@ -1,19 +1,21 @@
 //! The edge (DESIGN.md invariant 9, `http::edge`), attacked the way a hostile web page would:
 //! a DNS-rebound page names its own host in `Host` and `Origin`, so every route refuses a
 //! `Host` byre does not serve (421) and every socket an `Origin` of another site (403); a
-//! form POST from a browser that sends no Fetch Metadata changes nothing.
+//! form POST from a browser that sends no Fetch Metadata changes nothing. Tailscale mode is
+//! reached as a browser reaches it, through (a stand-in for) `tailscale serve` in front of
+//! byre's socket ([`crate::tailnet::FakeServe`]).
 
 use std::collections::HashMap;
 
 use byre::config::AuthMode;
 use serde_json::Value;
 use tempfile::TempDir;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use crate::helpers::{local_ada, TestServer, TOKENS};
+use crate::tailnet::{serve_socket, FakeServe};
 
-/// A mode's name, the mode, and the headers that make a request its user's.
+/// A mode's name, the mode, and the headers that make a request its user's (none behind
+/// `tailscale serve`, which adds them itself).
 type Mode = (&'static str, AuthMode, Vec<(&'static str, String)>);
 
 /// The three modes, each with the headers that make a request its user's.
@@ -29,12 +31,55 @@ fn modes() -> Vec<Mode> {
             AuthMode::Token { tokens },
             vec![("Authorization", format!("Bearer {}", TOKENS[0].0))],
         ),
-        (
-            "tailscale",
-            AuthMode::Tailscale,
-            vec![("Tailscale-User-Login", "ada@example.com".to_owned())],
-        ),
+        ("tailscale", AuthMode::Tailscale, vec![]),
     ]
+}
+
+/// A server of a mode and where a browser reaches it: its TCP port, or in tailscale mode
+/// `tailscale serve` (for ada) in front of its socket, whose address is then one of byre's
+/// public names, as the tailnet name is.
+struct Front {
+    server: TestServer,
+    /// The base URL requests go to.
+    base: String,
+    /// The `Host` a browser sends there (`host:port`).
+    host: String,
+    _serve: Option<FakeServe>,
+}
+
+/// A server of `auth` serving the public names `public` besides, and its [`Front`].
+async fn front(auth: AuthMode, public: &[&str]) -> Front {
+    let tailscale = matches!(auth, AuthMode::Tailscale);
+    let (listener, name) = FakeServe::bind();
+    let mut names: Vec<String> = public.iter().map(|p| p.to_string()).collect();
+    if tailscale {
+        names.push(name.clone());
+    }
+    let server = TestServer::spawn_configured(TempDir::new().expect("temp dir"), auth, |c| {
+        c.public_hosts = names
+    })
+    .await;
+    if tailscale {
+        let serve = FakeServe::start(
+            listener,
+            serve_socket(server.data.path()),
+            "ada@example.com",
+        );
+        Front {
+            base: serve.url.clone(),
+            host: name,
+            server,
+            _serve: Some(serve),
+        }
+    } else {
+        let host = server.url.trim_start_matches("http://").to_owned();
+        Front {
+            base: server.url.clone(),
+            host,
+            server,
+            _serve: None,
+        }
+    }
 }
 
 fn port_of(url: &str) -> u16 {
@@ -44,15 +89,15 @@ fn port_of(url: &str) -> u16 {
         .expect("port")
 }
 
-/// A plain request to `path` with `Host: host` and the mode's credentials.
+/// A plain request to `base` + `path` with `Host: host` and the mode's credentials.
 async fn get_with_host(
-    server: &TestServer,
+    base: &str,
     creds: &[(&str, String)],
     path: &str,
     host: &str,
 ) -> (u16, Value) {
     let mut req = reqwest::Client::new()
-        .get(format!("{}{path}", server.url))
+        .get(format!("{base}{path}"))
         .header("Host", host);
     for (n, v) in creds {
         req = req.header(*n, v);
@@ -63,38 +108,22 @@ async fn get_with_host(
     (status, body)
 }
 
-/// A WebSocket handshake to `path` with the given `Host` and `Origin` (when `Some`); the
-/// status byre answered (101 when it opened).
+/// A WebSocket handshake to `base` + `path` with the given `Host` and `Origin` (when
+/// `Some`) and the mode's credentials; the status byre answered (101 when it opened).
 async fn socket_status(
-    server: &TestServer,
+    base: &str,
     creds: &[(&str, String)],
     path: &str,
     host: &str,
     origin: Option<&str>,
 ) -> u16 {
-    let url = format!("{}{path}", server.url.replacen("http://", "ws://", 1));
-    let mut req = url.into_client_request().expect("ws request");
-    let headers = req.headers_mut();
-    headers.insert("Host", HeaderValue::from_str(host).expect("host"));
-    if let Some(origin) = origin {
-        headers.insert("Origin", HeaderValue::from_str(origin).expect("origin"));
-    }
-    for (n, v) in creds {
-        let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(n.as_bytes())
-            .expect("header name");
-        headers.insert(name, HeaderValue::from_str(v).expect("header"));
-    }
-    headers.insert("Byre-Host", HeaderValue::from_static("laptop"));
-    match tokio_tungstenite::connect_async(req).await {
-        Ok((_, resp)) => resp.status().as_u16(),
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
-        Err(e) => panic!("{path}: the handshake failed without an answer: {e}"),
-    }
+    let origin: Vec<(&str, &str)> = origin.map(|o| ("Origin", o)).into_iter().collect();
+    socket_status_with(base, creds, path, host, &origin).await
 }
 
-/// A project and task made through the API as the mode's user.
-async fn a_task(server: &TestServer, creds: &[(&str, String)]) -> (TempDir, String) {
-    let mut api = crate::helpers::Api::for_url(&server.url);
+/// A project and task made through the API at `base` as the mode's user.
+async fn a_task(base: &str, creds: &[(&str, String)]) -> (TempDir, String) {
+    let mut api = crate::helpers::Api::for_url(base);
     for (n, v) in creds {
         api = api.with_header(n, v);
     }
@@ -106,26 +135,29 @@ async fn a_task(server: &TestServer, creds: &[(&str, String)]) -> (TempDir, Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebound_host_is_refused_on_rest_sse_and_every_socket_in_every_mode() {
     for (mode, auth, creds) in modes() {
-        let server = TestServer::spawn_configured(TempDir::new().expect("temp dir"), auth, |c| {
-            c.public_hosts = vec!["byre.tail1234.ts.net".into()]
-        })
-        .await;
-        let port = port_of(&server.url);
-        let (_repo, task_id) = a_task(&server, &creds).await;
+        let f = front(auth, &["byre.tail1234.ts.net"]).await;
+        let port = port_of(&f.base);
+        let (_repo, task_id) = a_task(&f.base, &creds).await;
         let rebound = format!("rebind.attacker.example:{port}");
 
-        for host in [
-            format!("localhost:{port}"),
-            format!("127.0.0.1:{port}"),
-            format!("[::1]:{port}"),
-            "byre.tail1234.ts.net".to_owned(),
-        ] {
-            let (status, body) = get_with_host(&server, &creds, "/api/me", &host).await;
+        // Loopback names on byre's TCP port; behind tailscale serve, only its public names.
+        let served = if mode == "tailscale" {
+            vec![f.host.clone(), "byre.tail1234.ts.net".to_owned()]
+        } else {
+            vec![
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("[::1]:{port}"),
+                "byre.tail1234.ts.net".to_owned(),
+            ]
+        };
+        for host in served {
+            let (status, body) = get_with_host(&f.base, &creds, "/api/me", &host).await;
             assert_eq!(status, 200, "{mode}: getMe with Host {host}: {body}");
         }
 
         for path in ["/api/me", "/api/events?after=0", "/", "/api/status"] {
-            let (status, body) = get_with_host(&server, &creds, path, &rebound).await;
+            let (status, body) = get_with_host(&f.base, &creds, path, &rebound).await;
             assert_eq!(status, 421, "{mode}: {path} with a rebound Host: {body}");
             assert!(
                 body["message"]
@@ -142,48 +174,40 @@ async fn a_rebound_host_is_refused_on_rest_sse_and_every_socket_in_every_mode() 
             "/codebolt?token=x".to_owned(),
         ] {
             let status =
-                socket_status(&server, &creds, &path, &rebound, Some(&rebound_origin)).await;
+                socket_status(&f.base, &creds, &path, &rebound, Some(&rebound_origin)).await;
             assert_eq!(status, 421, "{mode}: {path} with a rebound Host");
         }
         // The same terminal opens when the page is byre's own.
-        let own = format!("http://localhost:{port}");
+        let own = format!("http://{}", f.host);
         let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
-        let status = socket_status(
-            &server,
-            &creds,
-            &path,
-            &format!("localhost:{port}"),
-            Some(&own),
-        )
-        .await;
+        let status = socket_status(&f.base, &creds, &path, &f.host, Some(&own)).await;
         assert_eq!(
             status, 101,
             "{mode}: the terminal opens from byre's own page"
         );
-        server.stop().await;
+        f.server.stop().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_of_another_site_opens_no_socket_and_changes_nothing() {
     for (mode, auth, creds) in modes() {
-        let server = TestServer::spawn_on(TempDir::new().expect("temp dir"), auth).await;
-        let port = port_of(&server.url);
-        let host = format!("127.0.0.1:{port}");
-        let (_repo, task_id) = a_task(&server, &creds).await;
+        let f = front(auth, &[]).await;
+        let host = f.host.clone();
+        let (_repo, task_id) = a_task(&f.base, &creds).await;
         for path in [
             format!("/api/tasks/{task_id}/terminal?cols=80&rows=24"),
             "/api/clients/connect".to_owned(),
             "/codebolt?token=x".to_owned(),
         ] {
             for origin in ["http://evil.example", "http://localhost:1", "null-ish://x"] {
-                let status = socket_status(&server, &creds, &path, &host, Some(origin)).await;
+                let status = socket_status(&f.base, &creds, &path, &host, Some(origin)).await;
                 assert_eq!(status, 403, "{mode}: {path} from Origin {origin}");
             }
         }
         // A JSON request the page sent after a preflight it never got, or a simple one.
         let mut req = reqwest::Client::new()
-            .post(format!("{}/api/tasks/{task_id}/discard", server.url))
+            .post(format!("{}/api/tasks/{task_id}/discard", f.base))
             .header("Origin", "http://evil.example")
             .header("Content-Type", "application/json")
             .body("{}");
@@ -197,19 +221,19 @@ async fn a_page_of_another_site_opens_no_socket_and_changes_nothing() {
             "{mode}: discard from another site"
         );
         let (_, task) =
-            get_with_host(&server, &creds, &format!("/api/tasks/{task_id}"), &host).await;
+            get_with_host(&f.base, &creds, &format!("/api/tasks/{task_id}"), &host).await;
         assert_ne!(
             task["state"], "discarding",
             "{mode}: the task is untouched: {task}"
         );
-        server.stop().await;
+        f.server.stop().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_post_from_a_browser_without_fetch_metadata_discards_nothing() {
     let server = TestServer::spawn().await;
-    let (_repo, task_id) = a_task(&server, &[]).await;
+    let (_repo, task_id) = a_task(&server.url, &[]).await;
     let url = format!("{}/api/tasks/{task_id}/discard", server.url);
     let client = reqwest::Client::new();
     let api = server.api();
@@ -274,24 +298,23 @@ async fn an_opaque_origin_opens_no_socket_in_any_mode() {
     // mode the terminal needs no credentials at all, so `null` counted as "no Origin" was a
     // shell for any page that wraps itself in `<iframe sandbox="allow-scripts">`.
     for (mode, auth, creds) in modes() {
-        let server = TestServer::spawn_on(TempDir::new().expect("temp dir"), auth).await;
-        let port = port_of(&server.url);
-        let host = format!("127.0.0.1:{port}");
-        let (_repo, task_id) = a_task(&server, &creds).await;
+        let f = front(auth, &[]).await;
+        let host = f.host.clone();
+        let (_repo, task_id) = a_task(&f.base, &creds).await;
         for path in [
             format!("/api/tasks/{task_id}/terminal?cols=80&rows=24"),
             "/api/clients/connect".to_owned(),
             "/codebolt?token=x".to_owned(),
         ] {
             for origin in ["null", "NULL", "file://"] {
-                let status = socket_status(&server, &creds, &path, &host, Some(origin)).await;
+                let status = socket_status(&f.base, &creds, &path, &host, Some(origin)).await;
                 assert_eq!(status, 403, "{mode}: {path} from Origin {origin}");
             }
         }
         // A handshake the browser marks as another site's is refused whatever its Origin.
         let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
         let status = socket_status_with(
-            &server,
+            &f.base,
             &creds,
             &path,
             &host,
@@ -300,42 +323,28 @@ async fn an_opaque_origin_opens_no_socket_in_any_mode() {
         .await;
         assert_eq!(status, 403, "{mode}: a cross-site handshake");
         // byre's own page still opens it.
-        let own = format!("http://127.0.0.1:{port}");
-        let status = socket_status(&server, &creds, &path, &host, Some(&own)).await;
+        let own = format!("http://{host}");
+        let status = socket_status(&f.base, &creds, &path, &host, Some(&own)).await;
         assert_eq!(
             status, 101,
             "{mode}: the terminal opens from byre's own page"
         );
-        server.stop().await;
+        f.server.stop().await;
     }
 }
 
-/// [`socket_status`] with extra headers and no `Origin`.
+/// A WebSocket handshake as [`socket_status`], with `extra` headers instead of an `Origin`.
 async fn socket_status_with(
-    server: &TestServer,
+    base: &str,
     creds: &[(&str, String)],
     path: &str,
     host: &str,
     extra: &[(&str, &str)],
 ) -> u16 {
-    let url = format!("{}{path}", server.url.replacen("http://", "ws://", 1));
-    let mut req = url.into_client_request().expect("ws request");
-    let headers = req.headers_mut();
-    headers.insert("Host", HeaderValue::from_str(host).expect("host"));
-    for (n, v) in creds
-        .iter()
-        .map(|(n, v)| (*n, v.as_str()))
-        .chain(extra.iter().copied())
-    {
-        let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(n.as_bytes())
-            .expect("header name");
-        headers.insert(name, HeaderValue::from_str(v).expect("header"));
-    }
-    match tokio_tungstenite::connect_async(req).await {
-        Ok((_, resp)) => resp.status().as_u16(),
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
-        Err(e) => panic!("{path}: the handshake failed without an answer: {e}"),
-    }
+    let mut headers = vec![("Host", host), ("Byre-Host", "laptop")];
+    headers.extend(creds.iter().map(|(n, v)| (*n, v.as_str())));
+    headers.extend(extra.iter().copied());
+    crate::helpers::handshake_status(base, path, &headers).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,13 +367,13 @@ async fn listening_on_every_address_trusts_no_other_machine_s_page() {
     let port = port_of(&server.url);
     let creds = vec![("Authorization", format!("Bearer {}", TOKENS[0].0))];
     let host = format!("127.0.0.1:{port}");
-    let (_repo, task_id) = a_task(&server, &creds).await;
+    let (_repo, task_id) = a_task(&server.url, &creds).await;
     let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
     let foreign = format!("http://203.0.113.9:{port}");
-    let status = socket_status(&server, &creds, &path, &host, Some(&foreign)).await;
+    let status = socket_status(&server.url, &creds, &path, &host, Some(&foreign)).await;
     assert_eq!(status, 403, "a page of another machine on the same port");
     let own = format!("http://{host}");
-    let status = socket_status(&server, &creds, &path, &host, Some(&own)).await;
+    let status = socket_status(&server.url, &creds, &path, &host, Some(&own)).await;
     assert_eq!(
         status, 101,
         "the address the request went to is the page's own"
@@ -436,7 +445,7 @@ async fn host_headers_a_rebinding_page_or_a_confused_proxy_could_send_are_refuse
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_preflight_is_ever_granted() {
     let server = TestServer::spawn().await;
-    let (_repo, task_id) = a_task(&server, &[]).await;
+    let (_repo, task_id) = a_task(&server.url, &[]).await;
     for origin in ["http://evil.example", "null"] {
         let resp = reqwest::Client::new()
             .request(
@@ -472,7 +481,7 @@ async fn no_state_changing_route_takes_a_simple_request_without_proof_in_local_m
     // fetch or beacon: no Origin, or `Origin: null` after a cross-site redirect; no Referer
     // (`referrerpolicy=no-referrer`). Every class of state change refuses it before its handler.
     let server = TestServer::spawn().await;
-    let (_repo, task_id) = a_task(&server, &[]).await;
+    let (_repo, task_id) = a_task(&server.url, &[]).await;
     let before = server
         .api()
         .call("getTask", &[&task_id], &[], None)
@@ -524,23 +533,17 @@ async fn a_task_preview_on_another_port_of_the_tailnet_name_is_not_byre() {
     // to byre on `https://NAME`, so were the name served on any port, the page would be
     // byre's own: a terminal, and (in a browser without Fetch Metadata) any form post.
     let name = "byre.tail1234.ts.net";
-    let server = TestServer::spawn_configured(
-        TempDir::new().expect("temp dir"),
-        AuthMode::Tailscale,
-        |c| c.public_hosts = vec![name.into()],
-    )
-    .await;
-    let creds = vec![("Tailscale-User-Login", "ada@example.com".to_owned())];
-    let (_repo, task_id) = a_task(&server, &creds).await;
+    let f = front(AuthMode::Tailscale, &[name]).await;
+    let creds = vec![];
+    let (_repo, task_id) = a_task(&f.base, &creds).await;
     let preview = format!("https://{name}:5173");
     let path = format!("/api/tasks/{task_id}/terminal?cols=80&rows=24");
-    let status = socket_status(&server, &creds, &path, name, Some(&preview)).await;
+    let status = socket_status(&f.base, &creds, &path, name, Some(&preview)).await;
     assert_eq!(status, 403, "the preview's page opens no terminal");
     let resp = reqwest::Client::new()
-        .post(format!("{}/api/tasks/{task_id}/discard", server.url))
+        .post(format!("{}/api/tasks/{task_id}/discard", f.base))
         .header("Host", name)
         .header("Origin", &preview)
-        .header("Tailscale-User-Login", "ada@example.com")
         .header("Content-Type", "text/plain")
         .body("x")
         .send()
@@ -553,7 +556,7 @@ async fn a_task_preview_on_another_port_of_the_tailnet_name_is_not_byre() {
     );
     // byre's own page on the name still opens it.
     let own = format!("https://{name}");
-    let status = socket_status(&server, &creds, &path, name, Some(&own)).await;
+    let status = socket_status(&f.base, &creds, &path, name, Some(&own)).await;
     assert_eq!(status, 101, "byre's own page on the tailnet name");
-    server.stop().await;
+    f.server.stop().await;
 }

@@ -300,8 +300,11 @@ impl Api {
         let mut req = self.request(method, &url).query(query);
         match body {
             Some(b) => req = req.json(&b),
-            // A non-browser client says so on a request without a JSON body (`http::edge`).
-            None if changes_state => req = req.header("X-Byre-CSRF", "1"),
+            // A non-browser client says so on a request without a JSON body (`http::edge`),
+            // unless it sends the header already (a page's sign-in key).
+            None if changes_state && !self.headers.iter().any(|(n, _)| n == "X-Byre-CSRF") => {
+                req = req.header("X-Byre-CSRF", "1")
+            }
             None => {}
         }
         self.finish(operation_id, req).await
@@ -377,6 +380,31 @@ impl Api {
     }
 
     // ---- named helpers (operationIds) ----
+
+    /// `sendMessage` of `text` to session `session_id`, expecting 202.
+    pub async fn send_message(&self, session_id: &str, text: &str) -> Resp {
+        let r = self
+            .call(
+                "sendMessage",
+                &[session_id],
+                &[],
+                Some(serde_json::json!({ "text": text })),
+            )
+            .await;
+        assert_eq!(r.status, 202, "sendMessage: {:?}", r.body);
+        r
+    }
+
+    /// `updateDefaultModel` to `model`.
+    pub async fn update_default_model(&self, model: &str) -> Resp {
+        self.call(
+            "updateDefaultModel",
+            &[],
+            &[],
+            Some(serde_json::json!({ "model": model })),
+        )
+        .await
+    }
 
     /// `getMe`.
     pub async fn get_me(&self) -> Resp {
@@ -640,6 +668,35 @@ pub fn canonical(p: &Path) -> String {
         .expect("canonical")
         .to_string_lossy()
         .into_owned()
+}
+
+/// The environment that points Claude Code at the fake Anthropic API at `url`.
+pub fn fake_claude_env(url: &str) -> Vec<(String, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL".into(), url.to_owned()),
+        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+    ]
+}
+
+/// The status of a WebSocket handshake to `base` (`http://host:port`) + `path` with
+/// `headers`: 101 when it opened, else what byre answered.
+pub async fn handshake_status(base: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+    let url = format!("{}{path}", base.replacen("http://", "ws://", 1));
+    let mut req = url.clone().into_client_request().expect("ws request");
+    for (n, v) in headers {
+        req.headers_mut().insert(
+            HeaderName::from_bytes(n.as_bytes()).expect("header name"),
+            HeaderValue::from_str(v).expect("header value"),
+        );
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((_, resp)) => resp.status().as_u16(),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("{url}: the handshake failed without an answer: {e}"),
+    }
 }
 
 /// The events of `sse` up to and including the next of kind `kind`; panics after `timeout`,

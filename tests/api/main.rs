@@ -51,6 +51,7 @@ mod snapshots;
 mod startup_snapshot;
 mod subagents;
 mod subtasks;
+mod tailnet;
 mod tasks;
 mod terminal;
 mod todo;

@@ -314,15 +314,7 @@ fn compaction_completes_the_session_and_starts_its_successor() {
 fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
     let mut w = World::with_task();
     let sid = w.start("one");
-    w.ok(Command::RecordVendorOutput {
-        session_id: sid.clone().into(),
-        items: vec![VendorItem::Text(AgentText {
-            cut: None,
-            text: "Working on it.".into(),
-            message_id: "m".into(),
-            raw: "{}".into(),
-        })],
-    });
+    w.agent_says(&sid, "Working on it.");
     let events = w.restart(&sid);
     assert_eq!(
         kinds(&events)[..3],
@@ -367,6 +359,34 @@ fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sen
     };
     assert_eq!(m.text, resent);
     assert_eq!(again[1].actor, "bob");
+}
+
+#[test]
+fn a_turn_is_started_by_its_messages_sender_and_else_by_the_tasks_owner() {
+    let mut w = World::with_task();
+    let sid = w.start("one");
+    assert_eq!(w.session().turn_started_by("ada"), "ada");
+    w.record_turn_end(&sid, TurnOutcome::Completed, "done", None);
+    w.ok(Command::SendMessage {
+        actor: "bob".into(),
+        session_id: sid.clone().into(),
+        text: "use her laptop".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    assert_eq!(w.session().turn_started_by("ada"), "bob");
+    // Handed again after a restart, bob's message is still bob's turn.
+    w.restart(&sid);
+    assert_eq!(w.session().turn_started_by("ada"), "bob");
+    // byre's own note, once the agent had answered, is no human's choice: the owner's.
+    w.agent_says(&sid, "Working on it.");
+    let events = w.restart(&sid);
+    let EventBody::UserMessage(m) = &events[1].body else {
+        unreachable!()
+    };
+    assert_eq!(m.text, RESTART_NOTE);
+    assert_eq!(w.session().turn_started_by("ada"), "ada");
 }
 
 #[test]

@@ -4,10 +4,11 @@
 //! Codex (over MCP) and CodeBolt agents get the same tools.
 //!
 //! The machine: a connected machine of the task's owner (its creator; a subtask's or a
-//! workflow stage's is the creator of its parent or run), the most recently connected first;
-//! never one of whoever sent the message or answer the agent is working on, so a message to
-//! another user's task cannot reach the sender's laptop (docs/security.md). With none connected, or when the machine fails, goes or says the request failed, the call
-//! is a tool error saying so. Worktree paths (`upload`'s `path`, `download`'s `dest`) are
+//! workflow stage's is the creator of its parent or run), the most recently connected first,
+//! and only in a turn its owner started (`Session::turn_started_by`): a message or answer of
+//! someone else's never reaches the owner's machine, nor the sender's (docs/security.md). In
+//! another user's turn, with no machine connected, or when the machine fails, goes or says the
+//! request failed, the call is a tool error saying so; never a fallback to another machine. Worktree paths (`upload`'s `path`, `download`'s `dest`) are
 //! checked like the worktree views (`git::views::TreePath`, `WorkPath`): relative, no `..` or
 //! `.git`, and inside the worktree with symlinks resolved.
 
@@ -156,9 +157,9 @@ pub async fn call(
     }))
 }
 
-/// What a tool needs of its session: the login whose machines it may use (the task's owner)
-/// and the task's worktree.
-fn place(app: &Ctx, session_id: &str) -> Result<(String, PathBuf), String> {
+/// What a tool needs of its session: the login whose machines it may use (the task's owner),
+/// who started the running turn, and the task's worktree.
+fn place(app: &Ctx, session_id: &str) -> Result<(String, String, PathBuf), String> {
     app.writer.read(|s| {
         let session = s
             .sessions
@@ -173,6 +174,7 @@ fn place(app: &Ctx, session_id: &str) -> Result<(String, PathBuf), String> {
         }
         Ok((
             task.created_by.to_string(),
+            session.turn_started_by(task.created_by.as_str()).to_owned(),
             PathBuf::from(&task.worktree_path),
         ))
     })
@@ -180,12 +182,18 @@ fn place(app: &Ctx, session_id: &str) -> Result<(String, PathBuf), String> {
 
 async fn run(app: &Ctx, session_id: &str, tool: &str, args: &Value) -> Result<ToolResult, String> {
     let args = if args.is_null() { &json!({}) } else { args };
-    let (owner, worktree) = place(app, session_id)?;
+    let (owner, starter, worktree) = place(app, session_id)?;
     let machine: Machine = app.machines.of(&owner).ok_or_else(|| {
         format!(
             "no machine of {owner} is connected (the task's owner: only their machines serve it); they must run `byre client --server <this byre's URL>` on one first"
         )
     })?;
+    if starter != owner {
+        return Err(format!(
+            "`{}` is {owner}'s machine: it runs tools only in turns {owner} started, and this turn was started by {starter}'s message. Do the work in the worktree, or ask {owner} to send the request themselves",
+            machine.host
+        ));
+    }
     let machines = &app.machines;
     match tool {
         "bash" => {

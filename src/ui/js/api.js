@@ -1,6 +1,39 @@
-// Every REST call of the page. State-changing requests carry `X-Byre-CSRF: 1` (the server
-// requires it on cookie-authenticated requests); a 401 sends the browser to /signin; any
-// other failure throws an ApiError holding the server's `message` as is.
+// Every REST call of the page. Each carries `X-Byre-CSRF`: in token mode the sign-in key the
+// sign-in page stored (the session cookie alone signs nothing: every port of this host is sent
+// it, while localStorage is this origin's alone; docs/security.md), elsewhere `1`. URLs the
+// page hands to what cannot send headers (EventSource, WebSocket, <img>, links) carry the key
+// as `signin_key` (`withKey`). A 401 sends the browser to /signin; any other failure throws an
+// ApiError holding the server's `message` as is.
+
+/** Where the sign-in page keeps the sign-in key (the same name in `/signin/signin.js`). */
+const SIGNIN_KEY = "byre.signin_key";
+
+/** The sign-in key of token mode's sign-in, or null (local and tailscale modes). */
+export function signinKey() {
+  try {
+    return localStorage.getItem(SIGNIN_KEY);
+  } catch (_) {
+    return null;
+  }
+}
+
+/** `url` (byre's own, a path) with the sign-in key as its `signin_key` parameter, if any. */
+export function withKey(url) {
+  const key = signinKey();
+  if (!key || /[?&]signin_key=/.test(url)) return url;
+  return `${url}${url.includes("?") ? "&" : "?"}signin_key=${encodeURIComponent(key)}`;
+}
+
+/** Ends token mode's sign-in (the server forgets the session; the key is dropped here). */
+export async function signOut() {
+  try {
+    await fetch("/auth/signout", { method: "POST", headers: { "X-Byre-CSRF": signinKey() || "1" }, credentials: "same-origin" });
+  } finally {
+    try {
+      localStorage.removeItem(SIGNIN_KEY);
+    } catch (_) { /* storage refused: nothing kept */ }
+  }
+}
 
 /** A refused or failed request: `status` and the server's `message`. */
 export class ApiError extends Error {
@@ -19,9 +52,8 @@ export function onApiError(fn) {
 
 /** One request; resolves to the parsed JSON (or null for 204 / empty bodies). */
 export async function request(method, path, body, { raw = false, quiet = false } = {}) {
-  const headers = { Accept: "application/json" };
+  const headers = { Accept: "application/json", "X-Byre-CSRF": signinKey() || "1" };
   let payload;
-  if (method !== "GET" && method !== "HEAD") headers["X-Byre-CSRF"] = "1";
   if (body instanceof Blob) {
     payload = body;
     headers["Content-Type"] = body.type || "application/octet-stream";
@@ -95,8 +127,8 @@ export const api = {
   getTaskDiff: (taskId, params) => request("GET", `/api/tasks/${enc(taskId)}/diff${q(params)}`, undefined, { quiet: true }),
   getTaskDir: (taskId, path) => request("GET", `/api/tasks/${enc(taskId)}/dir${q({ path })}`, undefined, { quiet: true }),
   getTaskFile: (taskId, path) => request("GET", `/api/tasks/${enc(taskId)}/file${q({ path })}`, undefined, { quiet: true }),
-  taskImageUrl: (taskId, path) => `/api/tasks/${enc(taskId)}/image${q({ path })}`,
-  blobUrl: (blobId) => `/api/blobs/${enc(blobId)}`,
+  taskImageUrl: (taskId, path) => withKey(`/api/tasks/${enc(taskId)}/image${q({ path })}`),
+  blobUrl: (blobId) => withKey(`/api/blobs/${enc(blobId)}`),
   listSnapshots: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/snapshots`),
   forkSnapshot: (taskId, n) => request("POST", `/api/tasks/${enc(taskId)}/snapshots/${enc(n)}/fork`, undefined, { quiet: true }),
   getUnmerged: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/unmerged`, undefined, { quiet: true }),

@@ -5,7 +5,7 @@
 // the caller's lead events come on it). Events fold once, by seq; every change re-renders
 // through the store's `touch`. See src/ui/README.md.
 
-import { api } from "./api.js";
+import { api, withKey } from "./api.js";
 import { touch } from "./store.js";
 
 /** The lead's state. `events` oldest first; `deltas`: session id -> streaming text. */
@@ -99,7 +99,7 @@ export async function reloadNotes() {
 function connect(after) {
   if (source) source.close();
   lead.stream = "connecting";
-  const es = new EventSource(`/api/events?lead=true&after=${after}`);
+  const es = new EventSource(withKey(`/api/events?lead=true&after=${after}`));
   source = es;
   es.onopen = () => {
     lead.stream = "live";

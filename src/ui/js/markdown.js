@@ -5,6 +5,7 @@
 
 import { marked } from "../vendor/marked.esm.js";
 import DOMPurify from "../vendor/purify.es.mjs";
+import { withKey } from "./api.js";
 
 marked.setOptions({ gfm: true, breaks: false });
 
@@ -30,6 +31,8 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
       node.setAttribute("src", src);
     }
     if (!SAFE_IMG.test(src)) node.removeAttribute("src");
+    // byre's own images need the sign-in key in token mode (an <img> sends no header).
+    else if (src.startsWith("/api/")) node.setAttribute("src", withKey(src));
     node.removeAttribute("srcset");
     node.setAttribute("loading", "lazy");
   }

@@ -3,7 +3,7 @@
 // Folds set fields and never count, so an event that a REST read already reflects folds
 // to the same state. See src/ui/README.md.
 
-import { api } from "./api.js";
+import { api, withKey } from "./api.js";
 import { foldReview, isReviewKind } from "./reviews.js";
 
 /** The state views read. Mutated only here; views re-render on `subscribe`. */
@@ -120,7 +120,7 @@ export async function boot(hint = {}) {
 
 function connect(after) {
   state.stream = "connecting";
-  const es = new EventSource(`/api/events?after=${after}`);
+  const es = new EventSource(withKey(`/api/events?after=${after}`));
   source = es;
   es.onopen = () => {
     state.stream = "live";

@@ -27,6 +27,7 @@ mod resume;
 mod reviews;
 mod signin;
 mod speed;
+mod stolen_cookie;
 mod subagents;
 mod subtasks;
 mod task_flow;
@@ -377,20 +378,6 @@ impl Browser {
             })
             .await
             .expect("CDP addScriptToEvaluateOnNewDocument");
-    }
-
-    /// Adds `headers` to every request the browser makes from now on (what a proxy such as
-    /// `tailscale serve` adds).
-    pub async fn extra_headers(&self, headers: Value) {
-        for (cmd, params) in [
-            ("Network.enable", json!({})),
-            ("Network.setExtraHTTPHeaders", json!({ "headers": headers })),
-        ] {
-            self.client
-                .issue_cmd(Cdp { cmd, params })
-                .await
-                .unwrap_or_else(|e| panic!("CDP {cmd}: {e}"));
-        }
     }
 
     /// Loads `path` of byre.

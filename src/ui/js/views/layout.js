@@ -13,6 +13,7 @@ import { StatusPage } from "./status.js";
 import { WorkflowsPage } from "./workflows.js";
 import { isPhone } from "../util.js";
 import { touch } from "../store.js";
+import { signOut } from "../api.js";
 
 function currentProjectId(route, state) {
   if (route.projectId) return route.projectId;
@@ -87,7 +88,7 @@ function SignOut({ state }) {
   if (state.authMode !== "token") return null;
   const out = async () => {
     try {
-      await fetch("/auth/signout", { method: "POST", headers: { "X-Byre-CSRF": "1" }, credentials: "same-origin" });
+      await signOut();
     } finally {
       location.assign("/signin");
     }

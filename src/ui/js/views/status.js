@@ -44,7 +44,7 @@ export function StatusPage({ state }) {
       </div>
       <h2>Rate limits</h2>
       <div data-testid="status-rate-limits">${Object.keys(s.rate_limits).length === 0 ? html`<p class="hint">No vendor has reported one.</p>` : Object.entries(s.rate_limits).map(([v, r]) => html`<details open><summary>${v}</summary><pre>${pretty(r)}</pre></details>`)}</div>
-      <h2>Clients</h2>
+      <h2>Your clients</h2>
       <table class="grid" data-testid="status-clients"><thead><tr><th>login</th><th>host</th><th>build</th><th>connected</th><th>last action</th></tr></thead><tbody>
         ${s.clients.map((c) => html`<tr><td>${c.login}</td><td>${c.host || html`<span class="hint">browser</span>`}</td><td><code>${(c.commit || "").slice(0, 10)}</code></td><td>${ago(c.connected_at)}</td><td>${c.last_action_at ? ago(c.last_action_at) : ""}</td></tr>`)}
       </tbody></table>`}

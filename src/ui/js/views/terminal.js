@@ -8,6 +8,7 @@
 // terminal's opens and exits arrive as `terminal.*` events like everything else.
 
 import { html, useEffect, useRef, useState } from "../html.js";
+import { withKey } from "../api.js";
 
 const encoder = new TextEncoder();
 
@@ -78,7 +79,7 @@ export function Terminal({ task }) {
       setStatus("connecting");
       setAgain(null);
       const proto = location.protocol === "https:" ? "wss:" : "ws:";
-      const url = `${proto}//${location.host}/api/tasks/${encodeURIComponent(task.id)}/terminal?cols=${term.cols}&rows=${term.rows}`;
+      const url = `${proto}//${location.host}${withKey(`/api/tasks/${encodeURIComponent(task.id)}/terminal?cols=${term.cols}&rows=${term.rows}`)}`;
       const socket = new WebSocket(url);
       socket.binaryType = "arraybuffer";
       ws = socket;
