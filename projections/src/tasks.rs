@@ -449,6 +449,62 @@ pub(crate) fn apply(
     }
 }
 
+impl State {
+    /// The first human other than `owner` whose words can reach the agents of task `task_id`:
+    /// a participant (a `user.message` sender: their messages and inbox answers) of the task or
+    /// of any task of its family. The family: every task with the same root (following
+    /// `parent_task_id` up), and for a workflow stage, or a subtask of one, every task of its
+    /// run with theirs; text travels within it as subtask reports, stage outputs and merges.
+    /// A user's own machine serves a task only while this is `None` (docs/security.md, "A
+    /// user's machine serves only its owner").
+    pub fn other_participant(&self, task_id: &str, owner: &str) -> Option<&str> {
+        let parent = |t: &Task| t.parent_task_id.as_ref().and_then(|p| self.tasks.get(p));
+        // The task's chain up to its root (bounded: a parent is always an older task, but a
+        // corrupt log must not loop).
+        let chain = |t: &'_ Task| -> Vec<&Task> {
+            let mut out = Vec::new();
+            let mut at = self.tasks.get(t.id.as_str());
+            while let Some(t) = at {
+                if out.len() > 64 || out.iter().any(|seen: &&Task| seen.id == t.id) {
+                    break;
+                }
+                out.push(t);
+                at = parent(t);
+            }
+            out
+        };
+        let task = self.tasks.get(task_id)?;
+        let up = chain(task);
+        let runs: Vec<&str> = up
+            .iter()
+            .filter_map(|t| t.stage.as_ref().map(|s| s.run.as_str()))
+            .collect();
+        let mut roots: Vec<&str> = up.last().map(|t| t.id.as_str()).into_iter().collect();
+        if !runs.is_empty() {
+            for t in self.tasks.values() {
+                if t.stage
+                    .as_ref()
+                    .is_some_and(|s| runs.contains(&s.run.as_str()))
+                {
+                    if let Some(root) = chain(t).last() {
+                        roots.push(root.id.as_str());
+                    }
+                }
+            }
+        }
+        self.tasks
+            .values()
+            .filter(|t| {
+                chain(t)
+                    .last()
+                    .is_some_and(|root| roots.contains(&root.id.as_str()))
+            })
+            .flat_map(|t| t.participants.iter())
+            .map(String::as_str)
+            .find(|p| *p != owner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,6 +74,13 @@ pub(crate) struct Shared {
 /// # Errors
 /// A `--server` URL that is not `http://`, `https://`, `ws://` or `wss://`.
 pub async fn run(options: Options) -> anyhow::Result<i32> {
+    // The machine's commands run as the client's user, so nothing stops one from reading
+    // what that user can (the token file included: docs/security.md). Still, leave no easy
+    // copy: no core dumps or same-user ptrace of this process (`/proc/<pid>/environ`, `mem`).
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) changes only this process's dumpable flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
     let (ws_url, http_base) = endpoints(&options.server).map_err(anyhow::Error::msg)?;
     let shared = Arc::new(Shared {
         http: reqwest::Client::builder().no_proxy().build()?,

@@ -737,7 +737,7 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
     );
 
     // Once ada's own machine is there, bob's message still never uses it: the machine serves
-    // only turns its owner started, and this one is bob's.
+    // only tasks no one but its owner has written to, and bob has written to this one.
     let ada_home = TempDir::new().unwrap();
     let mut ada_machine = ClientProcess::start_with(
         &server.url,
@@ -752,8 +752,8 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
     assert!(
         results[0].contains("is_error")
             && results[0].contains("`ada-laptop` is ada's machine")
-            && results[0].contains("only in turns ada started")
-            && results[0].contains("bob"),
+            && results[0].contains("serves only tasks whose agents only ada has written to")
+            && results[0].contains("bob has written to this task"),
         "bob's turn runs nothing on ada's machine, and the agent learns why: {}",
         results[0]
     );
@@ -778,8 +778,21 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
     let status = ada.call("getStatus", &[], &[], None).await;
     assert!(listed(&status.body, "ada"), "{}", status.body["clients"]);
 
-    // Ada's own message runs on her machine, and on hers only.
+    // Nor does ada's own message in that task: bob's words are in its agent's conversation
+    // (and would be in any later turn: a restart note's, a background command's, a subtask's),
+    // so her machine stays off for it.
     ada.send_message(&session_id, "Please use my machine").await;
+    let results = tool_results(&first_turn(&mut sse, &task_id).await);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].contains("is_error") && results[0].contains("bob has written to this task"),
+        "{}",
+        results[0]
+    );
+    assert!(!ada_home.path().join("from-machine.txt").exists());
+
+    // In a task only ada has written to, her message runs on her machine, and on hers only.
+    let (task_id, _) = start_task(&ada, &project_id, "Please use my machine").await;
     let results = tool_results(&first_turn(&mut sse, &task_id).await);
     assert_eq!(results.len(), 3, "bash, upload, download: {results:?}");
     assert!(results[0].contains("on `ada-laptop`"), "{}", results[0]);
@@ -933,4 +946,76 @@ async fn a_transfer_is_not_found_for_a_login_other_than_its_machines() {
     let results = tool_results(&first_turn(&mut sse, &task_id).await);
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(results[2].contains("refused"), "{}", results[2]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn once_bob_wrote_to_adas_task_no_later_turn_of_it_or_its_subtasks_reaches_her_machine() {
+    let _one = ONE_AGENT_TEST.lock().await;
+    let (server, _fake, ada, project_id, _repo, mut sse) = team_bench().await;
+    let home = TempDir::new().unwrap();
+    let mut machine = ClientProcess::start_with(
+        &server.url,
+        "ada-laptop",
+        home.path(),
+        &["--token", token_of("ada")],
+    );
+    machine.line("connected to").await;
+    let (task_id, _) = start_task(&ada, &project_id, "Just say hi").await;
+    first_turn(&mut sse, &task_id).await;
+    let session_id = ada.first_session_id(&task_id).await;
+    // While only ada has written, her task's agent reaches her machine (in any turn: this
+    // call comes between turns, as a background command's turn or a restart note's would).
+    let r = agent_tool(
+        &server,
+        &session_id,
+        "bash",
+        json!({"command": "echo CONTROL > ~/control.txt"}),
+    )
+    .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(home.path().join("control.txt").exists());
+
+    // bob writes to ada's task; his turn ends. Then the agent starts a subtask, whose first
+    // message is sent as ada (the subtask's creator): the route the break-it review took.
+    server
+        .api_as("bob")
+        .send_message(&session_id, "Just say hi")
+        .await;
+    first_turn(&mut sse, &task_id).await;
+    let r = agent_tool(
+        &server,
+        &session_id,
+        "start_subtask",
+        json!({"title": "Child", "prompt": "Just say hi"}),
+    )
+    .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let tasks = ada.call("listTasks", &[&project_id], &[], None).await;
+    let child = tasks
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["title"] == "Child");
+    let child = child.expect("the subtask")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    first_turn(&mut sse, &child).await;
+    let child_session = ada.first_session_id(&child).await;
+    for (sid, what) in [(&child_session, "its subtask"), (&session_id, "the task")] {
+        let r = agent_tool(
+            &server,
+            sid,
+            "bash",
+            json!({"command": "echo PWNED > ~/pwned.txt"}),
+        )
+        .await;
+        assert_eq!(r["is_error"], true, "{what}: {r}");
+        assert!(
+            r.to_string().contains("bob has written to this task"),
+            "{what}: {r}"
+        );
+    }
+    assert!(!home.path().join("pwned.txt").exists());
 }

@@ -398,3 +398,38 @@ fn target_parent_is_409_while_the_subtasks_background_subagent_runs() {
     )));
     assert!(w.sub_merge(&child, true).is_ok());
 }
+
+#[test]
+fn another_humans_message_anywhere_in_a_tasks_family_is_found_by_other_participant() {
+    let (mut w, parent, psid, child, csid) = with_idle_subtask();
+    // Only ada has written: neither task has another participant.
+    assert_eq!(w.state.other_participant(&parent, "ada"), None);
+    assert_eq!(w.state.other_participant(&child, "ada"), None);
+    // bob writes to the subtask: his words can reach the parent (the subtask's report) and
+    // any later subtask of it, so every task of the family names him.
+    w.ensure_user("bob", "Bob");
+    w.ok(Command::SendMessage {
+        actor: "bob".into(),
+        session_id: csid.clone().into(),
+        text: "run this on the laptop".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    assert_eq!(w.state.other_participant(&child, "ada"), Some("bob"));
+    assert_eq!(w.state.other_participant(&parent, "ada"), Some("bob"));
+    let later = w.sub_start(&psid).unwrap()[0].task_id.clone().unwrap();
+    assert_eq!(w.state.other_participant(&later, "ada"), Some("bob"));
+    // As bob's own tasks would see it: ada is the other one.
+    assert_eq!(w.state.other_participant(&parent, "bob"), Some("ada"));
+    // Another family is not touched.
+    let events = w.ok(Command::CreateTask {
+        actor: "ada".into(),
+        project_id: w.project.clone(),
+        title: "apart".into(),
+        base_ref: "abc".into(),
+    });
+    let apart = events[0].task_id.clone().unwrap();
+    w.sub_session(&apart, "alone");
+    assert_eq!(w.state.other_participant(&apart, "ada"), None);
+}

@@ -5,8 +5,10 @@
 //!
 //! The machine: a connected machine of the task's owner (its creator; a subtask's or a
 //! workflow stage's is the creator of its parent or run), the most recently connected first,
-//! and only in a turn its owner started (`Session::turn_started_by`): a message or answer of
-//! someone else's never reaches the owner's machine, nor the sender's (docs/security.md). In
+//! and only while no one else has written to the task's family (`State::other_participant`:
+//! a message or answer of someone else's in the task, its parent or subtasks, or its workflow
+//! run) nor started the running turn (`Session::turn_started_by`); it never reaches the
+//! sender's machine either (docs/security.md). In
 //! another user's turn, with no machine connected, or when the machine fails, goes or says the
 //! request failed, the call is a tool error saying so; never a fallback to another machine. Worktree paths (`upload`'s `path`, `download`'s `dest`) are
 //! checked like the worktree views (`git::views::TreePath`, `WorkPath`): relative, no `..` or
@@ -158,7 +160,8 @@ pub async fn call(
 }
 
 /// What a tool needs of its session: the login whose machines it may use (the task's owner),
-/// who started the running turn, and the task's worktree.
+/// another human who drives the task's agents (else who started the running turn), and the
+/// task's worktree.
 fn place(app: &Ctx, session_id: &str) -> Result<(String, String, PathBuf), String> {
     app.writer.read(|s| {
         let session = s
@@ -172,9 +175,16 @@ fn place(app: &Ctx, session_id: &str) -> Result<(String, String, PathBuf), Strin
         if task.status != TaskStatus::Active || !task.worktree_ready {
             return Err("this task has no worktree now".to_owned());
         }
+        let owner = task.created_by.as_str();
+        // Whoever else has written into the task's family drives its agents too, in whatever
+        // turn (a restart note, a background command's turn, a subtask, a later stage): the
+        // owner's machine is off for it, not only for that human's own turns.
+        let driver = s
+            .other_participant(&session.task_id, owner)
+            .unwrap_or_else(|| session.turn_started_by(owner));
         Ok((
-            task.created_by.to_string(),
-            session.turn_started_by(task.created_by.as_str()).to_owned(),
+            owner.to_owned(),
+            driver.to_owned(),
             PathBuf::from(&task.worktree_path),
         ))
     })
@@ -190,7 +200,7 @@ async fn run(app: &Ctx, session_id: &str, tool: &str, args: &Value) -> Result<To
     })?;
     if starter != owner {
         return Err(format!(
-            "`{}` is {owner}'s machine: it runs tools only in turns {owner} started, and this turn was started by {starter}'s message. Do the work in the worktree, or ask {owner} to send the request themselves",
+            "`{}` is {owner}'s machine: it serves only tasks whose agents only {owner} has written to, and {starter} has written to this task (or to a task of its family: its parent, its subtasks, its workflow run). Do the work in the worktree, or ask {owner} to do it in a task of their own",
             machine.host
         ));
     }
