@@ -47,6 +47,10 @@ pub struct Config {
     /// The Chromium agents' browser actions drive (`serve --chromium`); `None`:
     /// `/usr/bin/chromium`.
     pub chromium_bin: Option<PathBuf>,
+    /// The directories `codebolt:<agent>` models may name agents in (`serve
+    /// --codebolt-agents`, repeatable; `BYRE_CODEBOLT_AGENTS`, `:`-separated). None by default:
+    /// a CodeBolt agent then runs only from its task's worktree.
+    pub codebolt_agents: Vec<PathBuf>,
     /// Hosts (`host`: any port) and `host:port`s agents' browser pages may open (`serve
     /// --browser-allow`); each task's own preview ports on loopback are allowed besides.
     pub browser_allow: Vec<String>,
@@ -150,6 +154,9 @@ impl Config {
             stream_buffer_bytes: byre_log::bus::DEFAULT_LIMIT_BYTES,
             reviews: ReviewConfig::default(),
             chromium_bin: None,
+            codebolt_agents: std::env::var_os("BYRE_CODEBOLT_AGENTS")
+                .map(|v| std::env::split_paths(&v).collect())
+                .unwrap_or_default(),
             browser_allow: byre_browser::DEFAULT_ALLOW
                 .iter()
                 .map(|h| h.to_string())
@@ -176,6 +183,7 @@ impl Config {
             tailscale_bin: self.tailscale_bin.clone(),
             reviews: self.reviews.clone(),
             repos_roots: self.repos_roots.clone(),
+            codebolt_agents: self.codebolt_agents.clone(),
         }
     }
 
@@ -186,6 +194,7 @@ impl Config {
             claude_bin: self.claude_bin.clone(),
             codex_bin: self.codex_bin.clone(),
             agent_env: self.agent_env.clone(),
+            codebolt_agents: self.codebolt_agents.clone(),
             limits: self.agents.clone(),
         }
     }

@@ -177,6 +177,8 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         Some(p) => p,
         None => std::env::current_exe().context("cannot find byre's own executable")?,
     };
+    // Git work that reads a worktree runs in the task's sandbox (`git::boxed`).
+    let git_box = byre_agents::git_box::GitBox::new(sandbox.clone(), byre_bin.clone());
     let mcp = Arc::new(
         byre_agents::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
             .context("cannot remove the old MCP secret")?,
@@ -284,6 +286,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         terminals,
         signins: byre_app::signin::SignIns::default(),
         shutdown: shutdown_rx.clone(),
+        git_box: git_box.clone(),
     });
     let codebolt = web::Data::new(crate::codebolt::endpoint::Subsystems {
         browsers: browsers.clone(),
@@ -295,7 +298,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             worktrees.clone(),
             shutdown_rx.clone(),
         ),
-        byre_app::reactors::finish::start(writer.clone(), shutdown_rx.clone()),
+        byre_app::reactors::finish::start(writer.clone(), git_box.clone(), shutdown_rx.clone()),
         byre_app::reactors::previews::start(
             writer.clone(),
             app.settings.tailscale_bin.clone(),
@@ -304,6 +307,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         byre_app::reactors::snapshots::start(
             writer.clone(),
             worktrees.clone(),
+            git_box,
             app.settings.reviews.enabled,
             shutdown_rx.clone(),
         ),

@@ -17,12 +17,15 @@
 //! - `agents`: `byre serve` as a child running S concurrent real Claude Code sessions against
 //!   the fake Anthropic API; every turn completes; byre's CPU per streamed line and RSS per
 //!   live session.
+//! - `git-box`: the git work that reads a worktree (a snapshot, the changes views' staged
+//!   tree) in byre's own process and in the task's sandbox (`byre sandboxed-git`).
 
 mod agents;
 mod append;
 mod batches;
 mod fanout;
 mod gen;
+mod git_box;
 mod http;
 mod memory;
 mod plain;
@@ -191,6 +194,18 @@ enum Cmd {
         #[arg(long)]
         byre: Option<PathBuf>,
     },
+    /// A snapshot and the changes views' staged tree, in byre's process and in the sandbox.
+    GitBox {
+        /// Files in the repository.
+        #[arg(long, default_value_t = 2000)]
+        files: usize,
+        /// Jobs of each kind, each way.
+        #[arg(long, default_value_t = 30)]
+        rounds: usize,
+        /// The `byre` binary (default: `byre` beside this one).
+        #[arg(long)]
+        byre: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -285,6 +300,18 @@ fn main() -> anyhow::Result<()> {
                 byre,
             };
             runtime()?.block_on(agents::run(params, &cli.dir))?;
+        }
+        Cmd::GitBox {
+            files,
+            rounds,
+            byre,
+        } => {
+            let params = git_box::Params {
+                files,
+                rounds,
+                byre,
+            };
+            runtime()?.block_on(git_box::run(params, &cli.dir))?;
         }
     }
     Ok(())

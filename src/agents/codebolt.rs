@@ -4,8 +4,11 @@
 //! requests it served), not the process's stdout.
 //!
 //! The model names the agent: `codebolt:<agent>`, where `<agent>` is a directory holding
-//! `index.js` (the upstream agent server's convention) or a `.js` file; a relative name is
-//! looked up under `$BYRE_CODEBOLT_AGENTS` (default `<data dir>/codebolt-agents`). byre runs
+//! `index.js` (the upstream agent server's convention) or a `.js` file, and only one inside
+//! a configured agents directory (`serve --codebolt-agents DIR`, repeatable) or inside the
+//! task's own worktree ([`entry_of`]): a bare name is looked up in the agents directories, an
+//! absolute path must lie inside one of them or the worktree once resolved; anything else is
+//! refused, since node runs the file named and prints its failing source line. byre runs
 //! `node <entry>` in the task's worktree, in its own process group, with only `PATH`, `HOME`,
 //! `SOCKET_PORT` (byre's port), `agentId` and `threadToken` (the session's secret, see
 //! [`hub`]), `parentId=byre`, and the configured agent environment.
@@ -45,17 +48,78 @@ pub fn home_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("agents/codebolt/home")
 }
 
-/// Where relative `codebolt:<agent>` names live: `$BYRE_CODEBOLT_AGENTS`, else
-/// `<data_dir>/codebolt-agents` (also what `listAgents` lists).
-pub fn agents_dir(data_dir: &Path) -> PathBuf {
-    std::env::var_os("BYRE_CODEBOLT_AGENTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| data_dir.join("codebolt-agents"))
+/// The entry script `model` (`codebolt:<agent>`) names, and the directory to bind read-only for
+/// its code (`None`: inside the worktree, bound already): a bare name (one component) is
+/// `<dir>/<name>` in the first of `agents_dirs` holding it; an absolute path must lie, once
+/// resolved (symlinks, `..`), inside one of `agents_dirs` or inside `worktree`. A directory
+/// means its `index.js`.
+/// # Errors
+/// A message naming the allowed places: the model names nothing there.
+pub fn entry_of(
+    agents_dirs: &[PathBuf],
+    model: &str,
+    worktree: Option<&Path>,
+) -> Result<(PathBuf, Option<PathBuf>), String> {
+    let name = model.strip_prefix("codebolt:").unwrap_or(model);
+    let roots: Vec<PathBuf> = agents_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    let refused = || {
+        let places: Vec<String> = agents_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        let places = if places.is_empty() {
+            "none is configured: serve --codebolt-agents DIR".to_owned()
+        } else {
+            places.join(", ")
+        };
+        format!(
+            "`{model}` names no CodeBolt agent in the agents directories ({places}) or in the \
+             task's worktree; byre runs CodeBolt agents only from there"
+        )
+    };
+    let p = Path::new(name);
+    let found = if p.is_absolute() {
+        std::fs::canonicalize(p).ok()
+    } else {
+        let plain = p.components().count() == 1
+            && matches!(p.components().next(), Some(std::path::Component::Normal(_)));
+        if !plain {
+            return Err(refused());
+        }
+        roots
+            .iter()
+            .map(|r| r.join(p))
+            .find(|c| c.exists())
+            .and_then(|c| std::fs::canonicalize(c).ok())
+    };
+    let found = found.ok_or_else(refused)?;
+    let entry = if found.is_dir() {
+        found.join("index.js")
+    } else {
+        found
+    };
+    if !entry.is_file() {
+        return Err(refused());
+    }
+    if let Some(root) = roots.iter().find(|r| entry.starts_with(r)) {
+        return Ok((entry, Some(root.clone())));
+    }
+    let in_worktree = worktree
+        .and_then(|w| std::fs::canonicalize(w).ok())
+        .is_some_and(|w| entry.starts_with(w));
+    if in_worktree {
+        return Ok((entry, None));
+    }
+    Err(refused())
 }
 
 /// Starts CodeBolt agents.
 pub struct CodeboltDriver {
-    agents_dir: PathBuf,
+    /// Where `codebolt:<agent>` models may name agents (`serve --codebolt-agents`).
+    agents_dirs: Vec<PathBuf>,
     /// byre's data dir: each agent's `HOME` is `home/` in its session's
     /// [`super::session_dir`].
     data_dir: PathBuf,
@@ -67,15 +131,18 @@ pub struct CodeboltDriver {
 }
 
 impl CodeboltDriver {
-    /// A driver whose relative agent names live under `$BYRE_CODEBOLT_AGENTS`, else
-    /// `<data_dir>/codebolt-agents`; `node` is `$BYRE_NODE`, else `node` on `PATH`.
-    pub fn new(data_dir: &Path, extra_env: Vec<(String, String)>) -> Self {
-        let agents_dir = agents_dir(data_dir);
+    /// A driver whose agents live in `agents_dirs`; `node` is `$BYRE_NODE`, else `node` on
+    /// `PATH`.
+    pub fn new(
+        data_dir: &Path,
+        agents_dirs: Vec<PathBuf>,
+        extra_env: Vec<(String, String)>,
+    ) -> Self {
         let node = std::env::var_os("BYRE_NODE")
             .map(PathBuf::from)
             .unwrap_or_else(|| "node".into());
         CodeboltDriver {
-            agents_dir,
+            agents_dirs,
             data_dir: data_dir.to_owned(),
             sandbox: Arc::new(Sandbox::off()),
             node,
@@ -89,22 +156,6 @@ impl CodeboltDriver {
         self.sandbox = sandbox;
         self
     }
-
-    /// The entry script of `codebolt:<agent>`.
-    pub fn entry(&self, model: &str) -> PathBuf {
-        let name = model.strip_prefix("codebolt:").unwrap_or(model);
-        let p = Path::new(name);
-        let p = if p.is_absolute() {
-            p.to_owned()
-        } else {
-            self.agents_dir.join(p)
-        };
-        if p.is_dir() {
-            p.join("index.js")
-        } else {
-            p
-        }
-    }
 }
 
 impl Driver for CodeboltDriver {
@@ -115,18 +166,34 @@ impl Driver for CodeboltDriver {
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
         let dir = super::session_dir(&self.data_dir, &spec.session_id);
         let home = dir.join("home");
-        let _ = std::fs::create_dir_all(&home);
-        let entry = self.entry(&spec.model);
+        if let Err(e) = byre_beneath::Dir::make(&home) {
+            tracing::warn!(error = %e, "cannot make the session's HOME");
+        }
         let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-        // The session's own HOME; the agent's code (its directory, or every agent's when it is
-        // one of theirs) and NODE_PATH's modules read-only.
+        // The session's own HOME; the agent's code (every agent's directory, or none when it is
+        // in the worktree) and NODE_PATH's modules read-only, as code (`Access::code`: never
+        // inside byre's data dir or its user's home).
         let mut access = spec.access.clone().write(&dir);
-        let code = if entry.starts_with(&self.agents_dir) {
-            Some(self.agents_dir.clone())
-        } else {
-            entry.parent().map(Path::to_owned)
+        let (entry, code) = match entry_of(&self.agents_dirs, &spec.model, Some(&spec.cwd)) {
+            Ok(found) => found,
+            Err(why) => {
+                // Nothing of the named place is bound or run: node only says why and exits.
+                let node = if self.sandbox.is_on() {
+                    access.program(&self.node, Some(&path))
+                } else {
+                    self.node.clone()
+                };
+                let script = format!("process.stderr.write({:?}); process.exit(2)", why);
+                let mut cmd = self
+                    .sandbox
+                    .command(&access, &node, &["-e".into(), script.into()]);
+                cmd.current_dir(&spec.cwd).env_clear().env("PATH", &path);
+                return cmd;
+            }
         };
-        access = access.read(code.unwrap_or_else(|| entry.clone()));
+        if let Some(code) = code {
+            access = access.code(code);
+        }
         let configured = self
             .extra_env
             .iter()
@@ -134,7 +201,7 @@ impl Driver for CodeboltDriver {
             .map(|(_, v)| std::ffi::OsString::from(v));
         for p in self.node_path.iter().cloned().chain(configured) {
             for d in std::env::split_paths(&p).filter(|d| d.is_absolute() && d.exists()) {
-                access = access.read(d);
+                access = access.code(d);
             }
         }
         let node = if self.sandbox.is_on() {
@@ -448,16 +515,62 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_model_names_an_agent_in_the_agents_directories_or_the_worktree_only() {
+        let top = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(top.path()).unwrap();
+        let (agents, wt, outside) = (top.join("agents"), top.join("wt"), top.join("outside"));
+        for d in [agents.join("boss"), wt.join("mine"), outside.clone()] {
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("index.js"), "").unwrap();
+        }
+        std::fs::write(outside.join("tokens.toml"), "secret").unwrap();
+        std::os::unix::fs::symlink(&outside, agents.join("escape")).unwrap();
+        let dirs = [agents.clone()];
+        let ok = |m: &str| entry_of(&dirs, m, Some(&wt));
+        assert_eq!(
+            ok("codebolt:boss").unwrap(),
+            (agents.join("boss/index.js"), Some(agents.clone()))
+        );
+        assert_eq!(
+            ok(&format!("codebolt:{}", agents.join("boss").display())).unwrap(),
+            (agents.join("boss/index.js"), Some(agents.clone()))
+        );
+        assert_eq!(
+            ok(&format!("codebolt:{}", wt.join("mine").display())).unwrap(),
+            (wt.join("mine/index.js"), None)
+        );
+        for bad in [
+            format!("codebolt:{}", outside.join("tokens.toml").display()),
+            format!("codebolt:{}", outside.display()),
+            format!("codebolt:{}/../outside", agents.display()),
+            "codebolt:escape".to_owned(),
+            "codebolt:../outside".to_owned(),
+            "codebolt:nobody".to_owned(),
+            "codebolt:/etc/passwd".to_owned(),
+        ] {
+            let why = ok(&bad).unwrap_err();
+            assert!(why.contains("agents directories"), "{bad}: {why}");
+        }
+        assert!(entry_of(&[], "codebolt:boss", None)
+            .unwrap_err()
+            .contains("--codebolt-agents"));
+    }
+
+    #[test]
     fn the_agent_gets_byres_node_path_and_no_openai_variables() {
+        let top = tempfile::tempdir().unwrap();
+        let agents = std::fs::canonicalize(top.path()).unwrap();
+        std::fs::write(agents.join("a.js"), "").unwrap();
         let mut d = CodeboltDriver::new(
             Path::new("/data"),
+            vec![agents.clone()],
             vec![("OPENAI_API_KEY".into(), "k".into())],
         );
         d.node_path = Some("/shared/node_modules".into());
         let spec = SpawnSpec {
             session_id: "s".into(),
             vendor_session_id: String::new(),
-            model: "codebolt:/agents/a.js".into(),
+            model: format!("codebolt:{}", agents.join("a.js").display()),
             cwd: "/wt".into(),
             port_base: 4000,
             resume: false,

@@ -28,6 +28,7 @@ pub mod claude;
 pub mod codebolt;
 pub mod codex;
 mod exits;
+pub mod git_box;
 pub mod mcp;
 pub(crate) mod reaper;
 pub mod runtime;
@@ -114,6 +115,9 @@ pub(crate) fn for_vendor(
     env.iter()
         .filter(move |(k, _)| !refused.iter().any(|p| k.starts_with(p)))
 }
+
+/// Most bytes of one transcript or rollout file byre copies between sessions (a fork).
+pub const MAX_TRANSCRIPT_BYTES: u64 = 512 * 1024 * 1024;
 
 /// One session's own vendor state: `{data}/agents/sessions/{session_id}` (HOME, Claude Code's
 /// config dir, Codex's `CODEX_HOME`), so no agent reaches another session's transcripts.

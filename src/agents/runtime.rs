@@ -210,8 +210,12 @@ impl Runtime {
                 .sandboxed(sandbox.clone()),
             ),
             codebolt: Arc::new(
-                CodeboltDriver::new(data_dir, settings.agent_env.clone())
-                    .sandboxed(sandbox.clone()),
+                CodeboltDriver::new(
+                    data_dir,
+                    settings.codebolt_agents.clone(),
+                    settings.agent_env.clone(),
+                )
+                .sandboxed(sandbox.clone()),
             ),
             codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
             live: DashMap::new(),

@@ -74,9 +74,17 @@ pub struct Access {
     /// Bound read-only at their own path (after `read_write`, so a read-only path inside a
     /// writable one stays read-only).
     pub read_only: Vec<PathBuf>,
+    /// Code a process runs that its configuration names (a CodeBolt agent's directory,
+    /// `NODE_PATH`), bound read-only at its own path, never when it lies inside or above a
+    /// hidden path ([`Sandbox::hide`]: byre's data dir, its user's home).
+    pub code: Vec<PathBuf>,
     /// A worktree's git data, bound in this order after `read_only` (writable or not, the
     /// path): [`Access::worktree`].
     pub git: Vec<(bool, PathBuf)>,
+    /// Directories shown empty and writable, each a tmpfs of the process's own, mounted after
+    /// `git`: an agent's own view of a shared directory byre itself writes by path outside
+    /// the sandbox (the project's `logs/`, whose reflogs git appends to by path).
+    pub private: Vec<PathBuf>,
     /// Single files bound read-only: (the file on the host, where the process sees it).
     pub files: Vec<(PathBuf, PathBuf)>,
     /// The working directory.
@@ -104,6 +112,12 @@ impl Access {
         self
     }
 
+    /// Adds `path`, code read-only ([`Access::code`]).
+    pub fn code(mut self, path: impl Into<PathBuf>) -> Access {
+        self.code.push(path.into());
+        self
+    }
+
     /// Adds the file `host`, read-only, seen at `inside`.
     pub fn file(mut self, host: impl Into<PathBuf>, inside: impl Into<PathBuf>) -> Access {
         self.files.push((host.into(), inside.into()));
@@ -116,10 +130,13 @@ impl Access {
     /// there, byre's own git (libgit2 for snapshots and views, the `git` binary for pulls and
     /// pushes, outside the sandbox) and the user's own `git` read, so only the parts that hold
     /// data are writable ([`Access::git`], in this order): the common dir read-only, then
-    /// `objects`, `refs`, `logs` and the worktree's own git dir read-write, then, read-only
+    /// `objects`, `refs` and the worktree's own git dir read-write, `logs` a private tmpfs
+    /// (byre's own ref moves outside append to its reflogs by path, so no agent may plant a
+    /// link there; an agent's reflogs last as long as its sandbox), then, read-only
     /// again, what would redirect or configure a git run — the worktree's `.git` file, its git
-    /// dir's `commondir`, `gitdir` and `config.worktree`, and `objects/info` (alternates).
-    /// So an agent commits, branches and moves refs, but cannot point a git run at another
+    /// dir's `commondir`, `gitdir` and `config.worktree`, and `objects/info` (alternates);
+    /// and `objects/pack`, the project's packed history, which no agent may delete or rewrite
+    /// (its new objects are loose). So an agent commits, branches and moves refs, but cannot point a git run at another
     /// directory (the data dir, another project), configure one (`config`, `hooks`,
     /// `info/attributes`) or touch another worktree's git dir. A worktree that is a
     /// repository of its own (`.git` a directory) gets the same treatment with its `.git` as
@@ -132,13 +149,13 @@ impl Access {
         let common = &layout.common;
         // Made before binding, so that the read-only file is there to bind: an empty
         // `config.worktree` is read only when the repository's config enables it.
+        // The worktree's own git dir is its agent's to write: made there by handle, exclusive.
         if let Some(admin) = &layout.admin {
-            let per_worktree = admin.join("config.worktree");
-            if !per_worktree.exists() {
-                let _ = std::fs::write(&per_worktree, "");
+            if let Ok(dir) = byre_beneath::Dir::open(admin) {
+                let _ = dir.create_new(Path::new("config.worktree"), 0o644);
             }
         }
-        for dir in ["objects/info", "logs"] {
+        for dir in ["objects/info", "objects/pack", "logs"] {
             let _ = std::fs::create_dir_all(common.join(dir));
         }
         // bwrap follows a symlink it binds: each path must be itself, or it is left out
@@ -160,11 +177,17 @@ impl Access {
             return self;
         };
         bind(false, common.clone());
-        for dir in ["objects", "refs", "logs"] {
+        for dir in ["objects", "refs"] {
             bind(true, common.join(dir));
+        }
+        let logs = common.join("logs");
+        if std::fs::canonicalize(&logs).is_ok_and(|c| c == logs) {
+            self.private.push(logs);
         }
         bind(true, admin.clone());
         bind(false, common.join("objects/info"));
+        // The project's packed history: an agent adds loose objects, never removes a pack.
+        bind(false, common.join("objects/pack"));
         for file in ["commondir", "gitdir", "config.worktree"] {
             bind(false, admin.join(file));
         }
@@ -378,6 +401,18 @@ impl Sandbox {
         }
     }
 
+    /// Whether a bind of code at `path` lies inside a hidden path or holds one.
+    fn code_in_hidden(&self, path: &Path) -> bool {
+        let inside = self
+            .hidden
+            .iter()
+            .any(|h| h.starts_with(path) || path.starts_with(h));
+        if inside {
+            tracing::error!(path = %path.display(), "code inside byre's data dir or its user's home was not bound into a sandbox");
+        }
+        inside
+    }
+
     /// Whether a bind of `path` would show a hidden path.
     fn shows_hidden(&self, path: &Path) -> bool {
         let shows = self.hidden.iter().any(|h| h.starts_with(path));
@@ -412,9 +447,17 @@ impl Sandbox {
         for p in access.read_only.iter().filter(|p| !self.shows_hidden(p)) {
             push(&mut argv, "--ro-bind", p, p);
         }
+        for p in access.code.iter().filter(|p| !self.code_in_hidden(p)) {
+            push(&mut argv, "--ro-bind", p, p);
+        }
         for (writable, p) in access.git.iter().filter(|(_, p)| !self.shows_hidden(p)) {
             let option = if *writable { "--bind" } else { "--ro-bind" };
             push(&mut argv, option, p, p);
+        }
+        // Empty: a tmpfs shows nothing of what lies below it.
+        for p in &access.private {
+            argv.push("--tmpfs".into());
+            argv.push(p.as_os_str().to_owned());
         }
         for (host, inside) in &access.files {
             push(&mut argv, "--ro-bind", host, inside);
@@ -630,15 +673,16 @@ mod tests {
                 (false, common.clone()),
                 (true, common.join("objects")),
                 (true, common.join("refs")),
-                (true, common.join("logs")),
                 (true, admin.clone()),
                 (false, common.join("objects/info")),
+                (false, common.join("objects/pack")),
                 (false, admin.join("commondir")),
                 (false, admin.join("gitdir")),
                 (false, admin.join("config.worktree")),
                 (false, wt.join(".git")),
             ]
         );
+        assert_eq!(access.private, [common.join("logs")]);
         // A symlink is never bound (bwrap would bind what it points at).
         std::fs::remove_dir_all(common.join("refs")).expect("refs");
         std::os::unix::fs::symlink(&root, common.join("refs")).expect("symlink");

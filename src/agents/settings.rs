@@ -16,6 +16,9 @@ pub struct Settings {
     /// Variables set in every agent's environment on top of those passed through from byre's
     /// own (each vendor gets only its own: [`crate::for_vendor`]).
     pub agent_env: Vec<(String, String)>,
+    /// The directories `codebolt:<agent>` models may name agents in (`serve
+    /// --codebolt-agents`); outside them only an agent in the task's own worktree.
+    pub codebolt_agents: Vec<PathBuf>,
     /// When agent processes may start and when idle ones stop; the bounds on their output.
     pub limits: AgentLimits,
 }

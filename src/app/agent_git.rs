@@ -1,15 +1,17 @@
 //! A task's agent's own git (CodeBolt's `gitEvent` family), each an operation like any other:
 //! the worktree's status, log and diff (reads); everything staged and a commit on the task
 //! branch (`git::actions`, checked as a snapshot is: no operation in progress, HEAD on the task
-//! branch, the branch moved by compare-and-swap); the default branch merged in (`gitPull`) and
-//! the task's branch pushed (`gitPush`). The CodeBolt adapter translates frames into these.
+//! branch, the branch moved by compare-and-swap), all run in the task's sandbox
+//! (`git::boxed`); the default branch merged in (`gitPull`) and the task's branch pushed
+//! (`gitPush`). The CodeBolt adapter translates frames into these.
 
 use std::path::PathBuf;
 
 use byre_projections::tasks::TaskStatus;
 
 use super::{blocking, Ctx, Error};
-use byre_git::actions::{self, LogEntry, Status};
+use byre_git::actions::{LogEntry, Status};
+use byre_git::boxed::{Answer, Job};
 use byre_git::GitError;
 
 /// Most commits [`log`] lists.
@@ -38,57 +40,87 @@ fn git_error(e: GitError) -> Error {
     }
 }
 
+/// Does `job` in the task's sandbox (`git::boxed`): libgit2 reads the worktree, its index and
+/// its refs, which the agent writes, only where the agent could read them anyway.
+async fn boxed(app: &Ctx, job: Job) -> Result<Answer, Error> {
+    app.git_box.run(&job).await.map_err(git_error)
+}
+
+/// An answer of another kind than its job's (`Answer::parse` refuses those first).
+fn unexpected() -> Error {
+    Error::internal("the sandboxed git process answered another job")
+}
+
 /// The worktree's status: its branch and changed paths.
 /// # Errors
-/// Not found; invalid: git failed (its message).
+/// Not found; conflict: the worktree is missing; invalid: git failed (its message).
 pub async fn status(app: &Ctx, task_id: &str) -> Result<Status, Error> {
     let (worktree, _) = worktree_of(app, task_id)?;
-    blocking(move || actions::status(&worktree).map_err(git_error)).await
+    match boxed(app, Job::Status { worktree }).await? {
+        Answer::Status(st) => Ok(st),
+        _ => Err(unexpected()),
+    }
 }
 
 /// The branch the worktree's HEAD is on (empty: none).
 /// # Errors
-/// Not found; invalid: git failed.
+/// Not found; conflict: the worktree is missing; invalid: git failed.
 pub async fn current_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
     let (worktree, _) = worktree_of(app, task_id)?;
-    blocking(move || {
-        actions::current_branch(&worktree)
-            .map(Option::unwrap_or_default)
-            .map_err(git_error)
-    })
-    .await
+    match boxed(app, Job::Branch { worktree }).await? {
+        Answer::Branch { branch } => Ok(branch.unwrap_or_default()),
+        _ => Err(unexpected()),
+    }
 }
 
 /// Stages every change of the worktree.
 /// # Errors
-/// Not found; invalid: git failed.
+/// Not found; conflict: the worktree is missing; invalid: git failed.
 pub async fn stage_all(app: &Ctx, task_id: &str) -> Result<(), Error> {
     let (worktree, _) = worktree_of(app, task_id)?;
-    blocking(move || actions::stage_all(&worktree).map_err(git_error)).await
+    match boxed(app, Job::StageAll { worktree }).await? {
+        Answer::Staged => Ok(()),
+        _ => Err(unexpected()),
+    }
 }
 
 /// Commits what is staged on the task branch; the new commit's id.
 /// # Errors
-/// Not found; conflict: an operation in progress, HEAD off the task branch, the branch moved;
-/// invalid: git failed.
+/// Not found; conflict: an operation in progress, HEAD off the task branch, the branch moved,
+/// the worktree missing; invalid: git failed.
 pub async fn commit(app: &Ctx, task_id: &str, message: &str) -> Result<String, Error> {
     let (worktree, branch) = worktree_of(app, task_id)?;
-    let message = message.to_owned();
-    blocking(move || actions::commit(&worktree, &branch, &message, AGENT_AUTHOR).map_err(git_error))
-        .await
+    let job = Job::Commit {
+        worktree,
+        branch,
+        message: message.to_owned(),
+        author_name: AGENT_AUTHOR.0.to_owned(),
+        author_email: AGENT_AUTHOR.1.to_owned(),
+    };
+    match boxed(app, job).await? {
+        Answer::Committed { commit } => Ok(commit),
+        _ => Err(unexpected()),
+    }
 }
 
 /// The newest commits of the worktree's HEAD, newest first.
 /// # Errors
-/// Not found; invalid: git failed.
+/// Not found; conflict: the worktree is missing; invalid: git failed.
 pub async fn log(app: &Ctx, task_id: &str) -> Result<Vec<LogEntry>, Error> {
     let (worktree, _) = worktree_of(app, task_id)?;
-    blocking(move || actions::log(&worktree, LOG_LENGTH).map_err(git_error)).await
+    let job = Job::Log {
+        worktree,
+        n: LOG_LENGTH,
+    };
+    match boxed(app, job).await? {
+        Answer::Log { entries } => Ok(entries),
+        _ => Err(unexpected()),
+    }
 }
 
 /// The patch from `base` (`None`: HEAD) to the working files, at most about `max_bytes`.
 /// # Errors
-/// Not found; invalid: `base` names nothing, or git failed.
+/// Not found; conflict: the worktree is missing; invalid: `base` names nothing, or git failed.
 pub async fn diff(
     app: &Ctx,
     task_id: &str,
@@ -96,7 +128,15 @@ pub async fn diff(
     max_bytes: usize,
 ) -> Result<String, Error> {
     let (worktree, _) = worktree_of(app, task_id)?;
-    blocking(move || actions::diff(&worktree, base.as_deref(), max_bytes).map_err(git_error)).await
+    let job = Job::Diff {
+        worktree,
+        base,
+        max_bytes,
+    };
+    match boxed(app, job).await? {
+        Answer::Diff { patch } => Ok(patch),
+        _ => Err(unexpected()),
+    }
 }
 
 /// What the git work of [`pull_default_branch`] and [`push_task_branch`] needs of a task.
@@ -167,23 +207,37 @@ fn refused(e: byre_git::merge::MergeError) -> Error {
 /// refused (a conflict, uncommitted changes in the way, a failed fetch; nothing changed).
 pub async fn pull_default_branch(app: &Ctx, task_id: &str) -> Result<String, Error> {
     let f = remote_facts(app, task_id)?;
-    blocking(move || {
-        let pulled =
-            byre_git::remote::pull_default(&f.repo, &f.worktree, &f.default_branch, &f.identity)
-                .map_err(refused)?;
-        Ok(if pulled.head_before == pulled.head_after {
-            format!(
-                "{} is already merged into {}\n{}",
-                f.default_branch, f.branch, pulled.message
-            )
-        } else {
-            format!(
-                "merged {} into {} (now at {})\n{}",
-                f.default_branch, f.branch, pulled.head_after, pulled.message
-            )
-        })
+    // The fetch is on the project's repository, byre's own; the merge reads and writes the
+    // worktree, so it runs in the task's sandbox (`git::boxed`).
+    let (repo, default_branch) = (f.repo.clone(), f.default_branch.clone());
+    let notes =
+        blocking(move || byre_git::remote::fetch_default(&repo, &default_branch).map_err(refused))
+            .await?;
+    let job = Job::MergeDefault {
+        worktree: f.worktree,
+        default_branch: f.default_branch.clone(),
+        author_name: f.identity.name,
+        author_email: f.identity.email,
+    };
+    let Answer::Merged(pulled) = boxed(app, job).await? else {
+        return Err(unexpected());
+    };
+    let mut message = pulled.message;
+    for n in notes {
+        message.push('\n');
+        message.push_str(&n);
+    }
+    Ok(if pulled.head_before == pulled.head_after {
+        format!(
+            "{} is already merged into {}\n{message}",
+            f.default_branch, f.branch
+        )
+    } else {
+        format!(
+            "merged {} into {} (now at {})\n{message}",
+            f.default_branch, f.branch, pulled.head_after
+        )
     })
-    .await
 }
 
 /// A task's agent's `gitPush` (CodeBolt): the task's branch, and only it, pushed to the

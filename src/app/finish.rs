@@ -50,11 +50,14 @@ pub async fn get_unmerged(app: &Ctx, task_id: &str) -> Result<byre_git::merge::U
             "task `{task_id}` is closed: its worktree is gone"
         )));
     }
+    let refusal = |e| match e {
+        GitError::Conflict(m) | GitError::NotARepository(m) => Error::Conflict(m),
+        other => Error::internal(other),
+    };
+    // The worktree is read in its sandbox (`git::boxed`); the rest reads objects and refs.
+    let worktree = app.git_box.facts(&worktree).await.map_err(refusal)?;
     blocking(move || {
-        byre_git::merge::unmerged(&repo, &worktree, &branch, &default_branch).map_err(|e| match e {
-            GitError::Conflict(m) | GitError::NotARepository(m) => Error::Conflict(m),
-            other => Error::internal(other),
-        })
+        byre_git::merge::unmerged(&repo, &worktree, &branch, &default_branch).map_err(refusal)
     })
     .await
 }

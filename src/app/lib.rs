@@ -85,6 +85,8 @@ pub struct Ctx {
     pub signins: signin::SignIns,
     /// Turns true when the server shuts down; event streams end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Git work that reads a task's worktree, in the task's sandbox (`git::boxed`).
+    pub git_box: byre_agents::git_box::GitBox,
 }
 
 impl Ctx {

@@ -82,6 +82,7 @@ pub async fn update_default_model(
     login: &str,
     model: String,
 ) -> Result<api::User, Error> {
+    super::sessions::check_agent_model(app, &model, None)?;
     app.submit(Command::UpdateDefaultModel {
         login: login.to_owned().into(),
         model,

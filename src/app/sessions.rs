@@ -1,7 +1,7 @@
 //! Agent sessions: `createSession`, `listSessions`, `getSession`, `sendMessage`,
 //! `withdrawMessage`, `interruptSession`, `compactSession`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use byre_projections::Command;
 
@@ -65,6 +65,14 @@ pub async fn start_session(
     prompt: String,
     images: Vec<String>,
 ) -> Result<String, Error> {
+    if let Some(model) = &model {
+        let worktree = app.writer.read(|s| {
+            s.tasks
+                .get(task_id)
+                .map(|t| PathBuf::from(&t.worktree_path))
+        });
+        check_agent_model(app, model, worktree.as_deref())?;
+    }
     let head = worktree_head(app, task_id).await?;
     let ack = app
         .submit(Command::CreateSession {
@@ -81,6 +89,20 @@ pub async fn start_session(
         .find_map(|e| e.agent_session_id.clone())
         .ok_or_else(|| Error::internal("session.created missing")))
     .map(Into::into)
+}
+
+/// Refuses a `codebolt:` model that names no agent in the configured agents directories or in
+/// `worktree` (the task's, when it has one): node would run the file it names
+/// (`vendors::codebolt::entry_of`). Other models pass.
+/// # Errors
+/// [`Error::Invalid`] naming the allowed places.
+pub fn check_agent_model(app: &Ctx, model: &str, worktree: Option<&Path>) -> Result<(), Error> {
+    if !model.starts_with("codebolt:") {
+        return Ok(());
+    }
+    byre_agents::codebolt::entry_of(&app.settings.codebolt_agents, model, worktree)
+        .map(|_| ())
+        .map_err(Error::Invalid)
 }
 
 /// `createSession`: [`start_session`], answered as the new `AgentSession` (its first turn

@@ -24,6 +24,9 @@ pub struct Settings {
     /// Where projects' repositories may be (canonical), checked by `createProject`
     /// (docs/security.md); `None`: anywhere; `Some` and empty: no new project.
     pub repos_roots: Option<Vec<PathBuf>>,
+    /// The directories `codebolt:<agent>` models may name agents in (`serve
+    /// --codebolt-agents`); outside them only an agent in the task's own worktree.
+    pub codebolt_agents: Vec<PathBuf>,
 }
 
 impl Settings {

@@ -79,6 +79,7 @@ pub async fn start_subtask(app: &Ctx, session_id: &str, new: NewSubtask) -> Resu
         .filter(|m| !m.trim().is_empty())
         .unwrap_or(own_model);
     byre_projections::users::check_model(&model)?;
+    super::sessions::check_agent_model(app, &model, None)?;
     let base = new.base;
     let base_ref = blocking(move || {
         match base {
@@ -178,6 +179,21 @@ pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskRep
         )
     });
     let rows = rows.ok_or_else(|| Error::NotFound(format!("no task session `{session_id}`")))?;
+    // Each active subtask's worktree, read in its sandbox (`git::boxed`).
+    let mut rows_with_facts = Vec::with_capacity(rows.len());
+    for (report, summary_seq, git) in rows {
+        let git = match git {
+            Some((repo, worktree, parent_branch)) => app
+                .git_box
+                .facts(&worktree)
+                .await
+                .ok()
+                .map(|facts| (repo, facts, parent_branch)),
+            None => None,
+        };
+        rows_with_facts.push((report, summary_seq, git));
+    }
+    let rows = rows_with_facts;
     let store = app.writer.store().clone();
     blocking(move || {
         let mut out = Vec::with_capacity(rows.len());
@@ -194,10 +210,9 @@ pub async fn list_subtasks(app: &Ctx, session_id: &str) -> Result<Vec<SubtaskRep
                         .clone_into(&mut report.last_summary);
                 }
             }
-            if let Some((repo, worktree, parent_branch)) = git {
+            if let Some((repo, facts, parent_branch)) = git {
                 report.unmerged =
-                    byre_git::merge::unmerged(&repo, &worktree, &report.branch, &parent_branch)
-                        .ok();
+                    byre_git::merge::unmerged(&repo, &facts, &report.branch, &parent_branch).ok();
             }
             out.push(report);
         }

@@ -64,6 +64,7 @@ pub async fn create_task(
         }
         if let Some(model) = new.model.as_deref().filter(|m| !m.is_empty()) {
             byre_projections::users::check_model(model)?;
+            super::sessions::check_agent_model(app, model, None)?;
         }
         app.writer
             .read(|s| byre_projections::sessions::check_images(s, &new.images))?;

@@ -14,10 +14,12 @@ use byre_projections::tasks::TaskStatus;
 use serde::Serialize;
 
 use super::{blocking, Ctx, Error};
+use byre_git::boxed::{Answer, Job as GitJob};
 use byre_git::views::{
     self as git_views, ChangeStatus, EntryKind, SnapshotBase, TreePath, ViewError, WorkPath,
     Worktree,
 };
+use byre_git::GitError;
 
 /// What a view needs of its task: where the worktree is, its branch, the default branch.
 pub(crate) struct TaskPlace {
@@ -73,6 +75,14 @@ impl From<ViewError> for Error {
             ViewError::Conflict(m) => Error::Conflict(m),
             ViewError::Other(m) => Error::internal(m),
         }
+    }
+}
+
+/// A boxed git job's failure: a worktree not in a state for it is a conflict.
+fn git_error(e: GitError) -> Error {
+    match e {
+        GitError::Conflict(m) => Error::Conflict(m),
+        other => Error::internal(other.to_string()),
     }
 }
 
@@ -137,12 +147,23 @@ impl From<git_views::DirListing> for DirListing {
 /// worktree.
 pub async fn get_task_dir(app: &Ctx, task_id: &str, raw: String) -> Result<DirListing, Error> {
     let place = task_place(app, task_id).await?;
-    let listing = blocking(move || {
-        let worktree = Worktree::open(&place.worktree)?;
+    let worktree_path = place.worktree.clone();
+    let mut listing = blocking(move || {
+        let worktree = Worktree::open(&worktree_path)?;
         let dir = WorkPath::parse(&raw, &worktree)?;
         Ok(git_views::task_dir(&worktree, &dir)?)
     })
     .await?;
+    // Which entries git ignores: the ignore files are the agent's, read in its sandbox.
+    let job = GitJob::Ignored {
+        worktree: place.worktree,
+        paths: listing.entry_paths(),
+    };
+    if let Answer::Ignored { ignored } = app.git_box.run(&job).await.map_err(git_error)? {
+        for (entry, ignored) in listing.entries.iter_mut().zip(ignored) {
+            entry.ignored = ignored;
+        }
+    }
     Ok(DirListing::from(listing))
 }
 
@@ -277,6 +298,14 @@ pub async fn get_task_changes(
         if query.step == Some(true) {
             return Err(Error::Invalid("step needs snapshot".into()));
         }
+        // The worktree as a tree, made where the worktree may be read: in its sandbox.
+        let job = GitJob::StagedTree {
+            worktree: place.worktree.clone(),
+        };
+        let tree = match app.git_box.run(&job).await.map_err(git_error)? {
+            Answer::Tree { tree } => tree,
+            _ => return Err(Error::internal("the staged tree's answer was not a tree")),
+        };
         let changes = blocking(move || {
             let worktree = Worktree::open(&place.worktree)?;
             Ok(git_views::task_changes(
@@ -284,6 +313,7 @@ pub async fn get_task_changes(
                 &place.branch,
                 &place.default_branch,
                 query.since.as_deref(),
+                &tree,
             )?)
         })
         .await?;

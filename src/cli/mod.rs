@@ -106,6 +106,17 @@ pub enum Cmd {
             default_value = "127.0.0.1,::1,localhost"
         )]
         browser_allow: Vec<String>,
+        /// A directory of CodeBolt agents (each a directory holding `index.js`) that
+        /// `codebolt:<agent>` models may name; repeatable. Outside it a model may name only an
+        /// agent in its task's own worktree. Keep it outside the data dir and your home: the
+        /// sandbox binds no code from there.
+        #[arg(
+            long = "codebolt-agents",
+            value_name = "DIR",
+            env = "BYRE_CODEBOLT_AGENTS",
+            value_delimiter = ':'
+        )]
+        codebolt_agents: Vec<PathBuf>,
         /// Start a new agent process only while the machine's available memory (Linux
         /// MemAvailable) is at least this much (e.g. 1GiB; 0: no floor); other starts wait,
         /// first come first started, their task showing why. macOS: no floor.
@@ -221,6 +232,10 @@ pub enum Cmd {
         #[arg(long, default_value = "implementer", value_parser = parse_role)]
         role: byre_projections::sessions::SessionRole,
     },
+    /// (Internal) git work on a task's worktree, inside the task's sandbox: reads one job
+    /// (JSON) on stdin, prints its answer (JSON) on stdout. Started by the server.
+    #[command(hide = true, name = "sandboxed-git")]
+    SandboxedGit,
     /// Print a task as it stood at a seq.
     Replay {
         /// Data directory.
@@ -246,7 +261,6 @@ Environment:
   OPENAI_BASE_URL      the Responses API Codex calls; default: https://api.openai.com/v1
   BYRE_CODEX_REQUEST_MAX_RETRIES, BYRE_CODEX_STREAM_MAX_RETRIES
                        Codex's retry budgets
-  BYRE_CODEBOLT_AGENTS where `codebolt:<agent>` models are looked up; default: DATA/codebolt-agents
   BYRE_NODE            the `node` that runs CodeBolt agents; default: `node` on PATH
   BYRE_CODEBOLT_MODEL  the model of CodeBolt inference calls that name none; default: gpt-5
   BYRE_STREAM_BUFFER   as --stream-buffer
@@ -292,6 +306,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             review_timeout,
             chromium,
             browser_allow,
+            codebolt_agents,
             agent_memory_floor,
             agent_idle_stop,
             public_hosts,
@@ -334,6 +349,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             config.stream_buffer_bytes = stream_buffer;
             config.chromium_bin = Some(chromium);
             config.browser_allow = browser_allow;
+            config.codebolt_agents = codebolt_agents;
             config.reviews = config::ReviewConfig {
                 enabled: reviews,
                 claude_model: review_model_claude,
@@ -421,6 +437,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             crate::mcp::stdio::serve(url, &token_file, role).await?;
             Ok(0)
         }
+        Cmd::SandboxedGit => Ok(byre_agents::git_box::main()?),
         Cmd::Replay { data, task, until } => {
             inspect::replay(&data.unwrap_or_else(config::default_data_dir), &task, until)
         }

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use byre_beneath::{Kind, Links};
 use byre_git::views::{ViewError as Error, WorkPath, Worktree};
 
 /// Most files one request parses.
@@ -267,36 +268,37 @@ fn name_of(node: tree_sitter::Node<'_>, bytes: &[u8]) -> Option<String> {
 }
 
 /// The parsable files at `path` (a file, or every file under a directory), relative to the
-/// worktree, in path order, at most [`MAX_FILES`].
+/// worktree, in path order, at most [`MAX_FILES`]. Walked beneath the worktree's handle with
+/// no symlink followed (`byre_beneath`): the agent writes the worktree meanwhile.
 fn files_under(worktree: &Worktree, path: &WorkPath) -> Vec<(String, Lang)> {
     let mut out = Vec::new();
-    let start = path.resolved();
-    let Ok(meta) = std::fs::symlink_metadata(start) else {
+    let dir = worktree.dir();
+    let start = path.found();
+    let Ok(meta) = dir.symlink_metadata(start, Links::Refuse) else {
         return out;
     };
     if meta.is_file() {
         if let Some(lang) = Lang::of(start) {
-            out.push((path.as_str().to_owned(), lang));
+            out.push((start.to_string_lossy().into_owned(), lang));
         }
         return out;
     }
     let mut stack = vec![start.to_owned()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+    while let Some(at) = stack.pop() {
+        let Ok(mut entries) = dir.entries(&at, Links::Refuse) else {
             continue;
         };
-        let mut entries: Vec<_> = entries.flatten().collect();
-        entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
+        entries.sort_by(|a, b| b.name.cmp(&a.name));
         for e in entries {
-            let Ok(ty) = e.file_type() else { continue };
-            let p = e.path();
-            let name = e.file_name();
-            if ty.is_dir() && !SKIPPED_DIRS.iter().any(|s| name == *s) {
-                stack.push(p);
-            } else if ty.is_file() {
-                if let (Some(lang), Ok(rel)) = (Lang::of(&p), p.strip_prefix(worktree.root())) {
-                    out.push((rel.to_string_lossy().into_owned(), lang));
+            let p = at.join(&e.name);
+            match e.kind {
+                Kind::Dir if !SKIPPED_DIRS.iter().any(|s| e.name == *s) => stack.push(p),
+                Kind::File => {
+                    if let Some(lang) = Lang::of(&p) {
+                        out.push((p.to_string_lossy().into_owned(), lang));
+                    }
                 }
+                _ => {}
             }
         }
     }
@@ -305,14 +307,13 @@ fn files_under(worktree: &Worktree, path: &WorkPath) -> Vec<(String, Lang)> {
     out
 }
 
-/// A regular file's text, at most [`MAX_FILE_BYTES`], never through a symlink.
+/// A regular file's text, at most [`MAX_FILE_BYTES`], reached through no symlink.
 fn read_source(worktree: &Worktree, rel: &str) -> Option<String> {
-    let p = worktree.root().join(rel);
-    let meta = std::fs::symlink_metadata(&p).ok()?;
-    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
-        return None;
-    }
-    std::fs::read_to_string(p).ok()
+    let bytes = worktree
+        .dir()
+        .read(Path::new(rel), Links::Refuse, MAX_FILE_BYTES)
+        .ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 fn open(worktree_path: &Path, raw: &str) -> Result<(Worktree, WorkPath), Error> {

@@ -1,9 +1,9 @@
 //! CodeBolt's `agentEvent` family (PROTOCOL.md "Code utils, agents, browser, crawler"): the
 //! CodeBolt agents byre can run, and `startAgent` as a new task.
 //!
-//! - The agents are the directories holding an `index.js` under the agents directory
-//!   ([`byre_agents::codebolt::agents_dir`]: `$BYRE_CODEBOLT_AGENTS`, else
-//!   `<data>/codebolt-agents`), the names `codebolt:<agent>` models resolve. An agent's id is
+//! - The agents are the directories holding an `index.js` in the agents directories
+//!   (`serve --codebolt-agents DIR`, repeatable; the first holding a name wins), the names
+//!   `codebolt:<agent>` models resolve (`byre_agents::codebolt::entry_of`). An agent's id is
 //!   its directory name; its title, `unique_id` and descriptions come from its
 //!   `codeboltagent.yaml` when present and readable (else the id, and empty descriptions).
 //! - `agentnotify/startSubagentTaskRequest` (v2's notification) starts the same subtask as
@@ -179,15 +179,38 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The agents of the configured agents directories (the first directory holding an id wins),
+/// and those directories, for messages.
+async fn configured(ctx: &Arc<Ctx>) -> (Vec<AgentInfo>, String) {
+    let dirs = ctx.app.settings.codebolt_agents.clone();
+    let shown = if dirs.is_empty() {
+        "(none configured: serve --codebolt-agents DIR)".to_owned()
+    } else {
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let agents = tokio::task::spawn_blocking(move || {
+        let mut all: Vec<AgentInfo> = Vec::new();
+        for d in &dirs {
+            for a in list(d) {
+                if !all.iter().any(|b| b.id == a.id) {
+                    all.push(a);
+                }
+            }
+        }
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    })
+    .await
+    .unwrap_or_default();
+    (agents, shown)
+}
+
 /// The reply fields of an `agentEvent` request `f` with action `action`.
 pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
-    let dir = byre_agents::codebolt::agents_dir(&ctx.app.settings.data_dir);
-    let agents = {
-        let dir = dir.clone();
-        tokio::task::spawn_blocking(move || list(&dir))
-            .await
-            .unwrap_or_default()
-    };
+    let (agents, dir) = configured(ctx).await;
     match action {
         "listAgents" => listed(&agents),
         "agentsDetail" => listed(
@@ -211,8 +234,7 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
             let agent_id = text(&f["agentId"]);
             let mut v = match find(&agents, &agent_id) {
                 None => err(format!(
-                    "no CodeBolt agent `{agent_id}`: byre runs the agent directories under {}",
-                    dir.display()
+                    "no CodeBolt agent `{agent_id}`: byre runs the agent directories under {dir}"
                 )),
                 Some(a) => start(ctx, a, &text(&f["task"])).await,
             };
@@ -232,17 +254,10 @@ pub async fn serve(ctx: &Arc<Ctx>, action: &str, f: &Value) -> Value {
 pub async fn start_subagent_task(ctx: &Arc<Ctx>, f: &Value) {
     let data = &f["data"];
     let agent_id = text(&data["subagentId"]);
-    let dir = byre_agents::codebolt::agents_dir(&ctx.app.settings.data_dir);
-    let agents = {
-        let dir = dir.clone();
-        tokio::task::spawn_blocking(move || list(&dir))
-            .await
-            .unwrap_or_default()
-    };
+    let (agents, dir) = configured(ctx).await;
     let v = match find(&agents, &agent_id) {
         None => err(format!(
-            "no CodeBolt agent `{agent_id}`: byre runs the agent directories under {}",
-            dir.display()
+            "no CodeBolt agent `{agent_id}`: byre runs the agent directories under {dir}"
         )),
         Some(a) => start(ctx, a, &text(&data["task"])).await,
     };

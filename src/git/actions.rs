@@ -6,6 +6,9 @@
 //! operation (rebase, merge, cherry-pick, revert, bisect) is in progress in the worktree or
 //! when its HEAD is not on the task branch, and the branch moves by compare-and-swap from the
 //! commit's parent, so a branch moved meanwhile is never overwritten. Every function blocks.
+//!
+//! These read (and `stage_all` and `commit` write) the worktree, its index and its refs, which
+//! the agent writes: byre runs them only inside the task's sandbox, as `git::boxed` jobs.
 
 use std::path::Path;
 
@@ -18,7 +21,7 @@ use super::snapshots::check_worktree;
 use super::{open_exact, GitError};
 
 /// One changed path of [`status`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileStatus {
     /// The path, relative to the worktree.
     pub path: String,
@@ -27,7 +30,7 @@ pub struct FileStatus {
 }
 
 /// The worktree's state: its HEAD's branch and every changed or untracked path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Status {
     /// The short name of the branch HEAD is on (`None`: no HEAD yet).
     pub branch: Option<String>,
@@ -36,7 +39,7 @@ pub struct Status {
 }
 
 /// One commit of [`log`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LogEntry {
     /// The commit id, 40 hex.
     pub hash: String,

@@ -9,6 +9,7 @@
 
 pub mod actions;
 pub mod binary;
+pub mod boxed;
 pub mod files;
 pub mod merge;
 pub mod remote;
@@ -48,6 +49,16 @@ pub enum GitError {
 impl From<git2::Error> for GitError {
     fn from(e: git2::Error) -> Self {
         GitError::Other(e.message().to_owned())
+    }
+}
+
+/// A view's refusal as git work's: a conflict stays a conflict (a message for the user).
+impl From<views::ViewError> for GitError {
+    fn from(e: views::ViewError) -> Self {
+        match e {
+            views::ViewError::Conflict(m) => GitError::Conflict(m),
+            other => GitError::Other(other.to_string()),
+        }
     }
 }
 

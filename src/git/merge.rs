@@ -31,7 +31,6 @@ use git2::{
     StatusOptions, WorktreePruneOptions,
 };
 
-use super::views::{changes::worktree_tree, Worktree};
 use super::GitError;
 
 /// What a task's worktree holds that the default branch doesn't (spec `Unmerged`, served as
@@ -78,14 +77,6 @@ impl From<git2::Error> for MergeError {
     }
 }
 
-fn view_err(e: super::views::ViewError) -> GitError {
-    use super::views::ViewError;
-    match e {
-        ViewError::Conflict(m) | ViewError::NotFound(m) => GitError::Conflict(m),
-        other => GitError::Other(other.to_string()),
-    }
-}
-
 fn open(path: &Path) -> Result<Repository, GitError> {
     Repository::open_ext(
         path,
@@ -102,16 +93,63 @@ fn local_tip(repo: &Repository, branch: &str) -> Result<Oid, GitError> {
     Ok(b.get().peel_to_commit()?.id())
 }
 
-/// The worktree as if everything were staged, as a tree in the object database (the
-/// worktree's index file is only read).
-fn staged_tree(worktree_path: &Path) -> Result<Oid, GitError> {
-    let wt = Worktree::open(worktree_path).map_err(view_err)?;
-    let handle = wt.repo().map_err(view_err)?;
-    worktree_tree(&wt, &handle).map_err(view_err)
+/// What byre's merges need of a task's worktree, read in its sandbox (`git::boxed`, `Job::Facts`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeFacts {
+    /// The worktree as a tree, as if everything were staged (40 hex, written).
+    pub tree: String,
+    /// Its HEAD commit (40 hex), if it has one.
+    pub head: Option<String>,
+    /// The operation in progress in it (`merge`, `rebase`, …), if any.
+    pub operation: Option<String>,
+    /// How many paths have changes not committed (staged, unstaged, untracked, not ignored).
+    pub n_uncommitted: u64,
+}
+
+/// The [`WorktreeFacts`] of `worktree`: libgit2 walks the worktree, so only `git::boxed`'s
+/// [`super::boxed::serve`] calls it, inside the task's sandbox.
+/// # Errors
+/// Not a worktree; git cannot read it.
+pub fn worktree_facts(worktree: &Path) -> Result<WorktreeFacts, GitError> {
+    let wt = super::views::Worktree::open(worktree)?;
+    let repo = wt.repo()?;
+    let tree = super::views::staged_index(&wt, &repo)?
+        .write_tree_to(&repo)?
+        .to_string();
+    let head = repo
+        .head()
+        .ok()
+        .and_then(|h| h.peel_to_commit().ok())
+        .map(|c| c.id().to_string());
+    let operation = match repo.state() {
+        RepositoryState::Clean => None,
+        other => Some(operation_name(other).to_owned()),
+    };
+    Ok(WorktreeFacts {
+        tree,
+        head,
+        operation,
+        n_uncommitted: changed_paths(&repo)?,
+    })
+}
+
+/// The worktree's tree of `facts` (read in the task's sandbox).
+fn staged_tree(facts: &WorktreeFacts) -> Result<Oid, GitError> {
+    Ok(Oid::from_str(&facts.tree)?)
+}
+
+/// The worktree's HEAD of `facts`.
+fn worktree_head(facts: &WorktreeFacts) -> Result<Oid, GitError> {
+    let head = facts
+        .head
+        .as_deref()
+        .ok_or_else(|| GitError::Conflict("the task's worktree has no HEAD commit".into()))?;
+    Ok(Oid::from_str(head)?)
 }
 
 /// Paths with changes in a checkout: staged, unstaged, or untracked (not ignored).
-fn changed_paths(repo: &Repository) -> Result<u64, GitError> {
+pub(super) fn changed_paths(repo: &Repository) -> Result<u64, GitError> {
     let mut opts = StatusOptions::new();
     opts.include_untracked(true)
         .recurse_untracked_dirs(true)
@@ -121,15 +159,15 @@ fn changed_paths(repo: &Repository) -> Result<u64, GitError> {
 }
 
 /// `getUnmerged`: commits on `task_branch` not on `default_branch`; files, insertions and
-/// deletions between their merge-base and the worktree at `worktree_path` as if everything
-/// were staged; and the worktree's paths with uncommitted changes.
+/// deletions between their merge-base and the worktree as if everything were staged; and the
+/// worktree's paths with uncommitted changes (both of `worktree`, read in its sandbox).
 ///
 /// # Errors
 /// [`GitError::Conflict`] when a branch is gone, the two share no history, or the worktree is
 /// missing; [`GitError::Other`] for libgit2.
 pub fn unmerged(
     repo_path: &Path,
-    worktree_path: &Path,
+    worktree: &WorktreeFacts,
     task_branch: &str,
     default_branch: &str,
 ) -> Result<Unmerged, GitError> {
@@ -147,24 +185,16 @@ pub fn unmerged(
     walk.push(task_tip)?;
     walk.hide(default_tip)?;
     let commits = walk.count() as u64;
-
-    if !worktree_path.is_dir() {
-        return Err(GitError::Conflict(format!(
-            "the worktree {} is missing",
-            worktree_path.display()
-        )));
-    }
-    let tree = repo.find_tree(staged_tree(worktree_path)?)?;
+    let tree = repo.find_tree(staged_tree(worktree)?)?;
     let base_tree = repo.find_commit(base)?.tree()?;
     let diff = repo.diff_tree_to_tree(Some(&base_tree), Some(&tree), None)?;
     let stats = diff.stats()?;
-    let wrepo = open(worktree_path)?;
     Ok(Unmerged {
         commits,
         files: stats.files_changed() as u64,
         insertions: stats.insertions() as u64,
         deletions: stats.deletions() as u64,
-        uncommitted: changed_paths(&wrepo)?,
+        uncommitted: worktree.n_uncommitted,
     })
 }
 
@@ -173,8 +203,12 @@ pub fn unmerged(
 pub struct SquashRequest<'a> {
     /// The project's checkout (its top directory).
     pub repo_path: &'a Path,
-    /// The task's worktree.
-    pub worktree_path: &'a Path,
+    /// The task's worktree, as read in its sandbox.
+    pub worktree: WorktreeFacts,
+    /// Where byre keeps tasks' worktrees (`DATA/worktrees`): a checkout of the default branch
+    /// in there is an agent's, which byre never reads or writes outside its sandbox for another
+    /// task's merge.
+    pub task_worktrees: &'a Path,
     /// The task's branch.
     pub task_branch: &'a str,
     /// The project's default branch.
@@ -215,7 +249,7 @@ pub(super) fn check_no_operation(repo: &Repository, what: &str) -> Result<(), Me
     }
 }
 
-fn operation_name(s: RepositoryState) -> &'static str {
+pub(super) fn operation_name(s: RepositoryState) -> &'static str {
     match s {
         RepositoryState::Merge => "merge",
         RepositoryState::Revert | RepositoryState::RevertSequence => "revert",
@@ -231,10 +265,20 @@ fn operation_name(s: RepositoryState) -> &'static str {
 
 /// Whether a rebase of `refname` is in progress in the checkout `r`: its HEAD is detached
 /// then, but the rebase's end moves `refname` (`rebase-merge/head-name`, `rebase-apply/…`).
+/// A task worktree's git dir is its agent's to write: read by handle, a regular file of at
+/// most 4 KiB reached through no link (a FIFO there never blocks a merge).
 fn rebasing(r: &Repository, refname: &str) -> bool {
+    let Ok(git_dir) = byre_beneath::Dir::open(r.path()) else {
+        return false;
+    };
     ["rebase-merge", "rebase-apply"].iter().any(|d| {
-        std::fs::read_to_string(r.path().join(d).join("head-name"))
-            .is_ok_and(|h| h.trim() == refname)
+        git_dir
+            .read(
+                &Path::new(d).join("head-name"),
+                byre_beneath::Links::Refuse,
+                4096,
+            )
+            .is_ok_and(|h| String::from_utf8_lossy(&h).trim() == refname)
     })
 }
 
@@ -346,17 +390,37 @@ fn check_fast_forward(c: &Repository, tree_id: Oid) -> Result<(), MergeError> {
 /// for libgit2, the filesystem, or a `git` binary that could not run.
 pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeError> {
     let repo = open(req.repo_path)?;
-    let wrepo = open(req.worktree_path)?;
-    check_no_operation(&wrepo, "the task's worktree")?;
+    if let Some(op) = &req.worktree.operation {
+        return Err(MergeError::Refused(format!(
+            "a {op} is in progress in the task's worktree; finish or abort it, then merge again"
+        )));
+    }
     check_no_operation(&repo, "the project's checkout")?;
     let refname = format!("refs/heads/{}", req.default_branch);
     let checkouts = checkouts_of(&repo, &refname)?;
+    // An agent may check out the default branch in its own worktree (`git switch
+    // --ignore-other-worktrees`): byre would then check that worktree's files and fast-forward
+    // them outside the sandbox, where the agent's links lead anywhere. It is refused instead.
+    let task_worktrees =
+        std::fs::canonicalize(req.task_worktrees).unwrap_or_else(|_| req.task_worktrees.to_owned());
+    if let Some(at) = checkouts
+        .iter()
+        .filter_map(|c| c.workdir())
+        .find(|w| w.starts_with(&task_worktrees))
+    {
+        return Err(MergeError::Refused(format!(
+            "{} is checked out in a task's worktree at {}; byre does not write one task's \
+             worktree for another's merge: check out that task's own branch there, then merge again",
+            req.default_branch,
+            at.display()
+        )));
+    }
     for c in &checkouts {
         check_no_operation(c, "a checkout of the default branch")?;
     }
 
     let default_tip = local_tip(&repo, req.default_branch)?;
-    let head = wrepo.head()?.peel_to_commit()?.id();
+    let head = worktree_head(&req.worktree)?;
     let base = repo.merge_base(head, default_tip).map_err(|e| {
         MergeError::Refused(format!(
             "the task shares no history with {}: {}",
@@ -364,7 +428,7 @@ pub fn squash_merge(req: &SquashRequest<'_>) -> Result<Option<String>, MergeErro
             e.message()
         ))
     })?;
-    let task_tree = repo.find_tree(staged_tree(req.worktree_path)?)?;
+    let task_tree = repo.find_tree(staged_tree(&req.worktree)?)?;
     let ours = repo.find_commit(default_tip)?.tree()?;
     let ancestor = repo.find_commit(base)?.tree()?;
     let mut opts = MergeOptions::new();
@@ -573,20 +637,20 @@ pub(crate) fn push(repo_path: &Path, commit: Oid, branch: &str) -> Result<(), Me
 }
 
 /// Keeps the worktree's state as a snapshot commit (the worktree as if everything were
-/// staged, parent HEAD) at `refs/byre/tasks/{task_id}/snap/{n}`, n one more than the highest
-/// there. Returns the ref's name.
+/// staged, parent HEAD: `worktree`, read in its sandbox) at
+/// `refs/byre/tasks/{task_id}/snap/{n}`, n one more than the highest there. Returns the ref's
+/// name.
 ///
 /// # Errors
 /// [`GitError::Other`] for libgit2.
 pub fn keep_snapshot(
     repo_path: &Path,
-    worktree_path: &Path,
+    worktree: &WorktreeFacts,
     task_id: &str,
 ) -> Result<String, GitError> {
     let repo = open(repo_path)?;
-    let wrepo = open(worktree_path)?;
-    let head = repo.find_commit(wrepo.head()?.peel_to_commit()?.id())?;
-    let tree = repo.find_tree(staged_tree(worktree_path)?)?;
+    let head = repo.find_commit(worktree_head(worktree)?)?;
+    let tree = repo.find_tree(staged_tree(worktree)?)?;
     let sig = Signature::now("byre", "byre@localhost")?;
     let msg = format!("byre: the worktree of task {task_id} before its removal\n");
     let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&head])?;
@@ -644,7 +708,8 @@ fn keep_orphan_snapshot(
 }
 
 /// Removes a task's worktree (directory and `.git/worktrees/{worktree_name}`) and its branch,
-/// after keeping the worktree's state with [`keep_snapshot`] (when the directory exists).
+/// after keeping the worktree's state with [`keep_snapshot`] (when the directory exists: its
+/// `facts`, read in its sandbox, must be given then).
 /// Idempotent: what is already gone is skipped. Returns the snapshot ref kept, if any.
 ///
 /// # Errors
@@ -653,6 +718,7 @@ fn keep_orphan_snapshot(
 pub fn remove_task_worktree(
     repo_path: &Path,
     worktree_path: &Path,
+    facts: Option<&WorktreeFacts>,
     worktree_name: &str,
     task_id: &str,
     branch: &str,
@@ -666,7 +732,10 @@ pub fn remove_task_worktree(
     let kept = if !worktree_path.join(".git").exists() {
         None
     } else if linked.is_some() {
-        Some(keep_snapshot(repo_path, worktree_path, task_id)?)
+        let facts = facts.ok_or_else(|| {
+            GitError::Other("the worktree could not be read to keep its state".into())
+        })?;
+        Some(keep_snapshot(repo_path, facts, task_id)?)
     } else {
         // Cut off from the repository (`.git/worktrees/{name}` gone, say a removal cut
         // short by an older byre, or by hand): its files are kept all the same.

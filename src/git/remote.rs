@@ -23,7 +23,7 @@ fn open(path: &Path) -> Result<Repository, GitError> {
 }
 
 /// What [`pull_default`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Pulled {
     /// The worktree's HEAD before and after (equal when the default branch was merged
     /// already).
@@ -51,16 +51,23 @@ pub fn pull_default(
     default_branch: &str,
     fallback: &Identity,
 ) -> Result<Pulled, MergeError> {
-    let repo = open(repo_path)?;
-    let wrepo = open(worktree_path)?;
-    check_no_operation(&wrepo, "the task's worktree")?;
-    let head = wrepo.head()?;
-    if !head.is_branch() {
-        return Err(MergeError::Refused(
-            "HEAD is detached: check out the task's branch before pulling".into(),
-        ));
+    let notes = fetch_default(repo_path, default_branch)?;
+    let mut pulled = merge_default(worktree_path, default_branch, fallback)?;
+    for n in notes {
+        pulled.message.push('\n');
+        pulled.message.push_str(&n);
     }
-    let head_before = head.peel_to_commit()?.id();
+    Ok(pulled)
+}
+
+/// The first half of [`pull_default`], on the project's repository (never a worktree): when
+/// it has `origin`, fetches its `default_branch`; returns notes for the agent (whether
+/// origin's default branch holds commits the local one lacks).
+/// # Errors
+/// [`MergeError::Refused`]: the fetch failed; [`MergeError::Git`] for libgit2 or a `git` that
+/// cannot run.
+pub fn fetch_default(repo_path: &Path, default_branch: &str) -> Result<Vec<String>, MergeError> {
+    let repo = open(repo_path)?;
     let mut notes = Vec::new();
     if repo.find_remote("origin").is_ok() {
         let ran = run_git(
@@ -93,6 +100,29 @@ pub fn pull_default(
             }
         }
     }
+    Ok(notes)
+}
+
+/// The second half of [`pull_default`], in the task's worktree: merges the local
+/// `default_branch` into it with `git merge --no-edit`. It reads and writes what the agent
+/// writes (the working files, the worktree's git dir), so byre runs it only in the task's
+/// sandbox (`git::boxed`, `Job::MergeDefault`).
+/// # Errors
+/// As [`pull_default`], but for the fetch.
+pub fn merge_default(
+    worktree_path: &Path,
+    default_branch: &str,
+    fallback: &Identity,
+) -> Result<Pulled, MergeError> {
+    let wrepo = open(worktree_path)?;
+    check_no_operation(&wrepo, "the task's worktree")?;
+    let head = wrepo.head()?;
+    if !head.is_branch() {
+        return Err(MergeError::Refused(
+            "HEAD is detached: check out the task's branch before pulling".into(),
+        ));
+    }
+    let head_before = head.peel_to_commit()?.id();
     let mut env = Vec::new();
     if wrepo.signature().is_err() {
         env = vec![
@@ -149,11 +179,10 @@ pub fn pull_default(
         }));
     }
     let head_after = open(worktree_path)?.head()?.peel_to_commit()?.id();
-    notes.insert(0, ran.text);
     Ok(Pulled {
         head_before: head_before.to_string(),
         head_after: head_after.to_string(),
-        message: notes.join("\n"),
+        message: ran.text,
     })
 }
 

@@ -5,15 +5,20 @@
 //! live in `views/changes.rs`.
 //!
 //! Every path from a request becomes a [`TreePath`] (relative and normalised, checked without
-//! touching the filesystem) and, for the filesystem views, a [`WorkPath`] (resolved, symlinks
-//! followed, proven inside the canonical worktree). Nothing here writes the worktree, its
-//! index or any ref; [`task_changes`] only adds blobs and trees to the object database, as
-//! `git add` would. Every function blocks: call them off the async threads.
+//! touching the filesystem) and, for the filesystem views, a [`WorkPath`]: found by the kernel
+//! beneath the worktree's handle (`byre_beneath`, links that stay inside followed, one that
+//! leaves refused), where it leads read back from the descriptor and proven outside `.git`.
+//! What a view then reads it opens beneath the same handle with no link followed, so a
+//! directory the agent swaps for a link meanwhile leads nowhere. Nothing here writes the
+//! worktree, its index or any ref; [`task_changes`] only adds blobs and trees to the object
+//! database, as `git add` would. Every function blocks: call them off the async threads.
 
 use std::fs::{self, File, Metadata};
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use byre_beneath::{Dir, Kind, Links};
 
 use git2::{Repository, RepositoryOpenFlags};
 
@@ -62,13 +67,15 @@ impl From<git2::Error> for ViewError {
     }
 }
 
-/// A task's worktree, opened for reading: its canonical root directory.
-#[derive(Debug)]
+/// A task's worktree, opened for reading: its canonical root directory and a handle on it.
+#[derive(Debug, Clone)]
 pub struct Worktree {
     /// The path as recorded for the task (agents see this one).
     given: PathBuf,
     /// The same directory with every symlink resolved.
     root: PathBuf,
+    /// The root, as a handle every path of the views resolves beneath.
+    dir: Arc<Dir>,
 }
 
 impl Worktree {
@@ -81,18 +88,22 @@ impl Worktree {
             ViewError::Conflict(format!("the worktree {} is missing: {why}", path.display()))
         };
         let root = fs::canonicalize(path).map_err(|e| missing(e.to_string()))?;
-        if !root.is_dir() {
-            return Err(missing("not a directory".into()));
-        }
+        let dir = Dir::open(&root).map_err(|e| missing(e.to_string()))?;
         Ok(Worktree {
             given: path.to_owned(),
             root,
+            dir: Arc::new(dir),
         })
     }
 
     /// The worktree's canonical root (every symlink resolved).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The handle on the root.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
     }
 
     /// The repository of the worktree (no search upwards, no environment).
@@ -107,14 +118,11 @@ impl Worktree {
             },
         )
     }
+}
 
-    /// `path` relative to the root when `path` (canonical) is inside the worktree and not
-    /// inside a `.git` entry.
-    fn relative<'p>(&self, path: &'p Path) -> Option<&'p Path> {
-        let rest = path.strip_prefix(&self.root).ok()?;
-        let into_git = rest.components().any(|c| is_git_dir(c.as_os_str()));
-        (!into_git).then_some(rest)
-    }
+/// Whether the relative path `rel` goes into a `.git` entry.
+fn into_git(rel: &Path) -> bool {
+    rel.components().any(|c| is_git_dir(c.as_os_str()))
 }
 
 fn is_git_dir(name: &std::ffi::OsStr) -> bool {
@@ -191,15 +199,17 @@ impl std::fmt::Display for TreePath {
     }
 }
 
-/// A path proven inside a worktree: a [`TreePath`] that exists and whose canonical form (every
-/// symlink resolved) lies inside the canonical worktree root and outside `.git`. A symlink
-/// loop is an error, never a hang (the kernel bounds the resolution).
+/// A path proven inside a worktree: a [`TreePath`] that exists, found by the kernel beneath the
+/// worktree's handle (links that stay inside followed), leading outside `.git`. A symlink loop
+/// is an error, never a hang (the kernel bounds the resolution).
 #[derive(Debug)]
 pub struct WorkPath {
     /// As requested (relative, normalised).
     path: TreePath,
-    /// Canonical absolute path, inside the worktree.
-    resolved: PathBuf,
+    /// Where it leads, relative to the worktree's root (no link in it).
+    found: PathBuf,
+    /// The worktree's handle.
+    dir: Arc<Dir>,
 }
 
 impl WorkPath {
@@ -208,7 +218,7 @@ impl WorkPath {
     /// # Errors
     /// As [`TreePath::parse`]; then [`ViewError::NotFound`] when nothing is there (a dangling
     /// symlink included), [`ViewError::Invalid`] for a symlink loop, [`ViewError::Outside`] when
-    /// the resolved path is outside the worktree or inside `.git`.
+    /// it leads outside the worktree or inside `.git`.
     pub fn parse(raw: &str, worktree: &Worktree) -> Result<WorkPath, ViewError> {
         Self::resolve(TreePath::parse(raw)?, worktree)
     }
@@ -236,19 +246,25 @@ impl WorkPath {
     }
 
     fn resolve(path: TreePath, worktree: &Worktree) -> Result<WorkPath, ViewError> {
-        let resolved =
-            fs::canonicalize(worktree.root.join(&path.0)).map_err(|e| io_refusal(&path, &e))?;
-        if worktree.relative(&resolved).is_none() {
+        let found = worktree
+            .dir
+            .locate(Path::new(&path.0), Links::Beneath)
+            .map_err(|e| io_refusal(&path, &e))?;
+        if into_git(&found) {
             return Err(ViewError::Outside(format!(
-                "path {path} leads outside the worktree"
+                "path {path} leads into .git, which is not shown"
             )));
         }
-        Ok(WorkPath { path, resolved })
+        Ok(WorkPath {
+            path,
+            found,
+            dir: worktree.dir.clone(),
+        })
     }
 
-    /// The canonical absolute path, proven inside the worktree when it was parsed.
-    pub fn resolved(&self) -> &Path {
-        &self.resolved
+    /// Where the path leads, relative to the worktree's root (no link in it).
+    pub fn found(&self) -> &Path {
+        &self.found
     }
 
     /// The path as requested, relative to the worktree root.
@@ -257,38 +273,24 @@ impl WorkPath {
     }
 
     /// Opens the file for reading: it must be a regular file (a FIFO or device is refused
-    /// without blocking). On Linux the opened descriptor is checked to be the very file that
-    /// was proven inside, so a symlink swapped in meanwhile cannot lead out.
+    /// without blocking), reached where it was found with no link followed, so a link
+    /// swapped in meanwhile cannot lead out.
     fn open_regular(&self) -> Result<(File, Metadata), ViewError> {
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(&self.resolved)
-            .map_err(|e| io_refusal(&self.path, &e))?;
-        let meta = file.metadata().map_err(|e| io_refusal(&self.path, &e))?;
-        if meta.is_dir() {
-            return Err(ViewError::Invalid(format!("{} is a directory", self.path)));
-        }
-        if !meta.is_file() {
-            return Err(ViewError::Invalid(format!(
-                "{} is not a regular file",
-                self.path
-            )));
-        }
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            let fd_path = format!("/proc/self/fd/{}", file.as_raw_fd());
-            if let Ok(opened) = fs::read_link(fd_path) {
-                if opened != self.resolved {
-                    return Err(ViewError::Invalid(format!(
-                        "{} changed while it was read; try again",
-                        self.path
-                    )));
-                }
+        match self.dir.open_file(&self.found, Links::Refuse) {
+            Ok(opened) => Ok(opened),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                let what = match self.dir.metadata(&self.found, Links::Refuse) {
+                    Ok(m) if m.is_dir() => "is a directory",
+                    _ => "is not a regular file",
+                };
+                Err(ViewError::Invalid(format!("{} {what}", self.path)))
             }
+            Err(e) if byre_beneath::is_refused(&e) => Err(ViewError::Invalid(format!(
+                "{} changed while it was read; try again",
+                self.path
+            ))),
+            Err(e) => Err(io_refusal(&self.path, &e)),
         }
-        Ok((file, meta))
     }
 }
 
@@ -301,6 +303,7 @@ fn io_refusal(path: &TreePath, e: &std::io::Error) -> ViewError {
         Some(libc::ELOOP) => {
             ViewError::Invalid(format!("path {path}: too many levels of symbolic links"))
         }
+        Some(libc::EXDEV) => ViewError::Outside(format!("path {path} leads outside the worktree")),
         Some(libc::ENAMETOOLONG) => ViewError::Invalid(format!("path {path} is too long")),
         Some(libc::EACCES) => ViewError::Invalid(format!("path {path} cannot be read: {e}")),
         _ => ViewError::Other(format!("path {path}: {e}")),
@@ -338,6 +341,8 @@ pub struct DirEntry {
 pub struct DirListing {
     /// The directory as requested; empty for the root.
     pub path: String,
+    /// Where it was found, relative to the worktree's root (no link in it).
+    pub found: PathBuf,
     /// Directories first, then by name (byte order); `.git` left out.
     pub entries: Vec<DirEntry>,
     /// More than [`MAX_DIR_ENTRIES`] entries were there.
@@ -345,75 +350,99 @@ pub struct DirListing {
 }
 
 /// `getTaskDir`: the entries of directory `dir`, directories first then by name, at most
-/// [`MAX_DIR_ENTRIES`]; `.git` left out; ignored entries included and marked.
+/// [`MAX_DIR_ENTRIES`]; `.git` left out. Whether git ignores each is the caller's to fill in
+/// (`ignored` is false here): the ignore files are the agent's, read in the task's sandbox
+/// (`git::boxed::Job::Ignored` of [`DirListing::entry_paths`]).
 ///
 /// # Errors
 /// [`ViewError::Invalid`] when `dir` is not a directory; [`ViewError::Other`] for I/O and
 /// libgit2 failures.
 pub fn task_dir(worktree: &Worktree, dir: &WorkPath) -> Result<DirListing, ViewError> {
     let io = |e: std::io::Error| io_refusal(&dir.path, &e);
-    if !fs::metadata(&dir.resolved).map_err(io)?.is_dir() {
+    let meta = worktree
+        .dir
+        .metadata(&dir.found, Links::Refuse)
+        .map_err(io)?;
+    if !meta.is_dir() {
         return Err(ViewError::Invalid(format!(
             "{} is not a directory",
             dir.path
         )));
     }
+    let handle = worktree
+        .dir
+        .open_dir(&dir.found, Links::Refuse)
+        .map_err(io)?;
     let mut found = Vec::new();
-    for entry in fs::read_dir(&dir.resolved).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        let name = entry.file_name();
-        if name == ".git" {
+    for entry in handle.list().map_err(io)? {
+        if entry.name == ".git" {
             continue;
         }
-        let file_type = entry.file_type().map_err(io)?;
-        let (kind, target) = classify(worktree, &entry.path(), file_type);
-        found.push((name, kind, file_type.is_symlink(), target));
+        let (kind, size) = classify(worktree, &handle, &dir.found, &entry);
+        found.push((entry.name, kind, entry.kind == Kind::Symlink, size));
     }
     found.sort_by(|a, b| (a.1 != EntryKind::Dir, &a.0).cmp(&(b.1 != EntryKind::Dir, &b.0)));
     let truncated = found.len() > MAX_DIR_ENTRIES;
     found.truncate(MAX_DIR_ENTRIES);
-    let repo = worktree.repo()?;
-    let dir_in_repo = worktree.relative(&dir.resolved).unwrap_or(Path::new(""));
-    let mut entries = Vec::with_capacity(found.len());
-    for (name, kind, symlink, target) in found {
-        let size = match kind {
-            EntryKind::File => fs::metadata(&target).map(|m| m.len()).unwrap_or(0),
-            _ => 0,
-        };
-        let ignored = repo.is_path_ignored(dir_in_repo.join(&name))?;
-        let name = name.to_string_lossy().into_owned();
-        entries.push(DirEntry {
-            name,
+    let entries = found
+        .into_iter()
+        .map(|(name, kind, symlink, size)| DirEntry {
+            name: name.to_string_lossy().into_owned(),
             kind,
             symlink,
             size,
-            ignored,
-        });
-    }
+            ignored: false,
+        })
+        .collect();
     Ok(DirListing {
         path: dir.path.0.clone(),
+        found: dir.found.clone(),
         entries,
         truncated,
     })
 }
 
-/// What `path` is, and where its data is: a symlink counts as its target when that resolves
-/// inside the worktree, else as [`EntryKind::Other`].
-fn classify(worktree: &Worktree, path: &Path, file_type: fs::FileType) -> (EntryKind, PathBuf) {
-    let kind_of = |t: fs::FileType| match () {
-        () if t.is_dir() => EntryKind::Dir,
-        () if t.is_file() => EntryKind::File,
+impl DirListing {
+    /// Each entry's path relative to the worktree's root, in order (for whether git ignores
+    /// it).
+    pub fn entry_paths(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .map(|e| self.found.join(&e.name).to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+/// What `entry` of the directory `handle` (at `dir`, relative to the worktree's root) is, and
+/// its size for a file: a symlink counts as what it leads to when that is inside the worktree
+/// and outside `.git` (found beneath the worktree's handle), else as [`EntryKind::Other`].
+fn classify(
+    worktree: &Worktree,
+    handle: &Dir,
+    dir: &Path,
+    entry: &byre_beneath::Entry,
+) -> (EntryKind, u64) {
+    let of = |m: &Metadata| match () {
+        () if m.is_dir() => EntryKind::Dir,
+        () if m.is_file() => EntryKind::File,
         () => EntryKind::Other,
     };
-    if !file_type.is_symlink() {
-        return (kind_of(file_type), path.to_owned());
-    }
-    let Ok(target) = fs::canonicalize(path) else {
-        return (EntryKind::Other, path.to_owned());
+    let name = Path::new(&entry.name);
+    let meta = match entry.kind {
+        Kind::Symlink => worktree
+            .dir
+            .locate(&dir.join(name), Links::Beneath)
+            .ok()
+            .filter(|target| !into_git(target))
+            .and_then(|target| worktree.dir.metadata(&target, Links::Refuse).ok()),
+        _ => handle.symlink_metadata(name, Links::Refuse).ok(),
     };
-    match fs::metadata(&target) {
-        Ok(m) if worktree.relative(&target).is_some() => (kind_of(m.file_type()), target),
-        _ => (EntryKind::Other, path.to_owned()),
+    match meta {
+        Some(m) => {
+            let kind = of(&m);
+            (kind, if kind == EntryKind::File { m.len() } else { 0 })
+        }
+        None => (EntryKind::Other, 0),
     }
 }
 
@@ -623,7 +652,7 @@ mod tests {
         }
         let p = WorkPath::parse("link_in/main.rs", &wt).unwrap();
         assert_eq!(p.as_str(), "link_in/main.rs");
-        assert_eq!(p.resolved, wt.root.join("src/main.rs"));
+        assert_eq!(p.found(), Path::new("src/main.rs"));
     }
 
     #[test]

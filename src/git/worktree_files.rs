@@ -1,13 +1,21 @@
 //! The files of a task's worktree as its agent reads and writes them (CodeBolt's `fsEvent`
-//! family): every path checked as the worktree views check theirs ([`super::views::WorkPath`]:
-//! relative, or absolute under the worktree; no `..`, no `.git`; symlinks resolved and proven
-//! inside), files written without following a symlink at their end, a diff applied whole or
-//! not at all. Nothing here touches git's own data. Every function blocks.
+//! family). Nothing here touches git's own data. Every function blocks.
+//!
+//! The worktree is the agent's to write, so every request goes by handle (`byre_beneath`): the
+//! path is checked as the worktree views check theirs ([`TreePath`]: relative, or absolute
+//! under the worktree; no `..`, not into `.git`), then resolved by the kernel beneath the
+//! worktree with no symlink followed, in one step: a directory swapped for a link meanwhile
+//! leads nowhere. A symlink in a path is refused (the agent can follow its own links in its own
+//! sandbox); a write replaces the file's name (a temporary file renamed over it, keeping its
+//! mode), so a link at the name is replaced, never written through; a diff is applied whole or
+//! not at all.
 
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
-use super::views::{TreePath, ViewError, WorkPath, Worktree};
+use byre_beneath::{Dir, Kind, Links};
+
+use super::views::{TreePath, ViewError, Worktree};
 
 /// Largest file [`read`] returns, and [`edit_with_diff`] patches, in bytes.
 pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
@@ -41,107 +49,101 @@ impl From<ViewError> for FileError {
     }
 }
 
-impl From<std::io::Error> for FileError {
-    fn from(e: std::io::Error) -> Self {
-        FileError(e.to_string())
-    }
-}
-
 /// Writes `content` to the file at `raw` (made, with its missing directories, or replaced).
 /// # Errors
 /// A path outside the worktree, into `.git` or through a symlink; the file cannot be written.
 pub fn write(root: &Path, raw: &str, content: &str) -> Result<(), FileError> {
-    Ok(write_file(&writable(root, raw)?, content)?)
+    let (dir, rel) = target(root, raw)?;
+    Ok(write_file(&dir, &rel, content.as_bytes())?)
 }
 
 /// Replaces the content of the existing file at `raw`.
 /// # Errors
 /// As [`write`]; nothing there.
 pub fn update(root: &Path, raw: &str, content: &str) -> Result<(), FileError> {
-    let (_, p) = existing(root, raw)?;
-    Ok(write_file(p.resolved(), content)?)
+    let (dir, rel) = target(root, raw)?;
+    dir.symlink_metadata(&rel, Links::Refuse)
+        .map_err(|e| refusal(&rel, &e))?;
+    Ok(write_file(&dir, &rel, content.as_bytes())?)
 }
 
 /// Makes the directory at `raw` and its missing parents.
 /// # Errors
-/// A path outside the worktree or into `.git`; the directory cannot be made.
+/// A path outside the worktree, into `.git` or through a symlink; the directory cannot be made.
 pub fn create_folder(root: &Path, raw: &str) -> Result<(), FileError> {
-    let inside = if raw.trim_end_matches('/').is_empty() {
-        "x".to_owned()
-    } else {
-        format!("{}/x", raw.trim_end_matches('/'))
-    };
-    writable(root, &inside)?;
+    let (dir, rel) = target(root, raw)?;
+    dir.create_dir_all(&rel).map_err(|e| refusal(&rel, &e))?;
     Ok(())
 }
 
 /// The text of the regular file at `raw` (invalid UTF-8 replaced).
 /// # Errors
-/// A path outside the worktree; not a file; larger than [`MAX_READ_BYTES`].
+/// A path outside the worktree or through a symlink; not a file; larger than
+/// [`MAX_READ_BYTES`].
 pub fn read(root: &Path, raw: &str) -> Result<String, FileError> {
-    let (_, p) = existing(root, raw)?;
-    let meta = std::fs::symlink_metadata(p.resolved())?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a file", p.as_str()).into());
-    }
-    if meta.len() > MAX_READ_BYTES {
-        return Err(format!("{} is larger than 16 MiB", p.as_str()).into());
-    }
-    let c = std::fs::read(p.resolved())?;
+    let (dir, rel) = target(root, raw)?;
+    let c = read_file(&dir, &rel)?;
     Ok(String::from_utf8_lossy(&c).into_owned())
 }
 
 /// Deletes the file at `raw`.
 /// # Errors
-/// A path outside the worktree, or the worktree itself; the file cannot be deleted.
+/// A path outside the worktree or through a symlink, or the worktree itself; the file cannot
+/// be deleted.
 pub fn delete_file(root: &Path, raw: &str) -> Result<(), FileError> {
-    let (_, p) = existing(root, raw)?;
-    if p.as_str().is_empty() {
+    let (dir, rel) = target(root, raw)?;
+    if rel.as_os_str().is_empty() {
         return Err("refusing to delete the worktree".into());
     }
-    Ok(std::fs::remove_file(p.resolved())?)
+    Ok(dir.remove_file(&rel).map_err(|e| refusal(&rel, &e))?)
 }
 
-/// Deletes the directory at `raw` and all it holds.
+/// Deletes the directory at `raw` and all it holds (walked by handle, no symlink followed).
 /// # Errors
 /// As [`delete_file`].
 pub fn delete_folder(root: &Path, raw: &str) -> Result<(), FileError> {
-    let (_, p) = existing(root, raw)?;
-    if p.as_str().is_empty() {
+    let (dir, rel) = target(root, raw)?;
+    if rel.as_os_str().is_empty() {
         return Err("refusing to delete the worktree".into());
     }
-    Ok(std::fs::remove_dir_all(p.resolved())?)
+    Ok(dir.remove_dir_all(&rel).map_err(|e| refusal(&rel, &e))?)
 }
 
 /// The paths under the directory at `raw` (worktree-relative, directories ending in `/`,
-/// `.git` left out, at most 5,000), recursing when asked.
+/// `.git` left out, at most 5,000, no symlink followed), recursing when asked.
 /// # Errors
-/// A path outside the worktree.
+/// A path outside the worktree or through a symlink; not a directory.
 pub fn list_dir(root: &Path, raw: &str, recursive: bool) -> Result<Vec<String>, FileError> {
-    let (wt, p) = existing(root, raw)?;
+    let (dir, rel) = target(root, raw)?;
+    dir.entries(&rel, Links::Refuse)
+        .map_err(|e| refusal(&rel, &e))?;
     let mut out = Vec::new();
-    list(p.resolved(), wt.root(), recursive, &mut out);
+    list(&dir, &rel, recursive, &mut out);
     Ok(out)
 }
 
 /// Every path of the worktree, as [`list_dir`] gives them (nothing for a missing worktree).
 pub fn list_all(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    list(root, root, true, &mut out);
+    if let Ok(dir) = Dir::open(root) {
+        list(&dir, Path::new(""), true, &mut out);
+    }
     out
 }
 
 /// `path:line:text` of each line containing `needle` in the regular files under the
 /// directory at `raw` (never read through a symlink; at most 500 lines).
 /// # Errors
-/// A path outside the worktree.
+/// A path outside the worktree or through a symlink.
 pub fn search(root: &Path, raw: &str, needle: &str) -> Result<Vec<String>, FileError> {
-    let (wt, p) = existing(root, raw)?;
+    let (dir, rel) = target(root, raw)?;
+    dir.symlink_metadata(&rel, Links::Refuse)
+        .map_err(|e| refusal(&rel, &e))?;
     let mut files = Vec::new();
-    list(p.resolved(), wt.root(), true, &mut files);
+    list(&dir, &rel, true, &mut files);
     let mut hits = Vec::new();
     for f in files.iter().filter(|f| !f.ends_with('/')) {
-        let Some(c) = read_plain(&wt.root().join(f)) else {
+        let Some(c) = read_plain(&dir, Path::new(f)) else {
             continue;
         };
         for (i, line) in c.lines().enumerate() {
@@ -157,9 +159,9 @@ pub fn search(root: &Path, raw: &str, needle: &str) -> Result<Vec<String>, FileE
 /// # Errors
 /// The worktree is missing.
 pub fn find(root: &Path, query: &str) -> Result<Vec<String>, FileError> {
-    let (wt, p) = existing(root, "")?;
+    let (dir, rel) = target(root, "")?;
     let mut files = Vec::new();
-    list(p.resolved(), wt.root(), true, &mut files);
+    list(&dir, &rel, true, &mut files);
     Ok(files.into_iter().filter(|f| f.contains(query)).collect())
 }
 
@@ -183,77 +185,75 @@ fn relative(worktree: &Worktree, given_root: &Path, raw: &str) -> Result<String,
     Err(format!("{raw:?} is outside the task's worktree"))
 }
 
-/// An existing path, proven inside the worktree.
-fn existing(root: &Path, raw: &str) -> Result<(Worktree, WorkPath), String> {
-    let wt = Worktree::open(root).map_err(|e| e.to_string())?;
-    let rel = relative(&wt, root, raw)?;
-    let p = WorkPath::parse(&rel, &wt).map_err(|e| e.to_string())?;
-    Ok((wt, p))
-}
-
-/// A path to create or overwrite: its text checked, its existing ancestors proven inside the
-/// worktree, missing directories made; a symlink at the end is never followed.
-fn writable(root: &Path, raw: &str) -> Result<PathBuf, String> {
+/// The worktree's handle and `raw` as a checked path relative to it (empty: the root).
+fn target(root: &Path, raw: &str) -> Result<(Dir, PathBuf), String> {
     let wt = Worktree::open(root).map_err(|e| e.to_string())?;
     let rel = relative(&wt, root, raw)?;
     let tp = TreePath::parse(&rel).map_err(|e| e.to_string())?;
-    if tp.is_root() {
+    let dir = Dir::open(wt.root()).map_err(|e| format!("the worktree cannot be opened: {e}"))?;
+    Ok((dir, PathBuf::from(tp.as_ref())))
+}
+
+/// A refusal for the I/O error `e` met on `rel`.
+fn refusal(rel: &Path, e: &io::Error) -> String {
+    let shown = rel.display();
+    if byre_beneath::is_refused(e) {
+        return format!("{shown:?} goes through a symbolic link, which byre does not follow");
+    }
+    match e.kind() {
+        io::ErrorKind::NotFound => format!("nothing at {shown:?} in the worktree"),
+        io::ErrorKind::FileTooLarge => format!("{shown:?} is larger than 16 MiB"),
+        io::ErrorKind::InvalidInput => format!("{shown:?} is not a file"),
+        _ => format!("{shown:?}: {e}"),
+    }
+}
+
+/// Writes `content` at `rel` (its directories made), keeping the mode of a file that is there.
+fn write_file(dir: &Dir, rel: &Path, content: &[u8]) -> Result<(), String> {
+    if rel.as_os_str().is_empty() {
         return Err("a file path is needed".into());
     }
-    let parts: Vec<&str> = rel.split('/').collect();
-    let (name, dirs) = parts.split_last().ok_or("a file path is needed")?;
-    let mut n = dirs.len();
-    let base = loop {
-        match WorkPath::parse(&dirs[..n].join("/"), &wt) {
-            Ok(p) => break p,
-            Err(ViewError::NotFound(_)) if n > 0 => n -= 1,
-            Err(e) => return Err(e.to_string()),
-        }
-    };
-    let mut dir = base.resolved().to_owned();
-    for d in &dirs[n..] {
-        dir.push(d);
+    if let Some(parent) = rel.parent() {
+        dir.create_dir_all(parent)
+            .map_err(|e| format!("cannot create {rel:?}'s directory: {}", refusal(parent, &e)))?;
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {rel:?}'s directory: {e}"))?;
-    Ok(dir.join(name))
+    let mode = existing_mode(dir, rel).unwrap_or(0o666);
+    dir.write(rel, content, mode)
+        .map_err(|e| format!("cannot write: {}", refusal(rel, &e)))
 }
 
-/// A regular file's text (never through a symlink, which could lead out of the worktree; at
-/// most 1 MiB), for searches and listings.
-fn read_plain(path: &Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_TEXT_BYTES as u64 {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
+/// The permission bits of the regular file at `rel`, if one is there.
+fn existing_mode(dir: &Dir, rel: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = dir.symlink_metadata(rel, Links::Refuse).ok()?;
+    meta.is_file().then(|| meta.permissions().mode() & 0o7777)
 }
 
-fn write_file(path: &Path, content: &str) -> Result<(), String> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| format!("cannot write: {e}"))?;
-    f.write_all(content.as_bytes())
-        .map_err(|e| format!("cannot write: {e}"))
+/// The regular file at `rel` (never through a symlink; at most [`MAX_READ_BYTES`]).
+fn read_file(dir: &Dir, rel: &Path) -> Result<Vec<u8>, String> {
+    dir.read(rel, Links::Refuse, MAX_READ_BYTES)
+        .map_err(|e| refusal(rel, &e))
+}
+
+/// A regular file's text (never through a symlink; at most [`MAX_TEXT_BYTES`]), for searches.
+fn read_plain(dir: &Dir, rel: &Path) -> Option<String> {
+    let bytes = dir.read(rel, Links::Refuse, MAX_TEXT_BYTES as u64).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Applies `diff`, a unified diff of one file (`---`/`+++` headers optional, their names
-/// ignored), to the existing file `target` (checked as `readFile` checks its path) with
+/// ignored), to the existing file `target` (checked as [`read`] checks its path) with
 /// `diffy`: each hunk must find its context and removed lines exactly (at the line it names
 /// or nearby, no fuzz). The new content goes to a temporary file beside it, which then
 /// replaces the file in one `rename`: the file is either as it was or wholly patched.
 /// # Errors
 /// The reason, with the file unchanged: not a unified diff, no hunk, more than one file, a
 /// path outside the worktree or not a regular file, a hunk that does not apply.
-pub fn edit_with_diff(root: &Path, target: &str, diff: &str) -> Result<String, FileError> {
-    patch(root, target, diff).map_err(FileError)
+pub fn edit_with_diff(root: &Path, target_file: &str, diff: &str) -> Result<String, FileError> {
+    patch(root, target_file, diff).map_err(FileError)
 }
 
-fn patch(root: &Path, target: &str, diff: &str) -> Result<String, String> {
+fn patch(root: &Path, target_file: &str, diff: &str) -> Result<String, String> {
     let n_files = diff.lines().filter(|l| l.starts_with("+++ ")).count();
     if n_files > 1 {
         return Err(format!(
@@ -265,81 +265,43 @@ fn patch(root: &Path, target: &str, diff: &str) -> Result<String, String> {
     if patch.hunks().is_empty() {
         return Err("the diff has no hunk (`@@ -l,n +l,n @@`): nothing to apply".into());
     }
-    let (_, p) = existing(root, target)?;
-    let meta = std::fs::symlink_metadata(p.resolved()).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a file", p.as_str()));
-    }
-    if meta.len() > MAX_READ_BYTES {
-        return Err(format!("{} is larger than 16 MiB", p.as_str()));
-    }
-    let before = std::fs::read(p.resolved()).map_err(|e| e.to_string())?;
+    let (dir, rel) = target(root, target_file)?;
+    let shown = rel.display().to_string();
+    let before = read_file(&dir, &rel)?;
     let after = diffy::apply_bytes(&before, &patch).map_err(|e| {
         format!(
-            "the diff does not apply to {}: {e} (its context or removed lines are not in the \
-             file); the file is unchanged",
-            p.as_str()
+            "the diff does not apply to {shown}: {e} (its context or removed lines are not in the \
+             file); the file is unchanged"
         )
     })?;
-    replace_file(p.resolved(), &after, meta.permissions())?;
-    let n = patch.hunks().len();
-    Ok(format!("applied {n} hunk(s) to {}", p.as_str()))
-}
-
-/// Replaces `path` with `content`: written and synced to a new file in the same directory
-/// (same permissions), then renamed over it; on any failure the temporary file is removed and
-/// `path` is untouched.
-fn replace_file(path: &Path, content: &[u8], perms: std::fs::Permissions) -> Result<(), String> {
-    use std::io::Write;
-    let dir = path.parent().ok_or("a file path is needed")?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.byre-{}.tmp",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        f.write_all(content)?;
-        f.set_permissions(perms)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
+    let mode = existing_mode(&dir, &rel).unwrap_or(0o666);
+    dir.write(&rel, &after, mode).map_err(|e| {
         format!(
-            "cannot write {}: {e}; the file is unchanged",
-            path.display()
+            "cannot write {shown}: {}; the file is unchanged",
+            refusal(&rel, &e)
         )
-    })
+    })?;
+    let n = patch.hunks().len();
+    Ok(format!("applied {n} hunk(s) to {shown}"))
 }
 
-fn list(dir: &Path, root: &Path, recursive: bool, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+/// The paths under `rel` (directories with a trailing `/`), depth first in name order, at most
+/// [`MAX_LISTED`]; `.git` left out, no symlink followed.
+fn list(dir: &Dir, rel: &Path, recursive: bool, out: &mut Vec<String>) {
+    let Ok(mut entries) = dir.entries(rel, Links::Refuse) else {
         return;
     };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
     for e in entries {
-        if e.file_name() == ".git" || out.len() >= MAX_LISTED {
+        if e.name == ".git" || out.len() >= MAX_LISTED {
             continue;
         }
-        let p = e.path();
-        let rel = p
-            .strip_prefix(root)
-            .unwrap_or(&p)
-            .to_string_lossy()
-            .into_owned();
-        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        out.push(if is_dir { format!("{rel}/") } else { rel });
+        let p = rel.join(&e.name);
+        let shown = p.to_string_lossy().into_owned();
+        let is_dir = e.kind == Kind::Dir;
+        out.push(if is_dir { format!("{shown}/") } else { shown });
         if recursive && is_dir {
-            list(&p, root, true, out);
+            list(dir, &p, true, out);
         }
     }
 }

@@ -79,6 +79,18 @@ pub enum Outgoing {
     },
 }
 
+/// A path in a task's worktree, as transfers read and write it: the worktree (its recorded
+/// path, opened as a handle) and the path beneath it (checked: relative, no `..`, not into
+/// `.git`; empty for the worktree itself), resolved by the kernel with no symlink followed
+/// (`archive::pack_beneath`, `archive::unpack_beneath`).
+#[derive(Debug, Clone)]
+pub struct InWorktree {
+    /// The task's worktree.
+    pub worktree: PathBuf,
+    /// The path beneath it.
+    pub rel: PathBuf,
+}
+
 struct Conn {
     login: String,
     host: String,
@@ -102,7 +114,10 @@ enum TransferKind {
     /// The archive `getClientTransfer` serves (a temporary file, removed with the transfer).
     Upload(tempfile::TempPath),
     /// Where `putClientTransfer`'s archive is unpacked (absolute, checked by the tool).
-    Download { dest: PathBuf, received: Received },
+    Download {
+        dest: InWorktree,
+        received: Received,
+    },
 }
 
 struct Transfer {
@@ -364,7 +379,7 @@ impl Machines {
         &self,
         machine: &Machine,
         data_dir: PathBuf,
-        path: PathBuf,
+        path: InWorktree,
         dest: &str,
         timeout: Duration,
     ) -> Result<Value, String> {
@@ -372,7 +387,8 @@ impl Machines {
             let dir = transfers_dir(&data_dir);
             std::fs::create_dir_all(&dir).map_err(Error::internal)?;
             let file = tempfile::NamedTempFile::new_in(&dir).map_err(Error::internal)?;
-            archive::pack(&path, file.as_file(), true)
+            let worktree = byre_beneath::Dir::open(&path.worktree).map_err(Error::internal)?;
+            archive::pack_beneath(&worktree, &path.rel, file.as_file(), true)
                 .map_err(|e| Error::Invalid(e.to_string()))?;
             Ok(file.into_temp_path())
         })
@@ -405,7 +421,7 @@ impl Machines {
         &self,
         machine: &Machine,
         path: &str,
-        dest: PathBuf,
+        dest: InWorktree,
         timeout: Duration,
     ) -> Result<Value, String> {
         let id = uuid::Uuid::new_v4().to_string();
@@ -624,7 +640,9 @@ impl Receiving {
         };
         let outcome = blocking(move || {
             let file = std::fs::File::open(&path).map_err(Error::internal)?;
-            archive::unpack_to(std::io::BufReader::new(file), &dest).map_err(|e| match e {
+            let worktree = byre_beneath::Dir::open(&dest.worktree).map_err(Error::internal)?;
+            let archive = std::io::BufReader::new(file);
+            archive::unpack_beneath(archive, &worktree, &dest.rel).map_err(|e| match e {
                 ArchiveError::TooLarge(m) => Error::TooLarge(m),
                 ArchiveError::Refused(m) | ArchiveError::Io(m) => {
                     Error::Invalid(format!("the archive was refused: {m}"))

@@ -274,10 +274,13 @@ impl Terminals {
                         });
                         if !active {
                             me.kill(task_id, "task_closed").await;
-                            let dir = me.data_dir.join("terminals").join(task_id);
-                            let _ =
-                                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir))
-                                    .await;
+                            // The shell's home is its to write: removed by handle.
+                            let terminals = me.data_dir.join("terminals");
+                            let task = std::path::PathBuf::from(task_id);
+                            let _ = tokio::task::spawn_blocking(move || {
+                                byre_beneath::Dir::open(&terminals)?.remove_dir_all(&task)
+                            })
+                            .await;
                         }
                     }
                     Some(Ok(_)) => {}

@@ -189,7 +189,7 @@ pub fn start(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "sh".into());
     let home = if place.sandbox.is_on() {
-        std::fs::create_dir_all(place.home)?;
+        byre_beneath::Dir::make(place.home)?;
         place.home.to_owned()
     } else {
         passwd_home.unwrap_or_else(|| cwd.to_owned())

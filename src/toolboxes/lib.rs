@@ -334,7 +334,9 @@ impl Servers {
     }
 
     async fn start(&self, name: &str, config: &ServerConfig) -> Result<Running, Error> {
-        let _ = std::fs::create_dir_all(&self.home);
+        if let Err(e) = byre_beneath::Dir::make(&self.home) {
+            tracing::warn!(error = %e, "cannot make the session's HOME");
+        }
         let path_var = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
         let mut access = Access::new(&self.worktree)
             .worktree(&self.worktree)

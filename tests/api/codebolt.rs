@@ -36,6 +36,12 @@ struct Bench {
 
 impl Bench {
     async fn start() -> Bench {
+        Self::start_with_agents(Vec::new()).await
+    }
+
+    /// A bench whose agents directories (`serve --codebolt-agents`) are the fixtures' and
+    /// `agents`.
+    async fn start_with_agents(agents: Vec<PathBuf>) -> Bench {
         let modules = node_modules().await;
         let fake = byre_fake_models::FakeOpenAi::fixture("codebolt_inference")
             .await
@@ -50,6 +56,7 @@ impl Bench {
                     ("OPENAI_BASE_URL".into(), base_url),
                     ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
                 ];
+                c.codebolt_agents.extend(agents);
             },
         )
         .await;
@@ -251,11 +258,11 @@ fn awaited(client: &str, captured: &[Value]) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captured_frames_of_both_generations_each_get_the_reply_their_client_awaits() {
-    let mut b = Bench::start().await;
-    let answering = answer_questions(b.api.clone());
-    // The agent reads the frames beside its own code: in its sandbox it reaches its own
-    // directory, not the rest of the fixtures.
+    // The agent reads the frames beside its own code: in its sandbox it reaches its agents
+    // directory, here one of its own.
     let agent = TempDir::new().unwrap();
+    let mut b = Bench::start_with_agents(vec![agent.path().to_owned()]).await;
+    let answering = answer_questions(b.api.clone());
     std::fs::copy(fixture("replay/index.js"), agent.path().join("index.js")).unwrap();
     let frames = agent.path().join("frames.jsonl");
     std::fs::copy(fixture("frames.jsonl"), &frames).unwrap();

@@ -35,14 +35,17 @@ fn texts_of(events: &[SseEvent], task_id: &str) -> Vec<String> {
         .collect()
 }
 
-/// A server whose agents directory holds the fixture agents, with a project; its id.
+/// A server whose agents directory is the fixture agents', with a project; its id.
 async fn bench() -> (TestServer, String, TempDir) {
+    bench_with(Vec::new()).await
+}
+
+/// As [`bench`], with `more_agents` directories of agents besides the fixture agents.
+async fn bench_with(more_agents: Vec<PathBuf>) -> (TestServer, String, TempDir) {
     let modules = tokio::task::spawn_blocking(byre_fake_models::codeboltjs_node_modules)
         .await
         .expect("install codeboltjs");
     let data = TempDir::new().expect("data dir");
-    // The default agents directory, `<data>/codebolt-agents`, holds the fixture agents.
-    std::os::unix::fs::symlink(agents_fixture(), data.path().join("codebolt-agents")).unwrap();
     let server = TestServer::spawn_configured(
         data,
         AuthMode::Local {
@@ -50,6 +53,9 @@ async fn bench() -> (TestServer, String, TempDir) {
         },
         move |c| {
             c.agent_env = vec![("NODE_PATH".into(), modules.display().to_string())];
+            // The fixture agents are the agents directory (`serve --codebolt-agents`).
+            c.codebolt_agents = vec![agents_fixture()];
+            c.codebolt_agents.extend(more_agents);
         },
     )
     .await;
@@ -243,10 +249,18 @@ async fn a_caller_that_drops_its_socket_gets_no_wait_and_the_started_task_goes_o
 
 #[tokio::test]
 async fn a_start_subagent_task_notification_runs_the_agent_as_a_subtask_and_reports_back() {
-    let (server, project_id, _repo) = bench().await;
+    // The caller is an agent of a directory of its own, not one of the fixture agents listed.
+    let callers = TempDir::new().unwrap();
+    let caller = callers.path().join("subagent");
+    std::fs::create_dir_all(&caller).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt/subagent/index.js"),
+        caller.join("index.js"),
+    )
+    .unwrap();
+    let (server, project_id, _repo) = bench_with(vec![callers.path().to_owned()]).await;
     let api = server.api();
     let mut sse = api.events(&[], None).await;
-    let caller = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt/subagent");
     let r = api
         .call(
             "createTask",

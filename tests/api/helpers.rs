@@ -116,6 +116,10 @@ impl TestServer {
         config.heartbeat = Duration::from_millis(500);
         // Agents start the real binary as their MCP server, not this test binary.
         config.byre_bin = Some(crate::process::byre_bin().into());
+        // The fixture CodeBolt agents are an agents directory (`serve --codebolt-agents`): a
+        // `codebolt:` model names only an agent there or in its task's worktree.
+        config.codebolt_agents =
+            vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt")];
         configure(&mut config);
         let running = byre::startup::run(listener, config)
             .await
@@ -870,6 +874,56 @@ pub fn host_pid(var: &str, value_prefix: &str, inner: u32, cmdline: &str) -> Opt
                 .any(|kv| kv.starts_with(wanted.as_bytes()))
                 .then_some(pid)
         })
+}
+
+/// The real Claude Code and Codex CLIs (installed on first use) and the agent environment that
+/// points them at the fakes `claude` and `codex`: (claude, codex, environment).
+pub async fn real_clis_on(
+    claude: &byre_fake_models::FakeAnthropic,
+    codex: &byre_fake_models::FakeOpenAi,
+) -> (PathBuf, PathBuf, Vec<(String, String)>) {
+    let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
+        .await
+        .expect("install Claude Code");
+    let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
+        .await
+        .expect("install Codex");
+    let env = vec![
+        ("ANTHROPIC_BASE_URL".to_owned(), claude.url.clone()),
+        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
+        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
+        ("OPENAI_BASE_URL".into(), codex.base_url()),
+        ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
+        ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
+        ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
+    ];
+    (claude_bin, codex_bin, env)
+}
+
+/// A token-mode server (the users of [`TOKENS`]) whose agents are the real Claude Code and
+/// Codex CLIs pointed at `claude` and `codex`, with `more_env` added to their environment;
+/// `configure` sets the rest. Its data dir is not under /tmp: there Codex will not create its
+/// helper binaries.
+pub async fn token_server_on_real_clis(
+    claude: &byre_fake_models::FakeAnthropic,
+    codex: &byre_fake_models::FakeOpenAi,
+    more_env: Vec<(String, String)>,
+    configure: impl FnOnce(&mut Config),
+) -> TestServer {
+    let (claude_bin, codex_bin, mut env) = real_clis_on(claude, codex).await;
+    env.extend(more_env);
+    let tokens: HashMap<String, String> = TOKENS
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
+    let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
+    TestServer::spawn_configured(data, AuthMode::Token { tokens }, move |c| {
+        c.claude_bin = Some(claude_bin);
+        c.codex_bin = Some(codex_bin);
+        c.agent_env = env;
+        configure(c);
+    })
+    .await
 }
 
 /// The system's Python (`/usr/bin/python3`): a toolbox server's program must be one its

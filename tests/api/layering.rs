@@ -14,12 +14,22 @@ use serde_json::Value;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("byre-projections", &[]),
     ("byre-process", &[]),
-    ("byre-connect", &[]),
+    ("byre-beneath", &[]),
+    ("byre-connect", &["byre-beneath"]),
     ("byre-log", &["byre-projections"]),
-    ("byre-git", &["byre-process", "byre-connect"]),
+    (
+        "byre-git",
+        &["byre-process", "byre-connect", "byre-beneath"],
+    ),
     (
         "byre-agents",
-        &["byre-projections", "byre-log", "byre-git", "byre-process"],
+        &[
+            "byre-projections",
+            "byre-log",
+            "byre-git",
+            "byre-process",
+            "byre-beneath",
+        ],
     ),
     (
         "byre-terminal",
@@ -28,12 +38,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "byre-log",
             "byre-agents",
             "byre-process",
+            "byre-beneath",
         ],
     ),
-    ("byre-code", &["byre-git"]),
+    ("byre-code", &["byre-git", "byre-beneath"]),
     ("byre-browser", &["byre-process"]),
-    ("byre-toolboxes", &["byre-agents", "byre-process"]),
-    ("byre-machines", &["byre-connect"]),
+    (
+        "byre-toolboxes",
+        &["byre-agents", "byre-process", "byre-beneath"],
+    ),
+    ("byre-machines", &["byre-connect", "byre-beneath"]),
     (
         "byre-app",
         &[
@@ -87,7 +101,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// the benchmarks' may depend on it.
 const ADAPTERS: &str = "byre";
 /// What both the server and `byre client` may use: nothing of the server.
-const SHARED: &[&str] = &["byre-process", "byre-connect"];
+const SHARED: &[&str] = &["byre-process", "byre-beneath", "byre-connect"];
 /// Outside crates a crate must not depend on (normal or build): the projections do no I/O;
 /// the adapters never touch git2 (the CodeBolt adapter's git is byre-git's) nor redb.
 const FORBIDDEN_OUTSIDE: &[(&str, &[&str])] = &[

@@ -40,6 +40,11 @@ impl ServeProcess {
             .env("BYRE_LOG", "warn")
             // Reviews only where a test asks for them (`BYRE_REVIEWS=true` in `env`).
             .env("BYRE_REVIEWS", "false")
+            // The fixture CodeBolt agents are an agents directory (`--codebolt-agents`).
+            .env(
+                "BYRE_CODEBOLT_AGENTS",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt"),
+            )
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

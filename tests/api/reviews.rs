@@ -57,21 +57,7 @@ async fn bench_with(claude_script: &str, codex_script: &str, review_timeout: Dur
         .await
         .expect("fake API");
     let codex = FakeOpenAi::fixture(codex_script).await.expect("fake API");
-    let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
-        .await
-        .expect("install Claude Code");
-    let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
-        .await
-        .expect("install Codex");
-    let env = vec![
-        ("ANTHROPIC_BASE_URL".to_owned(), claude.url.clone()),
-        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-        ("OPENAI_BASE_URL".into(), codex.base_url()),
-        ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
-        ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
-        ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
-    ];
+    let (claude_bin, codex_bin, env) = crate::helpers::real_clis_on(&claude, &codex).await;
     // Not under /tmp: there Codex will not create its helper binaries.
     let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
     let server = TestServer::spawn_configured(data, local_ada(), move |c| {

@@ -9,10 +9,8 @@
 //! `--sandbox off` leaks, so the markers do show an escape. A lead runs it from its own lead dir
 //! with the same result. A reviewer's write into its copy fails in the kernel (as root too). Without bubblewrap, a token-mode server refuses to start.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use byre::config::AuthMode;
 use byre_fake_models::{FakeAnthropic, FakeOpenAi};
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -35,31 +33,7 @@ struct Team {
 async fn team(codex_script: &str, sandbox: bool, reviews: bool) -> Team {
     let claude = FakeAnthropic::fixture("y_escape").await.expect("fake API");
     let codex = FakeOpenAi::fixture(codex_script).await.expect("fake API");
-    let claude_bin = tokio::task::spawn_blocking(byre_fake_models::claude_bin)
-        .await
-        .expect("install Claude Code");
-    let codex_bin = tokio::task::spawn_blocking(byre_fake_models::codex_bin)
-        .await
-        .expect("install Codex");
-    let env = vec![
-        ("ANTHROPIC_BASE_URL".to_owned(), claude.url.clone()),
-        ("ANTHROPIC_API_KEY".into(), "sk-ant-fake-key".into()),
-        ("CLAUDE_CODE_MAX_RETRIES".into(), "2".into()),
-        ("OPENAI_BASE_URL".into(), codex.base_url()),
-        ("OPENAI_API_KEY".into(), "sk-fake-openai-key".into()),
-        ("BYRE_CODEX_REQUEST_MAX_RETRIES".into(), "0".into()),
-        ("BYRE_CODEX_STREAM_MAX_RETRIES".into(), "2".into()),
-    ];
-    let tokens: HashMap<String, String> = TOKENS
-        .iter()
-        .map(|(t, l)| (t.to_string(), l.to_string()))
-        .collect();
-    // Not under /tmp: there Codex will not create its helper binaries.
-    let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
-    let server = TestServer::spawn_configured(data, AuthMode::Token { tokens }, move |c| {
-        c.claude_bin = Some(claude_bin);
-        c.codex_bin = Some(codex_bin);
-        c.agent_env = env;
+    let server = crate::helpers::token_server_on_real_clis(&claude, &codex, Vec::new(), |c| {
         c.sandbox = sandbox;
         c.reviews.enabled = reviews;
         c.reviews.codex_model = "gpt-5.5".into();

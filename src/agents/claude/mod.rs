@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
+use byre_beneath::{Dir, Links};
 use byre_projections::sessions::{Vendor, VendorItem};
 use serde_json::json;
 
@@ -104,59 +105,90 @@ impl ClaudeDriver {
 
     /// Where builds before per-session directories kept every session's transcripts:
     /// `{data}/agents/claude/config`.
-    fn shared_transcript(&self, cwd: &Path, vendor_session_id: &str) -> PathBuf {
-        transcript_in(
-            &self.data_dir.join("agents/claude/config"),
-            cwd,
-            vendor_session_id,
-        )
+    fn shared_config_dir(&self) -> PathBuf {
+        self.data_dir.join("agents/claude/config")
     }
 
     /// Copies the forked session's transcript to where the CLI looks for it in this session's
     /// config dir from the fork's directory `cwd`: sessions are kept per directory
     /// (PROTOCOL.md §7; `--resume` from another directory finds nothing) and per byre
-    /// session, and a fork runs in its own worktree. A failure is logged and the CLI's start
-    /// then fails, recorded as the turn's error.
+    /// session, and a fork runs in its own worktree. Both config dirs are the agents' to write,
+    /// so the copy goes by handle (`byre_beneath`): the forked transcript is read only as a
+    /// regular file reached through no symlink, and the copy replaces whatever is at its name
+    /// (a planted symlink included) without following it. A failure is logged and the CLI's
+    /// start then fails, recorded as the turn's error.
     fn bring_transcript(&self, fork: &super::ForkSpec, session_id: &str, cwd: &Path) {
-        let own = self.transcript_path(&fork.session_id, &fork.cwd, &fork.vendor_session_id);
-        let from = if own.exists() {
-            own
-        } else {
-            self.shared_transcript(&fork.cwd, &fork.vendor_session_id)
+        let from_rel = transcript_rel(&fork.cwd, &fork.vendor_session_id);
+        // Where the forked session's transcript is: its own config dir, else the shared one.
+        let find = || {
+            let own = self.config_root(&fork.session_id).ok();
+            match own {
+                Some(own) if own.exists(&from_rel) => Some(own),
+                _ => Dir::open(&self.shared_config_dir())
+                    .ok()
+                    .filter(|d| d.exists(&from_rel)),
+            }
         };
-        let to = self.transcript_path(session_id, cwd, &fork.vendor_session_id);
-        // The forked session's CLI may still be writing the message the fork is cut at (it
-        // writes its transcript lazily): wait for it, at most 10 s, so the copy holds it.
+        let holds_cut = |from: &Dir| {
+            from.read(&from_rel, Links::Refuse, super::MAX_TRANSCRIPT_BYTES)
+                .is_ok_and(|t| String::from_utf8_lossy(&t).contains(&fork.at))
+        };
+        // The forked session's CLI may not have written its transcript yet, or still be
+        // writing the message the fork is cut at (it writes lazily): wait for both, at most
+        // 10 s, so the copy holds it.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !std::fs::read_to_string(&from).is_ok_and(|t| t.contains(&fork.at))
-            && std::time::Instant::now() < deadline
-        {
+        let from = loop {
+            let found = find();
+            if found.as_ref().is_some_and(holds_cut) || std::time::Instant::now() >= deadline {
+                break found;
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let Some(from) = from else {
+            tracing::warn!("the forked session's transcript is not there");
+            return;
+        };
+        let to_rel = transcript_rel(cwd, &fork.vendor_session_id);
+        if let Err(e) = self
+            .config_root(session_id)
+            .and_then(|to| copy_transcript(&from, &from_rel, &to, &to_rel))
+        {
+            tracing::warn!(error = %e, "cannot copy the forked session's transcript");
         }
-        if let Err(e) = copy_file(&from, &to) {
-            tracing::warn!(error = %e, from = %from.display(), "cannot copy the forked session's transcript");
-        }
+    }
+
+    /// The session's config dir, made if missing, as a handle.
+    fn config_root(&self, session_id: &str) -> std::io::Result<Dir> {
+        Dir::create(&super::session_dir(&self.data_dir, session_id))?
+            .create_dir_all(Path::new("claude"))
     }
 }
 
-fn transcript_in(config_dir: &Path, cwd: &Path, vendor_session_id: &str) -> PathBuf {
+/// A transcript's path under a config dir: `projects/<cwd, every non-alphanumeric character
+/// replaced by ->/<id>.jsonl` (PROTOCOL.md §7).
+fn transcript_rel(cwd: &Path, vendor_session_id: &str) -> PathBuf {
     let encoded: String = cwd
         .to_string_lossy()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    config_dir
-        .join("projects")
+    Path::new("projects")
         .join(encoded)
         .join(format!("{vendor_session_id}.jsonl"))
 }
 
-/// Copies `from` to `to`, making `to`'s directory.
-fn copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir)?;
+fn transcript_in(config_dir: &Path, cwd: &Path, vendor_session_id: &str) -> PathBuf {
+    config_dir.join(transcript_rel(cwd, vendor_session_id))
+}
+
+/// Copies the transcript `from_rel` beneath `from` to `to_rel` beneath `to`, making its
+/// directory; nothing followed on either side.
+fn copy_transcript(from: &Dir, from_rel: &Path, to: &Dir, to_rel: &Path) -> std::io::Result<()> {
+    if let Some(dir) = to_rel.parent() {
+        to.create_dir_all(dir)?;
     }
-    std::fs::copy(from, to).map(|_| ())
+    from.copy_file(from_rel, to, to_rel, super::MAX_TRANSCRIPT_BYTES, 0o600)
+        .map(|_| ())
 }
 
 fn control(request_id: &str, request: serde_json::Value) -> String {
@@ -178,8 +210,11 @@ impl Driver for ClaudeDriver {
     fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
         let home = self.home(&spec.session_id);
         let config_dir = self.config_dir(&spec.session_id);
-        let _ = std::fs::create_dir_all(&home);
-        let _ = std::fs::create_dir_all(&config_dir);
+        for dir in [&home, &config_dir] {
+            if let Err(e) = Dir::make(dir) {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot make the session's directory");
+            }
+        }
         let mut args: Vec<OsString> = [
             "-p",
             "--input-format",
@@ -268,14 +303,19 @@ impl Driver for ClaudeDriver {
     }
 
     /// Whether the session's config dir holds its transcript; one kept in the shared config
-    /// dir of older builds is first copied into the session's own.
+    /// dir of older builds is first copied into the session's own (by handle, as
+    /// [`ClaudeDriver::bring_transcript`] copies).
     fn has_conversation(&self, spec: &SpawnSpec) -> bool {
-        let own = self.transcript_path(&spec.session_id, &spec.cwd, &spec.vendor_session_id);
-        if own.exists() {
+        let rel = transcript_rel(&spec.cwd, &spec.vendor_session_id);
+        let Ok(own) = self.config_root(&spec.session_id) else {
+            return false;
+        };
+        if own.exists(&rel) {
             return true;
         }
-        let shared = self.shared_transcript(&spec.cwd, &spec.vendor_session_id);
-        shared.exists() && copy_file(&shared, &own).is_ok()
+        Dir::open(&self.shared_config_dir())
+            .and_then(|shared| copy_transcript(&shared, &rel, &own, &rel))
+            .is_ok()
     }
 
     fn protocol(&self, _spec: &SpawnSpec) -> Box<dyn Protocol> {
@@ -460,7 +500,7 @@ mod tests {
         let data = tempfile::TempDir::new().unwrap();
         let driver = ClaudeDriver::new(data.path(), Some("/bin/claude".into()), vec![]);
         let cwd = data.path().join("wt");
-        let shared = driver.shared_transcript(&cwd, "v1");
+        let shared = transcript_in(&driver.shared_config_dir(), &cwd, "v1");
         std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
         std::fs::write(&shared, "{}\n").unwrap();
         let spec = |session: &str| SpawnSpec {

@@ -33,7 +33,9 @@ pub struct Ran {
 impl Link {
     /// `sh -c command` as the module docs say.
     fn shell(&self, command: &str) -> std::process::Command {
-        let _ = std::fs::create_dir_all(&self.home);
+        if let Err(e) = byre_beneath::Dir::make(&self.home) {
+            tracing::warn!(error = %e, "cannot make the session's HOME");
+        }
         let access = Access::new(&self.worktree)
             .worktree(&self.worktree)
             .write(&self.home);

@@ -42,6 +42,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use byre_beneath::{Dir, Kind, Links};
 use byre_projections::sessions::Vendor;
 
 use super::sandbox::Sandbox;
@@ -120,24 +121,29 @@ impl CodexDriver {
     }
 
     /// Copies thread `thread_id`'s rollout files from `from` (a `CODEX_HOME`) into `to`, at
-    /// the same place under `sessions/`, unless `to` has it already. A failure is logged; the
-    /// thread's resume or fork then fails, recorded as the turn's error.
+    /// the same place under `sessions/`, unless `to` has it already. Both are directories an
+    /// agent writes: each is walked and copied by handle (`byre_beneath`), a symlink anywhere
+    /// is neither followed nor copied. A failure is logged; the thread's resume or fork then
+    /// fails, recorded as the turn's error.
     fn bring_thread(&self, from: &Path, to: &Path, thread_id: &str) {
-        if thread_id.is_empty() || !rollouts(to, thread_id).is_empty() {
-            return;
-        }
-        for file in rollouts(from, thread_id) {
-            let Ok(rel) = file.strip_prefix(from) else {
-                continue;
+        let copied = (|| -> std::io::Result<()> {
+            let Ok(from) = Dir::open(from) else {
+                return Ok(());
             };
-            let dest = to.join(rel);
-            let copied = dest
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| std::fs::copy(&file, &dest).map(|_| ()));
-            if let Err(e) = copied {
-                tracing::warn!(error = %e, from = %file.display(), "cannot copy a Codex thread");
+            let to = Dir::create(to)?;
+            if thread_id.is_empty() || !rollouts(&to, thread_id).is_empty() {
+                return Ok(());
             }
+            for rel in rollouts(&from, thread_id) {
+                if let Some(parent) = rel.parent() {
+                    to.create_dir_all(parent)?;
+                }
+                from.copy_file(&rel, &to, &rel, super::MAX_TRANSCRIPT_BYTES, 0o600)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = copied {
+            tracing::warn!(error = %e, from = %from.display(), "cannot copy a Codex thread");
         }
     }
 
@@ -205,17 +211,27 @@ supports_websockets = false
         text
     }
 
-    /// Makes the session's directories and (re)writes its `config.toml` when it differs.
+    /// Makes the session's directories and (re)writes its `config.toml` when it differs. The
+    /// session's directory is the agent's to write: the config is read and replaced by handle
+    /// (`byre_beneath`), so a symlink planted at `config.toml` is replaced, never written
+    /// through.
     fn prepare(&self, session_id: &str) {
-        let codex_home = self.codex_home(session_id);
-        let _ = std::fs::create_dir_all(self.home(session_id));
-        let _ = std::fs::create_dir_all(&codex_home);
-        let path = codex_home.join("config.toml");
-        let text = self.config_toml();
-        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-            if let Err(e) = std::fs::write(&path, text) {
-                tracing::error!(error = %e, path = %path.display(), "cannot write Codex's config");
+        let prepared = (|| -> std::io::Result<()> {
+            let session = Dir::create(&super::session_dir(&self.data_dir, session_id))?;
+            session.create_dir_all(Path::new("home"))?;
+            let codex_home = session.create_dir_all(Path::new("codex-home"))?;
+            let text = self.config_toml();
+            let config = Path::new("config.toml");
+            let current = codex_home
+                .read(config, Links::Refuse, text.len() as u64)
+                .ok();
+            if current.as_deref() != Some(text.as_bytes()) {
+                codex_home.write(config, text.as_bytes(), 0o600)?;
             }
+            Ok(())
+        })();
+        if let Err(e) = prepared {
+            tracing::error!(error = %e, session_id, "cannot write Codex's config");
         }
     }
 }
@@ -239,11 +255,9 @@ impl Driver for CodexDriver {
         match &spec.fork {
             Some(fork) => {
                 let own = self.codex_home(&fork.session_id);
-                let from = if rollouts(&own, &fork.vendor_session_id).is_empty() {
-                    shared
-                } else {
-                    own
-                };
+                let has_own = Dir::open(&own)
+                    .is_ok_and(|d| !rollouts(&d, &fork.vendor_session_id).is_empty());
+                let from = if has_own { own } else { shared };
                 self.bring_thread(&from, &codex_home, &fork.vendor_session_id);
             }
             None if spec.resume => {
@@ -297,23 +311,21 @@ impl Driver for CodexDriver {
 }
 
 /// The rollout files of thread `thread_id` under `codex_home/sessions/` (its
-/// `YYYY/MM/DD/rollout-<timestamp>-<id>.jsonl`, PROTOCOL.md §5).
-fn rollouts(codex_home: &Path, thread_id: &str) -> Vec<PathBuf> {
+/// `YYYY/MM/DD/rollout-<timestamp>-<id>.jsonl`, PROTOCOL.md §5), relative to `codex_home`;
+/// walked by handle, no symlink followed.
+fn rollouts(codex_home: &Dir, thread_id: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let mut dirs = vec![(codex_home.join("sessions"), 0)];
+    let mut dirs = vec![(PathBuf::from("sessions"), 0)];
     while let Some((dir, depth)) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = codex_home.entries(&dir, Links::Refuse) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() && depth < 4 {
-                dirs.push((path, depth + 1));
-            } else if kind.is_file() && entry.file_name().to_string_lossy().contains(thread_id) {
-                found.push(path);
+        for entry in entries {
+            let path = dir.join(&entry.name);
+            match entry.kind {
+                Kind::Dir if depth < 4 => dirs.push((path, depth + 1)),
+                Kind::File if entry.name.to_string_lossy().contains(thread_id) => found.push(path),
+                _ => {}
             }
         }
     }
@@ -415,13 +427,27 @@ mod tests {
         std::fs::write(day.join("rollout-2026-12-04T00-00-00-th-1.jsonl"), "x").unwrap();
         std::fs::write(day.join("rollout-2026-12-04T00-00-00-th-2.jsonl"), "y").unwrap();
         let to = driver.codex_home("b");
+        // A link among them, to a file outside: neither followed nor copied.
+        let outside = tempfile::tempdir().expect("temp dir");
+        std::fs::write(outside.path().join("secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret"),
+            day.join("rollout-2026-12-04T00-00-01-th-1.jsonl"),
+        )
+        .unwrap();
         driver.bring_thread(&from, &to, "th-1");
-        let copied = rollouts(&to, "th-1");
+        let copied: Vec<PathBuf> = rollouts(&Dir::open(&to).unwrap(), "th-1")
+            .into_iter()
+            .map(|rel| to.join(rel))
+            .collect();
         assert_eq!(
             copied,
             [to.join("sessions/2026/12/04/rollout-2026-12-04T00-00-00-th-1.jsonl")]
         );
-        assert!(rollouts(&to, "th-2").is_empty(), "only the forked thread");
+        assert!(
+            rollouts(&Dir::open(&to).unwrap(), "th-2").is_empty(),
+            "only the forked thread"
+        );
         std::fs::write(&copied[0], "kept").unwrap();
         driver.bring_thread(&from, &to, "th-1");
         assert_eq!(

@@ -22,7 +22,7 @@
 //! same commit (a landed push is up to date) or finds it on the default branch. One effect at
 //! a time.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use byre_projections::finish::{self, MergeDone};
 use byre_projections::tasks::TaskStatus;
@@ -30,6 +30,7 @@ use byre_projections::Command;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
+use byre_agents::git_box::GitBox;
 use byre_git::merge::{Identity, MergeError, SquashRequest};
 use byre_log::subscription::subscribe;
 use byre_log::Writer;
@@ -168,7 +169,7 @@ fn due(writer: &Writer) -> Vec<Work> {
 }
 
 /// The squash, push and fast-forward: the commit landed (None when nothing was to merge).
-async fn land(job: &MergeJob) -> Result<Option<String>, String> {
+async fn land(git_box: &GitBox, job: &MergeJob) -> Result<Option<String>, String> {
     // mergeTask checked it, but a held merge starts later: never author under a made-up name.
     let Some(author) = job.author.clone() else {
         return Err(format!(
@@ -178,9 +179,14 @@ async fn land(job: &MergeJob) -> Result<Option<String>, String> {
         ));
     };
     let time_us = job.time_us;
-    let (repo, worktree, branch, default_branch, title, author, co_authors) = (
+    // The worktree is read in its sandbox (`git::boxed`); the merge reads objects and refs.
+    let worktree = git_box
+        .facts(&job.worktree)
+        .await
+        .map_err(|e| e.to_string())?;
+    let job_worktree = job.worktree.clone();
+    let (repo, branch, default_branch, title, author, co_authors) = (
         job.repo.clone(),
-        job.worktree.clone(),
         job.branch.clone(),
         job.default_branch.clone(),
         job.title.clone(),
@@ -188,9 +194,16 @@ async fn land(job: &MergeJob) -> Result<Option<String>, String> {
         job.co_authors.clone(),
     );
     tokio::task::spawn_blocking(move || {
+        // DATA/worktrees/<project>/<task>: where byre keeps tasks' worktrees.
+        let task_worktrees = job_worktree
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(&job_worktree)
+            .to_owned();
         let req = SquashRequest {
             repo_path: &repo,
-            worktree_path: &worktree,
+            worktree,
+            task_worktrees: &task_worktrees,
             task_branch: &branch,
             default_branch: &default_branch,
             title: &title,
@@ -210,11 +223,11 @@ async fn land(job: &MergeJob) -> Result<Option<String>, String> {
 /// A merge's git work in two recorded steps: land the commit (recorded as
 /// `task.merge_landed`), then keep a snapshot and remove the worktree and branch. A restart
 /// after the first step only redoes the second.
-async fn run_merge(writer: &Writer, job: MergeJob) -> Result<MergeDone, String> {
+async fn run_merge(writer: &Writer, git_box: &GitBox, job: MergeJob) -> Result<MergeDone, String> {
     let merge_commit = match &job.landed {
         Some(commit) => commit.clone(),
         None => {
-            let commit = land(&job).await?.unwrap_or_default();
+            let commit = land(git_box, &job).await?.unwrap_or_default();
             submit(
                 writer,
                 Command::RecordMergeLanded {
@@ -226,12 +239,15 @@ async fn run_merge(writer: &Writer, job: MergeJob) -> Result<MergeDone, String> 
             commit
         }
     };
-    let (kept_ref, cleanup_error) = match run_cleanup(CleanupJob {
-        task_id: job.task_id.clone(),
-        repo: job.repo.clone(),
-        worktree: job.worktree.clone(),
-        branch: job.branch.clone(),
-    })
+    let (kept_ref, cleanup_error) = match run_cleanup(
+        git_box,
+        CleanupJob {
+            task_id: job.task_id.clone(),
+            repo: job.repo.clone(),
+            worktree: job.worktree.clone(),
+            branch: job.branch.clone(),
+        },
+    )
     .await
     {
         Ok(kept) => (kept, String::new()),
@@ -244,11 +260,14 @@ async fn run_merge(writer: &Writer, job: MergeJob) -> Result<MergeDone, String> 
     })
 }
 
-async fn run_cleanup(job: CleanupJob) -> Result<String, String> {
+async fn run_cleanup(git_box: &GitBox, job: CleanupJob) -> Result<String, String> {
+    // What is kept of the worktree is read in its sandbox (`git::boxed`); none when it is gone.
+    let facts = git_box.facts(&job.worktree).await.ok();
     tokio::task::spawn_blocking(move || {
         byre_git::merge::remove_task_worktree(
             &job.repo,
             &job.worktree,
+            facts.as_ref(),
             &job.task_id,
             &job.task_id,
             &job.branch,
@@ -262,7 +281,12 @@ async fn run_cleanup(job: CleanupJob) -> Result<String, String> {
 
 /// A subtask merging into its parent: when its branch is in the parent's HEAD, removes its
 /// worktree and branch (keeping a snapshot) and records it merged; whether it did.
-async fn into_parent(writer: &Writer, job: CleanupJob, parent_worktree: PathBuf) -> bool {
+async fn into_parent(
+    writer: &Writer,
+    git_box: &GitBox,
+    job: CleanupJob,
+    parent_worktree: PathBuf,
+) -> bool {
     let branch = job.branch.clone();
     let merged = tokio::task::spawn_blocking(move || {
         byre_git::subtasks::merged_into_head(&parent_worktree, &branch)
@@ -281,7 +305,7 @@ async fn into_parent(writer: &Writer, job: CleanupJob, parent_worktree: PathBuf)
         }
     };
     let task_id = job.task_id.clone();
-    let (kept_ref, cleanup_error) = match run_cleanup(job).await {
+    let (kept_ref, cleanup_error) = match run_cleanup(git_box, job).await {
         Ok(kept) => (kept, String::new()),
         Err(e) => (String::new(), e),
     };
@@ -307,7 +331,7 @@ async fn submit(writer: &Writer, cmd: Command) {
 }
 
 /// Does all the work due, until none is (a recorded outcome may make more due).
-async fn scan(writer: &Writer) {
+async fn scan(writer: &Writer, git_box: &GitBox) {
     // Bounded: each round records at least one outcome or starts a held merge.
     for _ in 0..64 {
         let work = due(writer);
@@ -321,7 +345,7 @@ async fn scan(writer: &Writer) {
                     let span = tracing::info_span!("merge", task_id = %job.task_id);
                     let _enter = span.enter();
                     let task_id = job.task_id.clone();
-                    let outcome = run_merge(writer, job).await;
+                    let outcome = run_merge(writer, git_box, job).await;
                     if let Err(e) = &outcome {
                         tracing::warn!(reason = %e, "merge refused");
                     }
@@ -339,7 +363,7 @@ async fn scan(writer: &Writer) {
                     let span = tracing::info_span!("discard", task_id = %job.task_id);
                     let _enter = span.enter();
                     let task_id = job.task_id.clone();
-                    let outcome = run_cleanup(job).await;
+                    let outcome = run_cleanup(git_box, job).await;
                     submit(
                         writer,
                         Command::RecordDiscard {
@@ -353,7 +377,7 @@ async fn scan(writer: &Writer) {
                 Work::IntoParent(job, parent_worktree) => {
                     let span = tracing::info_span!("merge_into_parent", task_id = %job.task_id);
                     let _enter = span.enter();
-                    progressed |= into_parent(writer, job, parent_worktree).await;
+                    progressed |= into_parent(writer, git_box, job, parent_worktree).await;
                 }
                 Work::StartHeld(task_id, worktree) => {
                     let head = tokio::task::spawn_blocking(move || {
@@ -381,15 +405,19 @@ async fn scan(writer: &Writer) {
 }
 
 /// Starts the reactor; it ends when `shutdown` turns true.
-pub fn start(writer: Writer, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub fn start(
+    writer: Writer,
+    git_box: GitBox,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let from = writer.head();
-        scan(&writer).await;
+        scan(&writer, &git_box).await;
         let mut events = Box::pin(subscribe(writer.clone(), from));
         loop {
             tokio::select! {
                 next = events.next() => match next {
-                    Some(Ok(r)) if TRIGGERS.contains(&r.kind.as_str()) => scan(&writer).await,
+                    Some(Ok(r)) if TRIGGERS.contains(&r.kind.as_str()) => scan(&writer, &git_box).await,
                     Some(Ok(_)) => {}
                     Some(Err(e)) => {
                         tracing::error!(error = %e, "finish reactor cannot read the log");

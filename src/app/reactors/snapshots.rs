@@ -22,7 +22,8 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::reactors::worktrees::Worktrees;
-use byre_git::snapshots::{take_snapshot, SnapshotJob};
+use byre_agents::git_box::GitBox;
+use byre_git::boxed::Job as GitJob;
 use byre_log::subscription::subscribe;
 use byre_log::Writer;
 
@@ -68,15 +69,19 @@ fn job(writer: &Writer, task_id: &str, cause_seq: u64) -> Option<Job> {
 
 /// Does one job and records its outcome; a worktree removed while byre runs is made again
 /// first.
-async fn handle(writer: &Writer, worktrees: &Worktrees, job: Job, review: bool) {
+async fn handle(writer: &Writer, worktrees: &Worktrees, git_box: &GitBox, job: Job, review: bool) {
     if job.place.is_ok() {
         worktrees.restore_if_missing(&job.task_id).await;
     }
     let span = tracing::info_span!("snapshot", task_id = %job.task_id, cause_seq = job.cause_seq);
-    handle_in_span(writer, job, review).instrument(span).await;
+    handle_in_span(writer, git_box, job, review)
+        .instrument(span)
+        .await;
 }
 
-async fn handle_in_span(writer: &Writer, job: Job, review: bool) {
+/// Takes the snapshot in the task's sandbox (`git::boxed`: libgit2 walks the worktree only
+/// where the agent could read it anyway) and records the outcome.
+async fn handle_in_span(writer: &Writer, git_box: &GitBox, job: Job, review: bool) {
     let Job {
         task_id,
         cause_seq,
@@ -87,29 +92,35 @@ async fn handle_in_span(writer: &Writer, job: Job, review: bool) {
         Ok(place) => {
             let w = writer.clone();
             let id = task_id.clone();
-            tokio::task::spawn_blocking(move || {
-                let event_seq = w.store().task_last_seq(&id).map_err(|e| e.to_string())?;
-                let snap = take_snapshot(&SnapshotJob {
-                    worktree: &place.worktree,
-                    branch: &place.branch,
-                    task_id: &id,
-                    title: &place.title,
-                    n: place.n,
-                    turn: place.turn,
-                    event_seq,
-                })
-                .map_err(|e| e.to_string())?;
-                Ok(TakenSnapshot {
-                    n: place.n,
-                    commit: snap.commit,
-                    tree: snap.tree,
-                    event_seq: snap.event_seq,
-                    branch_advanced: snap.branch_advanced,
-                })
-            })
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
+            let event_seq = tokio::task::spawn_blocking(move || w.store().task_last_seq(&id))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            match event_seq {
+                Err(e) => Err(e),
+                Ok(event_seq) => {
+                    let git_job = GitJob::Snapshot {
+                        worktree: place.worktree,
+                        branch: place.branch,
+                        task_id: task_id.clone(),
+                        title: place.title,
+                        n: place.n,
+                        turn: place.turn,
+                        event_seq,
+                    };
+                    match git_box.run(&git_job).await.map(|a| a.into_snapshot()) {
+                        Ok(Some(snap)) => Ok(TakenSnapshot {
+                            n: place.n,
+                            commit: snap.commit,
+                            tree: snap.tree,
+                            event_seq: snap.event_seq,
+                            branch_advanced: snap.branch_advanced,
+                        }),
+                        Ok(None) => Err("the snapshot's answer was not a snapshot".to_owned()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+            }
         }
     };
     if let Err(e) = &outcome {
@@ -130,6 +141,7 @@ async fn handle_in_span(writer: &Writer, job: Job, review: bool) {
 pub fn start(
     writer: Writer,
     worktrees: Worktrees,
+    git_box: GitBox,
     review: bool,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -153,7 +165,7 @@ pub fn start(
                 return;
             }
             if let Some(j) = job(&writer, &task_id, seq) {
-                handle(&writer, &worktrees, j, review).await;
+                handle(&writer, &worktrees, &git_box, j, review).await;
             }
         }
         let mut events = Box::pin(subscribe(writer.clone(), from));
@@ -162,7 +174,7 @@ pub fn start(
                 next = events.next() => match next {
                     Some(Ok(r)) if r.kind == "turn.ended" || r.kind == "snapshot.requested" => {
                         if let Some(j) = r.task_id.as_deref().and_then(|id| job(&writer, id, r.seq)) {
-                            handle(&writer, &worktrees, j, review).await;
+                            handle(&writer, &worktrees, &git_box, j, review).await;
                         }
                     }
                     Some(Ok(_)) => {}

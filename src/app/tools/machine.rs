@@ -22,9 +22,9 @@ use byre_projections::tasks::TaskStatus;
 use serde_json::{json, Value};
 
 use super::{ToolResult, ToolSpec};
-use crate::{blocking, Ctx, Error};
-use byre_git::views::{TreePath, ViewError, WorkPath, Worktree};
-use byre_machines::Machine;
+use crate::{Ctx, Error};
+use byre_git::views::TreePath;
+use byre_machines::{InWorktree, Machine};
 
 /// The names of these tools.
 pub const NAMES: [&str; 6] = [
@@ -262,15 +262,10 @@ async fn run(app: &Ctx, session_id: &str, tool: &str, args: &Value) -> Result<To
         "upload" => {
             let raw = text_arg(args, "path")?.to_owned();
             let dest = machine_path(args, "dest")?;
-            let resolved = blocking(move || {
-                let wt = Worktree::open(&worktree)?;
-                Ok(WorkPath::parse(&raw, &wt)?.resolved().to_path_buf())
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+            let path = in_worktree(&worktree, &raw).map_err(|e| e.to_string())?;
             let data_dir = app.settings.data_dir.clone();
             machines
-                .upload(&machine, data_dir, resolved, &dest, REQUEST_TIMEOUT)
+                .upload(&machine, data_dir, path, &dest, REQUEST_TIMEOUT)
                 .await?;
             Ok(ToolResult::text(format!(
                 "Uploaded {} to {dest} on `{}`.",
@@ -281,9 +276,12 @@ async fn run(app: &Ctx, session_id: &str, tool: &str, args: &Value) -> Result<To
         "download" => {
             let path = machine_path(args, "path")?;
             let raw = text_arg(args, "dest")?.to_owned();
-            let dest = blocking(move || download_dest(&worktree, &raw))
-                .await
-                .map_err(|e| e.to_string())?;
+            let dest = in_worktree(&worktree, &raw).map_err(|e| e.to_string())?;
+            if dest.rel.as_os_str().is_empty() {
+                return Err(
+                    "`dest` must name a file or directory in the worktree, not its root".into(),
+                );
+            }
             machines
                 .download(&machine, &path, dest, REQUEST_TIMEOUT)
                 .await?;
@@ -312,34 +310,13 @@ async fn run(app: &Ctx, session_id: &str, tool: &str, args: &Value) -> Result<To
     }
 }
 
-/// Where `download` puts what it brings: `raw` (a worktree path, not the root) made absolute
-/// under the worktree, its parent directories made; the deepest one that existed is proven
-/// inside the worktree (symlinks resolved) and the ones made below it are plain names.
-fn download_dest(worktree: &Path, raw: &str) -> Result<PathBuf, Error> {
+/// `raw` (a worktree path from an agent's `upload` or `download`) checked as the worktree
+/// views check theirs (`TreePath`: relative, no `..`, not into `.git`); the transfer then
+/// resolves it beneath the worktree by handle, following no symlink.
+fn in_worktree(worktree: &Path, raw: &str) -> Result<InWorktree, Error> {
     let tree = TreePath::parse(raw)?;
-    if tree.is_root() {
-        return Err(Error::Invalid(
-            "`dest` must name a file or directory in the worktree, not its root".into(),
-        ));
-    }
-    let wt = Worktree::open(worktree)?;
-    let rel = Path::new(tree.as_ref());
-    let name = rel.file_name().unwrap_or_default().to_owned();
-    let mut existing = rel.parent().unwrap_or(Path::new("")).to_path_buf();
-    let mut missing = Vec::new();
-    let base = loop {
-        match WorkPath::parse(&existing.to_string_lossy(), &wt) {
-            Ok(p) => break p,
-            Err(ViewError::NotFound(_)) => {
-                missing.push(existing.file_name().unwrap_or_default().to_owned());
-                existing = existing.parent().unwrap_or(Path::new("")).to_path_buf();
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let mut dir = base.resolved().to_path_buf();
-    dir.extend(missing.iter().rev());
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::Invalid(format!("cannot make {}: {e}", dir.display())))?;
-    Ok(dir.join(name))
+    Ok(InWorktree {
+        worktree: worktree.to_owned(),
+        rel: PathBuf::from(tree.as_ref()),
+    })
 }

@@ -108,6 +108,23 @@ fn ada() -> Identity {
     }
 }
 
+/// The worktree's facts, read as the task's sandbox reads them (here in this process).
+fn facts(wt: &Path) -> Option<WorktreeFacts> {
+    worktree_facts(wt).ok()
+}
+
+/// [`remove_task_worktree`] of the fixture's task, with its worktree's facts when it has one.
+fn remove(f: &Fixture) -> Result<Option<String>, GitError> {
+    remove_task_worktree(
+        &f.repo,
+        &f.wt,
+        facts(&f.wt).as_ref(),
+        "task-1",
+        "t1",
+        BRANCH,
+    )
+}
+
 fn request<'a>(
     f: &'a Fixture,
     title: &'a str,
@@ -116,7 +133,8 @@ fn request<'a>(
 ) -> SquashRequest<'a> {
     SquashRequest {
         repo_path: &f.repo,
-        worktree_path: &f.wt,
+        worktree: facts(&f.wt).expect("the worktree reads"),
+        task_worktrees: f.wt.parent().expect("the tasks' worktrees"),
         task_branch: BRANCH,
         default_branch: "main",
         title,
@@ -129,14 +147,14 @@ fn request<'a>(
 #[test]
 fn unmerged_counts_commits_files_lines_and_uncommitted_paths() {
     let f = fixture();
-    let zero = unmerged(&f.repo, &f.wt, BRANCH, "main").unwrap();
+    let zero = unmerged(&f.repo, &facts(&f.wt).unwrap(), BRANCH, "main").unwrap();
     assert_eq!(zero, Unmerged::default());
     fs::write(f.wt.join("new.txt"), "a\nb\n").unwrap();
     git(&f.wt, &["add", "new.txt"]);
     git(&f.wt, &["commit", "-q", "-m", "new"]);
     fs::write(f.wt.join("lib.txt"), "one\nTWO\nthree\n").unwrap(); // unstaged
     fs::write(f.wt.join("untracked.txt"), "x\n").unwrap(); // untracked
-    let u = unmerged(&f.repo, &f.wt, BRANCH, "main").unwrap();
+    let u = unmerged(&f.repo, &facts(&f.wt).unwrap(), BRANCH, "main").unwrap();
     assert_eq!(
         u,
         Unmerged {
@@ -376,9 +394,7 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
     crate::ensure_worktree(&f.repo, "byre/task-2", &head, &sibling, "task-2").unwrap();
     fs::write(sibling.join("sib.txt"), "sibling work\n").unwrap();
     fs::write(f.wt.join("work.txt"), "precious\n").unwrap();
-    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
-        .unwrap()
-        .expect("a snapshot ref");
+    let kept = remove(&f).unwrap().expect("a snapshot ref");
     assert_eq!(kept, "refs/byre/tasks/t1/snap/1");
     assert_eq!(
         git(&f.repo, &["show", &format!("{kept}:work.txt")]),
@@ -395,10 +411,7 @@ fn removal_keeps_uncommitted_work_and_leaves_siblings_and_fsck_clean() {
     assert!(git(&sibling, &["status", "--porcelain"]).contains("sib.txt"));
     git(&f.repo, &["fsck", "--strict", "--no-progress"]);
     // Again: nothing left to remove, nothing fails.
-    assert_eq!(
-        remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH).unwrap(),
-        None
-    );
+    assert_eq!(remove(&f).unwrap(), None);
 }
 
 #[test]
@@ -495,9 +508,7 @@ fn a_worktree_cut_off_from_its_repository_is_kept_in_a_snapshot_then_removed() {
     // A removal cut short inside libgit2's prune (or a hand) removed
     // `.git/worktrees/task-1`; the directory and its files are still there.
     fs::remove_dir_all(f.repo.join(".git/worktrees/task-1")).unwrap();
-    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
-        .unwrap()
-        .expect("a snapshot ref");
+    let kept = remove(&f).unwrap().expect("a snapshot ref");
     assert_eq!(
         git(&f.repo, &["show", &format!("{kept}:work.txt")]),
         "precious"
@@ -531,9 +542,7 @@ fn a_worktree_left_mid_merge_with_conflicts_is_kept_and_removed() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "a conflict");
-    let kept = remove_task_worktree(&f.repo, &f.wt, "task-1", "t1", BRANCH)
-        .unwrap()
-        .expect("a snapshot ref");
+    let kept = remove(&f).unwrap().expect("a snapshot ref");
     let text = git(&f.repo, &["show", &format!("{kept}:lib.txt")]);
     assert!(text.contains("<<<<<<<") && text.contains("TASK"), "{text}");
     assert!(!f.wt.exists());
@@ -703,6 +712,32 @@ fn an_ignored_file_in_the_users_checkout_is_never_overwritten() {
         git(&f.origin, &["rev-parse", "main"]),
         origin_main,
         "nothing pushed"
+    );
+}
+
+#[test]
+fn the_default_branch_checked_out_in_another_tasks_worktree_refuses_the_merge_untouched() {
+    let f = fixture();
+    let head = git(&f.repo, &["rev-parse", "main"]);
+    let other = f.wt.parent().unwrap().join("task-2");
+    crate::ensure_worktree(&f.repo, "byre/task-2", &head, &other, "task-2").unwrap();
+    // The other task's agent checks out main in its worktree, where main is checked out already.
+    git(
+        &other,
+        &["switch", "-q", "--ignore-other-worktrees", "main"],
+    );
+    fs::write(f.wt.join("feature.txt"), "feature\n").unwrap();
+    let (r, files) = (refs(&f.repo), snapshot(&other));
+    let err = squash_merge(&request(&f, "t", &ada(), &[])).unwrap_err();
+    assert!(
+        matches!(err, MergeError::Refused(ref m) if m.contains("task's worktree")),
+        "{err:?}"
+    );
+    assert_eq!(refs(&f.repo), r, "nothing moved");
+    assert_eq!(
+        snapshot(&other),
+        files,
+        "the other task's worktree untouched"
     );
 }
 

@@ -62,26 +62,27 @@ pub struct Changes {
 /// least 4 hex digits) or else the merge-base of local branches `task_branch` and
 /// `default_branch`. Renames are detected.
 ///
-/// The tree is built in an in-memory index seeded from the worktree's index (its entries and
-/// their stat data, so unchanged files are not hashed again) and `add_all`; the worktree's
-/// own index file is only read. New blobs and trees go to the object database. An untracked
-/// repository inside the worktree counts as a gitlink to its HEAD, as `git add` records it.
+/// `tree` is the worktree's tree as if everything were staged ([`staged_index`], written to the
+/// object database), which the caller has made where the worktree may be read: in the task's
+/// sandbox (`git::boxed::Job::StagedTree`). Only objects are read here.
 ///
 /// # Errors
 /// [`ViewError::Invalid`] for a `since` that is not a known commit; [`ViewError::Conflict`]
-/// when a branch is gone or the two share no history; [`ViewError::Other`] for libgit2.
+/// when a branch is gone or the two share no history; [`ViewError::Other`] for libgit2 or a
+/// `tree` that is not one.
 pub fn task_changes(
     worktree: &Worktree,
     task_branch: &str,
     default_branch: &str,
     since: Option<&str>,
+    tree: &str,
 ) -> Result<Changes, ViewError> {
     let repo = worktree.repo()?;
     let base = match since {
         Some(since) => since_commit(&repo, since)?,
         None => merge_base(&repo, task_branch, default_branch)?,
     };
-    let tree = worktree_tree(worktree, &repo)?;
+    let tree = Oid::from_str(tree)?;
     compare(&repo, base, tree)
 }
 
@@ -224,12 +225,6 @@ fn merge_base(
             e.message()
         ))
     })
-}
-
-/// The tree of the worktree as if everything were staged (`git add -A`), written to the
-/// object database. See [`staged_index`].
-pub(crate) fn worktree_tree(worktree: &Worktree, repo: &Repository) -> Result<Oid, ViewError> {
-    Ok(staged_index(worktree, repo)?.write_tree_to(repo)?)
 }
 
 /// An in-memory index of the worktree as if everything were staged (`git add -A`,
