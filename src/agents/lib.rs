@@ -15,7 +15,8 @@
 //!
 //! The other modules: [`sandbox`] (the one bubblewrap spawn path of every agent process),
 //! [`mcp`] (how a CLI starts `byre mcp`, and the sessions' tokens), [`bounds`] (what an agent
-//! may send), `reaper` (what agents leave behind) and the [`Settings`] the runtime starts with.
+//! may send), `reaper` (what agents leave behind), [`versions`] (the CLI releases byre
+//! supports) and the [`Settings`] the runtime starts with.
 
 #![warn(missing_docs)]
 
@@ -34,6 +35,7 @@ pub(crate) mod reaper;
 pub mod runtime;
 pub mod sandbox;
 mod settings;
+pub mod versions;
 
 pub use settings::{AgentLimits, OutputLimits, Settings};
 

@@ -1,4 +1,4 @@
-//! The `byre` command line: `serve`, `client`, `log`, `rebuild`, `replay`. `log`, `rebuild` and
+//! The `byre` command line: `serve`, `client`, `doctor`, `log`, `rebuild`, `replay`. `log`, `rebuild` and
 //! `replay` open the log read-only, so they work while a server runs on the same data dir.
 
 use std::net::{SocketAddr, TcpListener};
@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::{self, AuthMode, Config};
 
+mod doctor;
 mod inspect;
 pub mod reference;
 
@@ -186,6 +187,20 @@ pub enum Cmd {
         /// split on whitespace (no shell).
         #[arg(long)]
         hands_mcp: Option<String>,
+    },
+    /// Check what `serve` needs on this machine (the agent CLIs, their versions and
+    /// credentials, git, bubblewrap, Chromium, the data dir) and say what to fix; one line per
+    /// check (ok, warn, missing). Exit 1 when something needed is missing.
+    Doctor {
+        /// Data directory. Default: ~/.local/share/byre.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// As `serve --sandbox`: `off` skips the bubblewrap check.
+        #[arg(long, env = "BYRE_SANDBOX", value_enum, default_value = "on")]
+        sandbox: OnOff,
+        /// As `serve --chromium`.
+        #[arg(long, env = "BYRE_CHROMIUM", default_value = "/usr/bin/chromium")]
+        chromium: PathBuf,
     },
     /// Print events of the log.
     Log {
@@ -411,6 +426,16 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             };
             byre_client::run(options).await
         }
+        Cmd::Doctor {
+            data,
+            sandbox,
+            chromium,
+        } => Ok(doctor::run(doctor::Options {
+            data_dir: data.unwrap_or_else(config::default_data_dir),
+            sandbox: sandbox == OnOff::On,
+            chromium,
+        })
+        .await),
         Cmd::Log {
             data,
             task,

@@ -3,9 +3,16 @@
 //! `fixtures/fake-model/x_client.json`) using it through byre's MCP tools: it runs a command,
 //! uploads a worktree file and downloads one back; a second client of the same host replaces
 //! the first; a client killed mid-request gives the agent a tool error at once; a machine that
-//! answers a download with a `../` archive is refused; a machine serves only turns its owner
-//! started (another user's message to the owner's task gets a tool error, never the machine)
-//! and runs commands without the client's own environment. Plus the operations' refusals.
+//! answers a download with a `../` archive is refused; a machine serves only tasks no one but
+//! its owner has written to (another user's message in the task or its family gets a tool
+//! error, never a machine) and runs commands without the client's own environment. Plus the operations' refusals.
+//!
+//! The agent tests run in parallel, with each other and with the rest. They used to take turns:
+//! under load two at once failed or hung. One cause was fixed (Claude Code gave up on byre's
+//! MCP server after 5 s; byre sets `MCP_CONNECT_TIMEOUT_MS`), and every wait is bounded, so a
+//! stuck test panics saying where; the `../` archive test's old hang was never explained. In
+//! parallel, 20 runs in a row passed (issue 30: 10 of `client:: --test-threads=3`, 10 of
+//! `client:: terminal:: --test-threads=8`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -27,16 +34,6 @@ use crate::process::byre_bin;
 
 /// How long a test waits for the real CLI's turns, the client's lines and its exit.
 const WAIT: Duration = Duration::from_secs(120);
-
-/// The agent tests of this module run one at a time. FIXME: with more tests at once on a
-/// loaded machine (`--test-threads=8` with `terminal::`, other engineers' tests running) they
-/// fail or hang while each passes alone. One cause was found: Claude Code waits for its MCP
-/// servers only 5 s before its first request, so a slow `byre mcp` start left the first turn
-/// without byre's tools ("No such tool available: mcp__byre__bash"); byre now sets
-/// `MCP_CONNECT_TIMEOUT_MS`. The `../` archive test still hung past 9 minutes in 2 of 4 such
-/// runs (its waits are bounded now, so the next hang panics with where it was); not
-/// understood yet.
-static ONE_AGENT_TEST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A running `byre client`, its stdout lines on a channel; killed when dropped.
 struct ClientProcess {
@@ -176,7 +173,6 @@ async fn start_task(api: &Api, project_id: &str, prompt: &str) -> (String, PathB
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_runs_a_command_on_the_users_machine_and_moves_files_both_ways() {
-    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
     let home = TempDir::new().unwrap();
     let mut client = ClientProcess::start(&server.url, "laptop", home.path());
@@ -259,7 +255,6 @@ async fn a_second_client_of_the_same_host_replaces_the_first() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_killed_mid_request_gives_the_agent_a_tool_error_at_once() {
-    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
     let home = TempDir::new().unwrap();
     let mut client = ClientProcess::start(&server.url, "laptop", home.path());
@@ -325,7 +320,6 @@ async fn raw_machine(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_download_archive_with_dotdot_entries_is_refused_and_writes_nothing() {
-    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, api, project_id, _repo, mut sse) = bench().await;
     let mut machine = raw_machine(&server.url, "laptop").await;
     let (task_id, worktree) = start_task(&api, &project_id, "Fetch the evil archive").await;
@@ -698,7 +692,6 @@ fn token_of(login: &str) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
-    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, ada, project_id, _repo, mut sse) = team_bench().await;
     let bob = server.api_as("bob");
     let bob_home = TempDir::new().unwrap();
@@ -808,7 +801,6 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_machines_commands_run_without_the_clients_environment() {
-    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, ada, project_id, _repo, mut sse) = team_bench().await;
     let home = TempDir::new().unwrap();
     // The token in the environment, as docs/agents.md shows it, and a variable of the
@@ -859,7 +851,6 @@ async fn next_request(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_transfer_is_not_found_for_a_login_other_than_its_machines() {
-    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, _ada, project_id, _repo, mut sse) = team_bench().await;
     let ws = server.url.replacen("http://", "ws://", 1) + "/api/clients/connect";
     let mut request = ws.into_client_request().unwrap();
@@ -950,7 +941,6 @@ async fn a_transfer_is_not_found_for_a_login_other_than_its_machines() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn once_bob_wrote_to_adas_task_no_later_turn_of_it_or_its_subtasks_reaches_her_machine() {
-    let _one = ONE_AGENT_TEST.lock().await;
     let (server, _fake, ada, project_id, _repo, mut sse) = team_bench().await;
     let home = TempDir::new().unwrap();
     let mut machine = ClientProcess::start_with(

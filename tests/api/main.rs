@@ -28,6 +28,7 @@ mod codex;
 mod contract;
 mod crash;
 mod docs;
+mod doctor;
 mod edge;
 mod events;
 mod finish;

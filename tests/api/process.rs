@@ -11,6 +11,30 @@ pub fn byre_bin() -> &'static str {
     env!("CARGO_BIN_EXE_byre")
 }
 
+/// `byre serve --listen 127.0.0.1:0 --login ada --data DIR`, logging warnings and errors,
+/// reviews off (a test asks for them with `BYRE_REVIEWS=true`).
+pub fn serve_command(data: &Path) -> Command {
+    let mut cmd = Command::new(byre_bin());
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--login",
+        "ada",
+        "--data",
+    ])
+    .arg(data)
+    .env("BYRE_LOG", "warn")
+    // Reviews only where a test asks for them (`BYRE_REVIEWS=true` in `env`).
+    .env("BYRE_REVIEWS", "false")
+    // The fixture CodeBolt agents are an agents directory (`--codebolt-agents`).
+    .env(
+        "BYRE_CODEBOLT_AGENTS",
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt"),
+    );
+    cmd
+}
+
 /// A `byre serve` child on a loopback port 0.
 pub struct ServeProcess {
     /// The child.
@@ -27,24 +51,7 @@ impl ServeProcess {
 
     /// As [`ServeProcess::start`], with more environment variables.
     pub fn start_with_env(data: &Path, env: &[(&str, &str)]) -> ServeProcess {
-        let mut child = Command::new(byre_bin())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--login",
-                "ada",
-                "--data",
-            ])
-            .arg(data)
-            .env("BYRE_LOG", "warn")
-            // Reviews only where a test asks for them (`BYRE_REVIEWS=true` in `env`).
-            .env("BYRE_REVIEWS", "false")
-            // The fixture CodeBolt agents are an agents directory (`--codebolt-agents`).
-            .env(
-                "BYRE_CODEBOLT_AGENTS",
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebolt"),
-            )
+        let mut child = serve_command(data)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

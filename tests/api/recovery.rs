@@ -3,9 +3,10 @@
 //! start-up warning); a worktree removed while byre runs comes back at the next view, turn or
 //! snapshot, and the next turn runs in it
 //! (not in the removed directory a live CLI was left in); an answer that could never reach
-//! the agent of a task being discarded is refused; Claude Code's `rate_limit_event` reaches `getStatus`.
+//! the agent of a task being discarded is refused; Claude Code's `rate_limit_event` reaches `getStatus`;
+//! a start-up on a data dir whose repository was moved away says so in one line, not one per task.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 
 use byre_projections::snapshots::SnapshotTrigger;
 use byre_projections::Command;
@@ -212,18 +213,8 @@ async fn the_open_items_of_a_task_close_when_the_task_closes() {
 async fn serve_warns_at_start_up_when_an_agent_cli_is_missing() {
     let data = TempDir::new().unwrap();
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut child = std::process::Command::new(crate::process::byre_bin())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--login",
-            "ada",
-            "--data",
-        ])
-        .arg(data.path())
+    let mut child = crate::process::serve_command(data.path())
         .env("BYRE_CLAUDE_BIN", "/nonexistent/claude")
-        .env("BYRE_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .stderr(log.reopen().unwrap())
         .spawn()
@@ -544,4 +535,91 @@ async fn claude_codes_rate_limit_events_reach_get_status() {
     assert!(claude["vendor_reports"].as_u64().unwrap() >= 1, "{claude}");
     assert_eq!(status["protocol_errors"]["counts"], json!({}));
     b.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_up_without_a_projects_repository_says_so_in_one_line_for_all_its_tasks() {
+    let server = TestServer::spawn().await;
+    let api = server.api();
+    let (moved, moved_id) = api.basic_project().await;
+    let kept = crate::helpers::make_repo("basic");
+    let kept_id = api.create_project("kept", kept.path()).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut sse = api.events(&[], None).await;
+    let mut moved_worktrees = Vec::new();
+    for i in 0..3 {
+        let task = api.create_task(&moved_id, &format!("t{i}")).await;
+        moved_worktrees.push(task["worktree_path"].as_str().unwrap().to_owned());
+        until_kind(&mut sse, "task.worktree_created", WAIT).await;
+    }
+    let kept_task = api.create_task(&kept_id, "kept").await;
+    until_kind(&mut sse, "task.worktree_created", WAIT).await;
+    drop(sse);
+    let kept_worktree = std::path::PathBuf::from(kept_task["worktree_path"].as_str().unwrap());
+    let data = server.stop().await;
+    // While byre is stopped: one project's repository moves away (one of its tasks' worktrees
+    // goes too); the other's task loses its worktree directory (its repository stays).
+    let moved_repo = crate::helpers::canonical(moved.path());
+    let away = TempDir::new().unwrap();
+    std::fs::rename(moved.path(), away.path().join("basic")).unwrap();
+    std::fs::remove_dir_all(&kept_worktree).unwrap();
+    std::fs::remove_dir_all(&moved_worktrees[0]).unwrap();
+
+    let mut child = crate::process::serve_command(data.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    // The summary ends start-up's reconcile of worktrees: wait for it.
+    let summary = loop {
+        let line = rx
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("no summary line; byre printed:\n{}", lines.join("\n")));
+        lines.push(line.clone());
+        if line.contains("repository is missing") {
+            break line;
+        }
+    };
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    child.wait().unwrap();
+    // The reader ends at the pipe's end: every line byre printed is in.
+    lines.extend(rx.iter());
+    let all = lines.join("\n");
+    assert!(
+        summary.contains("ERROR")
+            && summary.contains(
+                "3 active tasks have no usable worktree because their project's repository is missing"
+            )
+            && summary.contains(&format!("basic ({moved_repo}, 3 tasks)"))
+            && summary.contains("Put each repository back at its path and restart byre"),
+        "{summary}"
+    );
+    assert_eq!(
+        all.lines().filter(|l| l.contains("ERROR")).count(),
+        1,
+        "one error line, not one per task:\n{all}"
+    );
+    assert!(
+        kept_worktree.is_dir(),
+        "the task whose repository is there got its worktree back before the summary"
+    );
+    drop(away);
 }

@@ -1,7 +1,8 @@
 //! The worktree reactor: after `task.created`, makes the task's branch and worktree and
 //! records `task.worktree_created` (or `task.worktree_failed`). At start-up it makes any
 //! worktree an active task should have and does not (a crash between the intent and the
-//! outcome, or a worktree directory removed by hand). While byre runs, [`Worktrees`] does the
+//! outcome, or a worktree directory removed by hand); tasks whose project's repository is
+//! itself gone are summed up in one log line naming the projects. While byre runs, [`Worktrees`] does the
 //! same for one task before its next turn, view or snapshot.
 
 use std::path::PathBuf;
@@ -149,7 +150,21 @@ impl byre_agents::runtime::TaskWorktrees for Worktrees {
     }
 }
 
+/// Makes the job's worktree and logs a failure (`handle_quietly`).
 async fn handle(writer: &Writer, job: Job) {
+    let recorded = job.recorded;
+    if let Err(e) = handle_quietly(writer, job).await {
+        if recorded {
+            tracing::error!(error = %e, "could not restore the worktree of an active task");
+        } else {
+            tracing::error!(error = %e, "worktree failed");
+        }
+    }
+}
+
+/// Makes the job's worktree (`git::ensure_worktree`) and, when its outcome was not recorded
+/// yet, records it; returns the failure to make it for the caller to report.
+async fn handle_quietly(writer: &Writer, job: Job) -> Result<(), String> {
     let span = tracing::info_span!("worktree", task_id = %job.task_id);
     let _enter = span.enter();
     let Job {
@@ -167,14 +182,9 @@ async fn handle(writer: &Writer, job: Job) {
     .await
     .map_err(|e| e.to_string())
     .and_then(|r| r.map_err(|e| e.to_string()));
+    let result = outcome.clone().map(|_| ());
     if recorded {
-        if let Err(e) = outcome {
-            tracing::error!(error = %e, "could not restore the worktree of an active task");
-        }
-        return;
-    }
-    if let Err(e) = &outcome {
-        tracing::error!(error = %e, "worktree failed");
+        return result;
     }
     if let Err(e) = writer
         .submit(
@@ -188,6 +198,118 @@ async fn handle(writer: &Writer, job: Job) {
     {
         tracing::error!(error = %e, "could not record the worktree's outcome");
     }
+    result
+}
+
+/// An active task start-up found without its worktree, or whose project's repository is gone.
+struct Missing {
+    task_id: String,
+    recorded: bool,
+    worktree_path: PathBuf,
+    project: String,
+    repo_path: PathBuf,
+}
+
+/// Start-up's reconcile: makes the worktree of every active task that has none (never
+/// recorded, or gone from disk). Tasks whose project's repository is itself missing (moved or
+/// removed while byre was stopped: their worktrees, if still there, are cut off from it) are
+/// not tried (an outcome not recorded yet is recorded as failed), and all of them together get
+/// one line naming the projects, rather than one error per task; other failures get one line
+/// too, with their count and the first error.
+async fn reconcile(writer: &Writer, worktrees: &Worktrees) {
+    let active: Vec<Missing> = writer.read(|s| {
+        s.tasks
+            .values()
+            // A merge (into a parent too) or discard under way removes the worktree itself: not
+            // restored.
+            .filter(|t| {
+                t.status == TaskStatus::Active
+                    && !t.merging
+                    && !t.merging_into_parent
+                    && !t.discarding
+            })
+            .map(|t| {
+                let project = s.projects.get(&t.project_id);
+                Missing {
+                    task_id: t.id.to_string(),
+                    recorded: t.worktree_ready,
+                    worktree_path: PathBuf::from(&t.worktree_path),
+                    project: project.map_or_else(|| t.project_id.to_string(), |p| p.name.clone()),
+                    repo_path: project
+                        .map(|p| PathBuf::from(&p.repo_path))
+                        .unwrap_or_default(),
+                }
+            })
+            .collect()
+    });
+    let (no_repo, with_repo): (Vec<Missing>, Vec<Missing>) =
+        tokio::task::spawn_blocking(move || {
+            let mut repo_there = std::collections::HashMap::<PathBuf, bool>::new();
+            let mut no_repo = Vec::new();
+            let mut with_repo = Vec::new();
+            for m in active {
+                let there = *repo_there
+                    .entry(m.repo_path.clone())
+                    .or_insert_with(|| m.repo_path.is_dir());
+                if !there {
+                    no_repo.push(m);
+                } else if !m.recorded || !m.worktree_path.exists() {
+                    with_repo.push(m);
+                }
+            }
+            (no_repo, with_repo)
+        })
+        .await
+        .unwrap_or_default();
+    let mut failed = 0usize;
+    let mut first_error = None;
+    for m in with_repo {
+        let _guard = worktrees.lock.lock().await;
+        if let Some(j) = job(writer, &m.task_id) {
+            if let Err(e) = handle_quietly(writer, j).await {
+                failed += 1;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        tracing::error!(
+            tasks = failed,
+            "could not make the worktrees of {failed} active tasks (the first: {e})"
+        );
+    }
+    if no_repo.is_empty() {
+        return;
+    }
+    let mut projects = std::collections::BTreeMap::<(String, PathBuf), usize>::new();
+    for m in &no_repo {
+        *projects
+            .entry((m.project.clone(), m.repo_path.clone()))
+            .or_default() += 1;
+    }
+    const NAMED: usize = 5;
+    let mut named: Vec<String> = projects
+        .iter()
+        .take(NAMED)
+        .map(|((name, repo), n)| format!("{name} ({}, {n} tasks)", repo.display()))
+        .collect();
+    if projects.len() > NAMED {
+        named.push(format!("and {} more", projects.len() - NAMED));
+    }
+    tracing::error!(
+        tasks = no_repo.len(),
+        projects = projects.len(),
+        "{} active tasks have no usable worktree because their project's repository is missing: {}. Put each repository back at its path and restart byre; until then their agents cannot run",
+        no_repo.len(),
+        named.join(", ")
+    );
+    // An outcome never recorded is recorded now (as failed), as the reactor would have.
+    for m in no_repo.into_iter().filter(|m| !m.recorded) {
+        let _guard = worktrees.lock.lock().await;
+        if let Some(j) = job(writer, &m.task_id) {
+            let _ = handle_quietly(writer, j).await;
+        }
+    }
 }
 
 /// Starts the reactor; it ends when `shutdown` turns true. It takes `worktrees`' lock for
@@ -199,42 +321,7 @@ pub fn start(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let from = writer.head();
-        // Reconcile: active tasks whose worktree was never recorded or is gone from disk.
-        let candidates: Vec<(String, bool, PathBuf)> = writer.read(|s| {
-            s.tasks
-                .values()
-                // A merge (into a parent too) or discard under way removes the worktree itself: not
-                // restored.
-                .filter(|t| {
-                    t.status == TaskStatus::Active
-                        && !t.merging
-                        && !t.merging_into_parent
-                        && !t.discarding
-                })
-                .map(|t| {
-                    (
-                        t.id.to_string(),
-                        t.worktree_ready,
-                        PathBuf::from(&t.worktree_path),
-                    )
-                })
-                .collect()
-        });
-        let missing = tokio::task::spawn_blocking(move || {
-            candidates
-                .into_iter()
-                .filter(|(_, ready, path)| !ready || !path.exists())
-                .map(|(id, _, _)| id)
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
-        for id in missing {
-            let _guard = worktrees.lock.lock().await;
-            if let Some(j) = job(&writer, &id) {
-                handle(&writer, j).await;
-            }
-        }
+        reconcile(&writer, &worktrees).await;
         let mut events = Box::pin(subscribe(writer.clone(), from));
         loop {
             tokio::select! {
