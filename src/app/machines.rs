@@ -11,7 +11,7 @@ use super::{Ctx, Error};
 /// # Errors
 /// [`Error::Invalid`] for an empty host (no `Byre-Host` header).
 pub fn connect(app: &Ctx, login: &str, host: &str, commit: &str) -> Result<Connection, Error> {
-    let listed = Box::new(app.streams.open(login, host.trim(), commit));
+    let listed = Box::new(app.streams.open_machine(login, host.trim(), commit));
     Ok(app.machines.connect(login, host, listed)?)
 }
 

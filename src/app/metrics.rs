@@ -32,11 +32,15 @@ pub struct RequestLabels {
 #[derive(Clone, Debug, Default)]
 pub struct Requests(pub Family<RequestLabels, Counter>);
 
-/// Whether `route` acts on the caller's own things (`/api/me/…`, a task's summary read):
-/// its count would tell every user how often one of them did it (how many messages ada sent
-/// her lead), so such routes are not counted.
+/// Whether `route` acts on the caller's own things (`/api/me/…`, a task's summary read, the
+/// caller's machines and their transfers): its count would tell every user how often one of
+/// them did it (how many messages ada sent her lead, when her machine connected), so such
+/// routes are not counted.
 fn per_user(route: &str) -> bool {
-    route == "/api/me" || route.starts_with("/api/me/") || route.ends_with("/summary-read")
+    route == "/api/me"
+        || route.starts_with("/api/me/")
+        || route.ends_with("/summary-read")
+        || route.starts_with("/api/clients/")
 }
 
 impl Requests {

@@ -17,6 +17,8 @@ struct Stream {
     host: String,
     commit: String,
     connected_at_us: i64,
+    /// A machine's `connectClient` socket, not an event stream.
+    machine: bool,
 }
 
 /// Open event streams (and connected machines' sockets, which `getStatus` lists with them as
@@ -44,12 +46,24 @@ impl Streams {
     /// Registers an open stream of `login` from the client named by its `Byre-Host` and
     /// `Byre-Commit` headers (empty when absent).
     pub fn open(&self, login: &str, host: &str, commit: &str) -> Registration {
+        self.register(login, host, commit, false)
+    }
+
+    /// Registers a machine's `connectClient` socket, listed like a stream to its owner but
+    /// never counted in `sse_clients`: a count that moved when one user's machine connected
+    /// would tell every user when an agent could reach it.
+    pub fn open_machine(&self, login: &str, host: &str, commit: &str) -> Registration {
+        self.register(login, host, commit, true)
+    }
+
+    fn register(&self, login: &str, host: &str, commit: &str, machine: bool) -> Registration {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let stream = Stream {
             login: login.into(),
             host: host.into(),
             commit: commit.into(),
             connected_at_us: chrono::Utc::now().timestamp_micros(),
+            machine,
         };
         self.open.insert(id, stream);
         Registration {
@@ -66,9 +80,9 @@ impl Streams {
         );
     }
 
-    /// How many streams are open.
+    /// How many event streams are open (machines' sockets not counted).
     pub fn n_streams(&self) -> usize {
-        self.open.len()
+        self.open.iter().filter(|s| !s.machine).count()
     }
 }
 

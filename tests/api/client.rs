@@ -724,6 +724,7 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
         "bob's machine was connected all along: {}",
         status.body["clients"]
     );
+    let streams_before = status.body["sse_clients"].clone();
     assert!(
         !bob_home.path().join("from-machine.txt").exists(),
         "the command never ran on bob's machine"
@@ -767,6 +768,15 @@ async fn a_message_from_bob_to_adas_task_never_reaches_bobs_machine() {
         !listed(&status.body, "ada"),
         "bob is not told when ada's machine is connected: {}",
         status.body["clients"]
+    );
+    assert_eq!(
+        status.body["sse_clients"], streams_before,
+        "nor by the count of streams, which counts no machine"
+    );
+    let (_, _, metrics) = bob.get_path("/metrics").await;
+    assert!(
+        metrics.contains("byre_sse_clients") && !metrics.contains("/api/clients/"),
+        "nor by /metrics, which counts no machine's route: {metrics}"
     );
     let status = ada.call("getStatus", &[], &[], None).await;
     assert!(listed(&status.body, "ada"), "{}", status.body["clients"]);
