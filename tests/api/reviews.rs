@@ -300,6 +300,18 @@ async fn stop_review_ends_the_reviewer_and_fails_the_review() {
     assert_eq!(running[0]["state"], "running");
     let id = running[0]["id"].as_str().unwrap().to_owned();
     let reviewer = running[0]["agent_session_id"].as_str().unwrap().to_owned();
+    // Stop it once its process runs (a stop before that ends a start, not a process: the
+    // reviewer's checkout is gone before the start can use it).
+    for _ in 0..300 {
+        if !crate::agent_exits::marked(&reviewer).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !crate::agent_exits::marked(&reviewer).is_empty(),
+        "the reviewer's process never started"
+    );
     let stopped = b.api.call("stopReview", &[&id], &[], None).await;
     assert_eq!(stopped.status, 200, "{:?}", stopped.body);
     assert_eq!(stopped.body["state"], "failed");
