@@ -69,7 +69,7 @@ const ALLOWED: &[(&str, usize, &str)] = &[
     ("machines/lib.rs", 12, "DATA/transfers: byre's alone"),
     ("app/machines.rs", 1, "a transfer's file under DATA/transfers (its type)"),
     ("app/projects.rs", 1, "a path a user gives for a new project, checked against --repos-root"),
-    ("app/reactors/worktrees.rs", 4, "worktree paths in byre's layout (is one missing)"),
+    ("app/reactors/worktrees.rs", 5, "worktree paths in byre's layout (is one missing); a project's repository (is it there)"),
     ("toolboxes/lib.rs", 4, "DATA/toolboxes: byre's alone; the worktree's own path canonicalized"),
     ("browser/chrome.rs", 7, "Chromium's profile and pid file under DATA/run: byre's alone"),
     ("code/definitions.rs", 1, "the metadata byre_beneath answered"),
