@@ -15,6 +15,7 @@
 pub mod cli;
 pub mod codebolt;
 pub mod config;
+pub mod error;
 pub mod http;
 pub mod mcp;
 pub mod startup;

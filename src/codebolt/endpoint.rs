@@ -18,7 +18,7 @@ use actix_ws::AggregatedMessage;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use byre_agents::codebolt::frames::{self, Frame, Request};
 use byre_agents::codebolt::Link;
 use byre_app::Ctx as App;

@@ -10,7 +10,7 @@ mod agent_tools;
 pub mod auth;
 mod blobs;
 pub mod edge;
-mod error;
+
 mod events;
 mod finish;
 mod fork;
@@ -34,8 +34,8 @@ pub mod ui;
 mod views;
 mod workflows;
 
+pub use crate::error::ApiError;
 pub use byre_app::tools::MAX_TOOL_ARGS_BYTES;
-pub use error::ApiError;
 pub use serve_socket::serve_socket_path;
 pub use table::json_errors;
 use table::RouteTable;
