@@ -180,7 +180,7 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
     // Git work that reads a worktree runs in the task's sandbox (`git::boxed`).
     let git_box = byre_agents::git_box::GitBox::new(sandbox.clone(), byre_bin.clone());
     let mcp = Arc::new(
-        byre_agents::mcp::McpHost::open(&config.data_dir, mcp_url, byre_bin)
+        byre_agents::mcp_launch::McpHost::open(&config.data_dir, mcp_url, byre_bin)
             .context("cannot remove the old MCP secret")?,
     );
     let (agents, agents_task) = byre_agents::runtime::Runtime::start(

@@ -11,10 +11,10 @@
 //! and turns ([`codex`]). The parsers behind them are pure and total. The runtime owns the
 //! processes: each in its own process group, reaped, none outliving the server (DESIGN.md
 //! invariant 7). CodeBolt's agents talk over a WebSocket instead of stdio: that transport, the
-//! [`codebolt::Hub`] of links, is this crate's too.
+//! [`codeboltjs::Hub`] of links, is this crate's too.
 //!
 //! The other modules: [`sandbox`] (the one bubblewrap spawn path of every agent process),
-//! [`mcp`] (how a CLI starts `byre mcp`, and the sessions' tokens), [`bounds`] (what an agent
+//! [`mcp_launch`] (how a CLI starts `byre mcp`, and the sessions' tokens), [`bounds`] (what an agent
 //! may send), `reaper` (what agents leave behind), [`versions`] (the CLI releases byre
 //! supports) and the [`Settings`] the runtime starts with.
 
@@ -26,11 +26,11 @@ use byre_projections::sessions::{Vendor, VendorItem};
 
 pub mod bounds;
 pub mod claude;
-pub mod codebolt;
+pub mod codeboltjs;
 pub mod codex;
 mod exits;
 pub mod git_box;
-pub mod mcp;
+pub mod mcp_launch;
 pub(crate) mod reaper;
 pub mod runtime;
 pub mod sandbox;
@@ -90,7 +90,7 @@ pub struct SpawnSpec {
     /// CodeBolt: the port the agent connects to (byre's own).
     pub socket_port: u16,
     /// How the CLI starts byre's MCP server for this session (`None`: no byre tools).
-    pub mcp: Option<crate::mcp::McpLaunch>,
+    pub mcp: Option<crate::mcp_launch::McpLaunch>,
     /// A fork's first start (`forkSnapshot`): the conversation to fork and where to cut it;
     /// `None` for other sessions and once the fork has a conversation of its own.
     pub fork: Option<ForkSpec>,

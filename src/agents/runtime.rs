@@ -24,7 +24,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::claude::ClaudeDriver;
-use super::codebolt::CodeboltDriver;
+use super::codeboltjs::CodeboltDriver;
 use super::codex::CodexDriver;
 use super::{Driver, Image, SpawnSpec};
 use byre_log::subscription::subscribe;
@@ -149,7 +149,7 @@ pub struct Runtime {
     claude: Arc<ClaudeDriver>,
     codex: Arc<CodexDriver>,
     codebolt: Arc<CodeboltDriver>,
-    codebolt_hub: Arc<crate::codebolt::Hub>,
+    codebolt_hub: Arc<crate::codeboltjs::Hub>,
     live: DashMap<String, Arc<Live>>,
     /// The latest rate-limit status each vendor reported (Codex's `account/rateLimits/updated`,
     /// Claude Code's `rate_limit_event`) and how many reports came, since this server started.
@@ -159,7 +159,7 @@ pub struct Runtime {
     leftover_zombies: Mutex<Vec<Zombie>>,
     ephemeral: broadcast::Sender<Arc<Ephemeral>>,
     /// Session tokens and how agents start byre's MCP server.
-    mcp: Arc<crate::mcp::McpHost>,
+    mcp: Arc<crate::mcp_launch::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a turn.
     worktrees: Arc<dyn TaskWorktrees>,
     /// Set when the runtime stops: no process starts after it.
@@ -182,7 +182,7 @@ impl Runtime {
         writer: Writer,
         settings: &crate::Settings,
         leftovers: Vec<Zombie>,
-        mcp: Arc<crate::mcp::McpHost>,
+        mcp: Arc<crate::mcp_launch::McpHost>,
         worktrees: Arc<dyn TaskWorktrees>,
         sandbox: Arc<super::sandbox::Sandbox>,
         mut shutdown: watch::Receiver<bool>,
@@ -217,7 +217,7 @@ impl Runtime {
                 )
                 .sandboxed(sandbox.clone()),
             ),
-            codebolt_hub: Arc::new(crate::codebolt::Hub::default()),
+            codebolt_hub: Arc::new(crate::codeboltjs::Hub::default()),
             live: DashMap::new(),
             vendor_rate_limits: DashMap::new(),
             protocol_counts: DashMap::new(),
@@ -245,7 +245,7 @@ impl Runtime {
         rt.mcp.prune(|id| live_sessions.contains(id));
         rt.codebolt_hub.set_llm(&settings.agent_env);
         rt.codebolt_hub
-            .set_home(super::codebolt::home_dir(&settings.data_dir));
+            .set_home(super::codeboltjs::home_dir(&settings.data_dir));
         rt.codebolt_hub
             .set_sandbox(rt.sandbox.clone(), settings.data_dir.clone());
         let from = writer.head();
@@ -311,7 +311,7 @@ impl Runtime {
     }
 
     /// The CodeBolt agents' links, by secret token.
-    pub fn codebolt(&self) -> &Arc<crate::codebolt::Hub> {
+    pub fn codebolt(&self) -> &Arc<crate::codeboltjs::Hub> {
         &self.codebolt_hub
     }
 

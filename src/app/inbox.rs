@@ -117,7 +117,7 @@ pub enum Waited {
 /// As [`ask_human`]: the question could not be asked.
 pub async fn ask_and_wait(
     app: &Ctx,
-    link: &byre_agents::codebolt::Link,
+    link: &byre_agents::codeboltjs::Link,
     question: Question,
     gone: impl std::future::Future<Output = ()>,
 ) -> Result<Waited, Error> {

@@ -76,7 +76,7 @@ pub struct Ctx {
     /// The agent runtime (live processes, live-only deltas, agent figures for getStatus).
     pub agents: Arc<byre_agents::runtime::Runtime>,
     /// Session tokens of the agents' MCP servers (`/internal/mcp/tools/{tool}`).
-    pub mcp: Arc<byre_agents::mcp::McpHost>,
+    pub mcp: Arc<byre_agents::mcp_launch::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a view reads it.
     pub worktrees: crate::reactors::worktrees::Worktrees,
     /// Task terminals (shells on ptys, their viewers).

@@ -100,7 +100,7 @@ pub fn check_agent_model(app: &Ctx, model: &str, worktree: Option<&Path>) -> Res
     if !model.starts_with("codebolt:") {
         return Ok(());
     }
-    byre_agents::codebolt::entry_of(&app.settings.codebolt_agents, model, worktree)
+    byre_agents::codeboltjs::entry_of(&app.settings.codebolt_agents, model, worktree)
         .map(|_| ())
         .map_err(Error::Invalid)
 }

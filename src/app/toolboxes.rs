@@ -2,7 +2,7 @@
 //! byre-toolboxes): the project of the session names the configuration file, the session's
 //! link the servers' place.
 
-use byre_agents::codebolt::Link;
+use byre_agents::codeboltjs::Link;
 use byre_toolboxes::{Config, ToolOutput, Toolboxes};
 use serde_json::Value;
 

@@ -75,7 +75,7 @@ impl ToolResult {
     }
 }
 
-/// The live session a session token (`byre_agents::mcp::McpHost::token`) stands for.
+/// The live session a session token (`byre_agents::mcp_launch::McpHost::token`) stands for.
 /// # Errors
 /// [`Error::Forbidden`] for a token that is not a live session's (forged, of no session, or
 /// of a completed one).

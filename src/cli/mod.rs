@@ -493,6 +493,6 @@ fn stop_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Sen
 }
 
 fn parse_role(text: &str) -> Result<byre_projections::sessions::SessionRole, String> {
-    byre_agents::mcp::parse_role(text)
+    byre_agents::mcp_launch::parse_role(text)
         .ok_or_else(|| format!("unknown role `{text}`: implementer, lead or reviewer"))
 }

@@ -8,14 +8,14 @@
 //!   or checkout of another branch are refused;
 //! - terminal: the command line through `sh -c` in the worktree, in the agent's sandbox, in
 //!   its own process group with a minimal environment (the agent's own shell command, as
-//!   CodeBolt runs it: `byre_agents::codebolt::commands`);
+//!   CodeBolt runs it: `byre_agents::codeboltjs::commands`);
 //!   `executeCommandWithStream` streams `commandOutput`/`commandError` and ends with
 //!   `commandFinish`; `sendInterruptToTerminal` kills the running commands;
 //! - llm: `inference` is sent to the OpenAI-compatible `$OPENAI_BASE_URL/chat/completions`
 //!   with `$OPENAI_API_KEY`; the reply's `completion` is that chat completion;
 //! - memory, state, todos (`taskEvent`) and vector db: durable, per task, folded from the log
 //!   (`byre_projections::agent_memory`); a write is answered once its `tool.call` is logged
-//!   ([`store_write`]); tokenizer and history: kept per session while it lives (`byre_agents::codebolt::Store`);
+//!   ([`store_write`]); tokenizer and history: kept per session while it lives (`byre_agents::codeboltjs::Store`);
 //! - chat: `getChatHistory` from the session's messages;
 //! - chat: `waitforReply`/`confirmationRequest` become inbox questions; the answer is the reply;
 //! - mcp: byre's agent tools as the toolbox `byre`, beside the project's configured MCP
@@ -34,8 +34,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use byre_agents::codebolt::frames::{text, Request};
-use byre_agents::codebolt::{Link, Llm, Store};
+use byre_agents::codeboltjs::frames::{text, Request};
+use byre_agents::codeboltjs::{Link, Llm, Store};
 use byre_app::inbox::Waited;
 use byre_process::runner::Line;
 use fs::fs_action;

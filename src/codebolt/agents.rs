@@ -3,7 +3,7 @@
 //!
 //! - The agents are the directories holding an `index.js` in the agents directories
 //!   (`serve --codebolt-agents DIR`, repeatable; the first holding a name wins), the names
-//!   `codebolt:<agent>` models resolve (`byre_agents::codebolt::entry_of`). An agent's id is
+//!   `codebolt:<agent>` models resolve (`byre_agents::codeboltjs::entry_of`). An agent's id is
 //!   its directory name; its title, `unique_id` and descriptions come from its
 //!   `codeboltagent.yaml` when present and readable (else the id, and empty descriptions).
 //! - `agentnotify/startSubagentTaskRequest` (v2's notification) starts the same subtask as
@@ -36,7 +36,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::actions::{closed, err, Ctx};
-use byre_agents::codebolt::frames::text;
+use byre_agents::codeboltjs::frames::text;
 
 /// Longest title `startAgent` gives its task, in characters.
 pub const MAX_TITLE_CHARS: usize = 80;

@@ -5,7 +5,7 @@
 //! Authentication: the query must carry the secret token byre gave the agent it started
 //! (`threadToken` or `agentId`, see [`super`]); anything else is refused with 401 before the
 //! upgrade. Every request gets exactly one reply of the type its client awaits
-//! (`byre_agents::codebolt::frames`), v2's `requestId` echoed; v1 requests are served one at a time, so a
+//! (`byre_agents::codeboltjs::frames`), v2's `requestId` echoed; v1 requests are served one at a time, so a
 //! v1 client gets its replies in request order (a terminal stream, and a question waiting for
 //! a human, run on beside them); v2 requests run side by side (at most 8 at a time). Only
 //! valid JSON is sent. A frame that is not a JSON object with a `type` is logged and ignored
@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
-use byre_agents::codebolt::frames::{self, Frame, Request};
-use byre_agents::codebolt::Link;
+use byre_agents::codeboltjs::frames::{self, Frame, Request};
+use byre_agents::codeboltjs::Link;
 use byre_app::Ctx as App;
 
 /// The reply type of a request no reply is sent for (a fire-and-forget call byre acts on).

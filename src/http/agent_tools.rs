@@ -1,7 +1,7 @@
 //! `POST /internal/mcp/tools/{tool}`: a task agent's byre tool call, forwarded by its `byre mcp`
 //! child (`crate::mcp::stdio`). Internal, not in the public contract.
 //!
-//! Request: `Authorization: Bearer <session token>` (`byre_agents::mcp::McpHost::token`), the tool's
+//! Request: `Authorization: Bearer <session token>` (`byre_agents::mcp_launch::McpHost::token`), the tool's
 //! arguments as a JSON object of at most `MAX_TOOL_ARGS_BYTES`. Answer: 200
 //! `{"is_error": bool, "text": "…"}` (plus `result`, a whole MCP `CallToolResult` to hand on
 //! as it is, for `hands`), the tool result the model reads — a refused, malformed

@@ -45,7 +45,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use byre_agents::codebolt::Link;
+use byre_agents::codeboltjs::Link;
 use byre_agents::sandbox::{self, Access, Sandbox};
 
 /// Why a toolbox could not be configured, started or used.

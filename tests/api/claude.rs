@@ -745,8 +745,9 @@ async fn compaction_hands_off_to_a_new_session_on_the_requested_model() {
     assert!(!tokens.join(format!("{old_id}.token")).exists());
     let new_id = sessions[1]["id"].as_str().unwrap();
     assert!(tokens.join(format!("{new_id}.token")).exists());
-    let host = byre_agents::mcp::McpHost::open(b.server.data.path(), String::new(), "byre".into())
-        .expect("the server's MCP secret");
+    let host =
+        byre_agents::mcp_launch::McpHost::open(b.server.data.path(), String::new(), "byre".into())
+            .expect("the server's MCP secret");
     let call = |id: &str| {
         reqwest::Client::new()
             .post(format!(

@@ -746,8 +746,9 @@ pub fn find<'a>(events: &'a [SseEvent], kind: &str) -> &'a Value {
 /// Calls byre's agent tool `tool` as session `session_id`'s `byre mcp` forwards it (the
 /// internal route, the session's token); the answer, `{is_error, text}`.
 pub async fn agent_tool(server: &TestServer, session_id: &str, tool: &str, args: Value) -> Value {
-    let host = byre_agents::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
-        .expect("the server's MCP secret");
+    let host =
+        byre_agents::mcp_launch::McpHost::open(server.data.path(), String::new(), "byre".into())
+            .expect("the server's MCP secret");
     let r = reqwest::Client::new()
         .post(format!("{}/internal/mcp/tools/{tool}", server.url))
         .bearer_auth(host.token(session_id))

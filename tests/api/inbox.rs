@@ -40,9 +40,12 @@ impl Bench {
             .await;
         until_kind(&mut sse, "turn.ended", WAIT).await;
         let session_id = api.first_session_id(task["id"].as_str().unwrap()).await;
-        let host =
-            byre_agents::mcp::McpHost::open(server.data.path(), String::new(), "byre".into())
-                .expect("the server's MCP secret");
+        let host = byre_agents::mcp_launch::McpHost::open(
+            server.data.path(),
+            String::new(),
+            "byre".into(),
+        )
+        .expect("the server's MCP secret");
         let token = host.token(&session_id);
         Bench {
             server,

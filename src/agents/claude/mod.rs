@@ -250,7 +250,7 @@ impl Driver for ClaudeDriver {
         }
         if let Some(mcp) = &spec.mcp {
             // PROTOCOL.md §8: a stdio server, started before the first `system/init`.
-            let config = json!({"mcpServers": {crate::mcp::SERVER_NAME: {
+            let config = json!({"mcpServers": {crate::mcp_launch::SERVER_NAME: {
                 "type": "stdio",
                 "command": mcp.program,
                 "args": mcp.args,
@@ -258,7 +258,7 @@ impl Driver for ClaudeDriver {
             push(&["--mcp-config", &config.to_string(), "--strict-mcp-config"]);
             push(&[
                 "--allowedTools",
-                &format!("mcp__{}", crate::mcp::SERVER_NAME),
+                &format!("mcp__{}", crate::mcp_launch::SERVER_NAME),
             ]);
         }
         // The session's own directories, read-write; the CLI's install, read-only.

@@ -334,8 +334,8 @@ fn rollouts(codex_home: &Dir, thread_id: &str) -> Vec<PathBuf> {
 
 /// `-c` overrides giving Codex byre's MCP server (PROTOCOL.md §9): `mcp_servers.byre.*`,
 /// with timeouts high enough for a human-paced tool.
-pub fn mcp_overrides(mcp: &crate::mcp::McpLaunch) -> Vec<String> {
-    let name = crate::mcp::SERVER_NAME;
+pub fn mcp_overrides(mcp: &crate::mcp_launch::McpLaunch) -> Vec<String> {
+    let name = crate::mcp_launch::SERVER_NAME;
     let command = toml::Value::String(mcp.program.to_string_lossy().into_owned());
     let args = toml::Value::Array(
         mcp.args
@@ -348,11 +348,11 @@ pub fn mcp_overrides(mcp: &crate::mcp::McpLaunch) -> Vec<String> {
         format!("mcp_servers.{name}.args={args}"),
         format!(
             "mcp_servers.{name}.startup_timeout_sec={}",
-            crate::mcp::CODEX_STARTUP_TIMEOUT_SEC
+            crate::mcp_launch::CODEX_STARTUP_TIMEOUT_SEC
         ),
         format!(
             "mcp_servers.{name}.tool_timeout_sec={}",
-            crate::mcp::CODEX_TOOL_TIMEOUT_SEC
+            crate::mcp_launch::CODEX_TOOL_TIMEOUT_SEC
         ),
     ]
     .into_iter()
@@ -366,7 +366,7 @@ mod tests {
 
     #[test]
     fn mcp_overrides_are_valid_toml_values() {
-        let launch = crate::mcp::McpLaunch {
+        let launch = crate::mcp_launch::McpLaunch {
             program: "/opt/by re/\"byre\"".into(),
             args: vec![
                 "mcp".into(),

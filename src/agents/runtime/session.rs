@@ -148,7 +148,7 @@ impl Handed {
 /// and, until the process prints its next line, unanswered.
 async fn hand(
     stdin: &mut ChildStdin,
-    link: Option<&crate::codebolt::Link>,
+    link: Option<&crate::codeboltjs::Link>,
     protocol: &mut dyn crate::Protocol,
     handed: &mut Handed,
     input: Input,
@@ -170,7 +170,7 @@ async fn run_process(
     task_id: String,
     carry: Carry,
     rx: &mut mpsc::Receiver<Input>,
-    socket: Option<(Arc<crate::codebolt::Link>, mpsc::Receiver<String>)>,
+    socket: Option<(Arc<crate::codeboltjs::Link>, mpsc::Receiver<String>)>,
 ) {
     let (link, mut frames) = match socket {
         Some((l, f)) => (Some(l), Some(f)),
@@ -736,7 +736,7 @@ fn kill_if_deaf_to_stop(rt: &Arc<Runtime>, session_id: &str, group: i32) {
 /// Hands lines to the agent: over its socket link when it has one, else to its stdin.
 async fn emit(
     stdin: &mut ChildStdin,
-    link: Option<&crate::codebolt::Link>,
+    link: Option<&crate::codeboltjs::Link>,
     lines: Vec<String>,
 ) -> bool {
     match link {

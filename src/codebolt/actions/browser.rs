@@ -12,7 +12,7 @@
 use serde_json::{json, Value};
 
 use super::{err, Ctx};
-use byre_agents::codebolt::frames::{text, Request};
+use byre_agents::codeboltjs::frames::{text, Request};
 use byre_app::{browser, Error};
 use byre_browser::{Direction, Shown};
 

@@ -2,7 +2,7 @@
 //! task: `byre_projections::agent_memory` folds them from the log, reads are answered from
 //! that fold, and a write is answered only once its `tool.call` is logged (see
 //! [`store_write`]). The tokenizer and the chat history live with the session's link
-//! (`byre_agents::codebolt::Store`).
+//! (`byre_agents::codeboltjs::Store`).
 
 use std::sync::Arc;
 
