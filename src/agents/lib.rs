@@ -121,6 +121,23 @@ pub(crate) fn for_vendor(
 /// Most bytes of one transcript or rollout file byre copies between sessions (a fork).
 pub const MAX_TRANSCRIPT_BYTES: u64 = 512 * 1024 * 1024;
 
+/// The program a driver starts: `given` (byre's configuration), else the environment
+/// variable `var` when set and not empty, else `name` looked up on `PATH`.
+pub fn program_or_env(given: Option<PathBuf>, var: &str, name: &str) -> PathBuf {
+    given
+        .or_else(|| {
+            std::env::var_os(var)
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// A session's `HOME`: `home/` in its [`session_dir`].
+pub fn session_home(data_dir: &Path, session_id: &str) -> PathBuf {
+    session_dir(data_dir, session_id).join("home")
+}
+
 /// One session's own vendor state: `{data}/agents/sessions/{session_id}` (HOME, Claude Code's
 /// config dir, Codex's `CODEX_HOME`), so no agent reaches another session's transcripts.
 /// A session id byre did not make (a character outside `[A-Za-z0-9_-]`) is written with `_`.

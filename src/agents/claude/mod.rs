@@ -61,15 +61,8 @@ impl ClaudeDriver {
         program: Option<PathBuf>,
         extra_env: Vec<(String, String)>,
     ) -> ClaudeDriver {
-        let program = program
-            .or_else(|| {
-                std::env::var_os("BYRE_CLAUDE_BIN")
-                    .filter(|p| !p.is_empty())
-                    .map(PathBuf::from)
-            })
-            .unwrap_or_else(|| PathBuf::from("claude"));
         ClaudeDriver {
-            program,
+            program: super::program_or_env(program, "BYRE_CLAUDE_BIN", "claude"),
             data_dir: data_dir.to_owned(),
             extra_env,
             sandbox: Arc::new(Sandbox::off()),
@@ -84,7 +77,7 @@ impl ClaudeDriver {
 
     /// The session's `HOME`.
     pub fn home(&self, session_id: &str) -> PathBuf {
-        super::session_dir(&self.data_dir, session_id).join("home")
+        super::session_home(&self.data_dir, session_id)
     }
 
     /// The session's `CLAUDE_CONFIG_DIR`.

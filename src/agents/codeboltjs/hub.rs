@@ -247,10 +247,7 @@ impl Hub {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let (sandbox, home) = match places {
-            Some((sandbox, data_dir)) => (
-                sandbox,
-                crate::session_dir(&data_dir, session_id).join("home"),
-            ),
+            Some((sandbox, data_dir)) => (sandbox, crate::session_home(&data_dir, session_id)),
             None => (
                 Arc::new(Sandbox::off()),
                 self.home.lock().unwrap_or_else(|e| e.into_inner()).clone(),

@@ -89,15 +89,8 @@ impl CodexDriver {
         program: Option<PathBuf>,
         extra_env: Vec<(String, String)>,
     ) -> CodexDriver {
-        let program = program
-            .or_else(|| {
-                std::env::var_os("BYRE_CODEX_BIN")
-                    .filter(|p| !p.is_empty())
-                    .map(PathBuf::from)
-            })
-            .unwrap_or_else(|| PathBuf::from("codex"));
         CodexDriver {
-            program,
+            program: super::program_or_env(program, "BYRE_CODEX_BIN", "codex"),
             data_dir: data_dir.to_owned(),
             extra_env,
             sandbox: Arc::new(Sandbox::off()),
@@ -112,7 +105,7 @@ impl CodexDriver {
 
     /// The session's `HOME`.
     pub fn home(&self, session_id: &str) -> PathBuf {
-        super::session_dir(&self.data_dir, session_id).join("home")
+        super::session_home(&self.data_dir, session_id)
     }
 
     /// The session's `CODEX_HOME`.
