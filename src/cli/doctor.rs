@@ -267,7 +267,10 @@ impl Vendor {
                 true,
             );
         }
-        let mut what = format!("none of {} is set", self.keys.join(", "));
+        let mut what = match self.keys {
+            [one] => format!("{one} is not set"),
+            keys => format!("none of {} is set", keys.join(", ")),
+        };
         if let Some(login) = self.login_files.iter().find(|f| f.is_file()) {
             what.push_str(&format!(
                 " ({} exists, but {})",

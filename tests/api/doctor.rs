@@ -175,7 +175,9 @@ fn missing_credentials_say_which_variable_and_that_a_login_is_not_used() {
     );
     let codex = line(&out, "codex credentials");
     assert!(
-        codex.starts_with("missing ") && codex.contains("OPENAI_API_KEY=…"),
+        codex.starts_with("missing ")
+            && codex.contains("OPENAI_API_KEY is not set")
+            && codex.contains("OPENAI_API_KEY=…"),
         "{codex}"
     );
     let data_line = line(&out, "data dir");
