@@ -92,7 +92,7 @@ export function Diff({ patch, path, line = 0 }) {
   </div>`;
 }
 
-function parsePatch(patch) {
+export function parsePatch(patch) {
   const out = [];
   let o = 0;
   let n = 0;
