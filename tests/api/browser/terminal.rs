@@ -20,6 +20,12 @@ async fn typing_into_the_terminal_tab_runs_the_command_in_the_task_shell() {
     let task_id = task["id"].as_str().unwrap().to_owned();
 
     let b = Browser::open(&server.url).await;
+    // Every refusal of the page's CSP (each one a console error), as the page sees it.
+    b.on_every_page(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => \
+         window.__csp.push(`${e.effectiveDirective} ${e.blockedURI} ${e.sample}`));",
+    )
+    .await;
     b.goto(&format!("/tasks/{task_id}/terminal")).await;
     b.testid("terminal", "").await;
     b.wait_js(
@@ -45,6 +51,32 @@ async fn typing_into_the_terminal_tab_runs_the_command_in_the_task_shell() {
     )
     .await;
     b.screenshots("terminal").await;
+    // Coloured output (a 24-bit colour is an inline style on its cell) and the screen's own
+    // styles: none refused by the CSP, and the styles apply (the rows have their height).
+    input
+        .send_keys("printf '\\033[38;2;200;100;50mtruecolour\\033[0m\\n'\n")
+        .await
+        .expect("type into the terminal");
+    b.wait_js(
+        "the coloured text shows, in its colour",
+        "[...document.querySelectorAll('[data-testid=terminal] .xterm-rows span')].some(s => s.textContent.includes('truecolour') && getComputedStyle(s).color === 'rgb(200, 100, 50)')",
+    )
+    .await;
+    let row_height = b
+        .js(
+            "const r = document.querySelector('[data-testid=terminal] .xterm-rows > div'); return r ? r.getBoundingClientRect().height : 0;",
+            vec![],
+        )
+        .await;
+    assert!(
+        row_height.as_f64().unwrap_or(0.0) > 5.0,
+        "xterm's styles apply: {row_height}"
+    );
+    assert_eq!(
+        b.js("return window.__csp;", vec![]).await,
+        serde_json::json!([]),
+        "the terminal tab makes the CSP refuse nothing"
+    );
 
     // The shell exits: the tab says so, and Enter opens a new one.
     input.send_keys("exit 3\n").await.expect("type exit");

@@ -13,14 +13,15 @@ import { withKey } from "../api.js";
 const encoder = new TextEncoder();
 
 // xterm.js 6 styles its screen (cell sizes, colours, the scrollbar) through <style> elements,
-// which the page's Content-Security-Policy (`style-src 'self'`) keeps from applying. Their
-// text is mirrored into constructed style sheets, which that policy allows, as it changes.
-// Returns the function that stops it and drops the sheets.
+// which the page's Content-Security-Policy (`style-src 'self'`) refuses, each refusal a
+// console error. The vendored copy makes them <template>s (vendor/refresh.sh), inert and
+// never shown; their text is mirrored into constructed style sheets, which that policy
+// allows, as it changes. Returns the function that stops it and drops the sheets.
 function mirrorStyles(root) {
   const sheets = new Map(); // <style> element -> [CSSStyleSheet, text]
   const mine = new Set();
   const sync = () => {
-    for (const el of root.querySelectorAll("style")) {
+    for (const el of root.querySelectorAll("template")) {
       let entry = sheets.get(el);
       if (!entry) {
         entry = [new CSSStyleSheet(), null];
