@@ -33,7 +33,8 @@ const REVIEW_KINDS = new Set([
 /**
  * Items for the events; `tool.result`s fold into their calls. A queued message is drawn
  * where it was sent until it is handed over (then its `user.message` stands for it) or
- * withdrawn (then it is marked so). A reviewer's own events (its instructions, text, tools,
+ * withdrawn (then it is marked so); a message handing inbox answers over (`inbox.delivered`)
+ * is not drawn, the answers' own lines stand for it. A reviewer's own events (its instructions, text, tools,
  * turns) are left out: the review's events stand for them, and the reviews tab shows its report.
  */
 export function buildItems(events) {
@@ -43,7 +44,9 @@ export function buildItems(events) {
   const withdrawn = new Set();
   const reviewers = new Set();
   const snapshotOf = new Map(); // review id -> snapshot n
+  const answers = new Set(); // input ids of the messages handing inbox answers over
   for (const ev of events) {
+    if (ev.kind === "inbox.delivered" && ev.payload.input_id) answers.add(ev.payload.input_id);
     if (ev.kind === "user.message") handed.add(ev.payload.input_id);
     else if (ev.kind === "user.unqueued") withdrawn.add(ev.payload.input_id);
     else if (ev.kind === "session.created" && ev.payload.role === "reviewer") reviewers.add(ev.payload.id);
@@ -57,6 +60,8 @@ export function buildItems(events) {
     }
     if (ev.agent_session_id && reviewers.has(ev.agent_session_id)) continue;
     if (ev.kind === "session.created" && ev.payload.role === "reviewer") continue;
+    // The answer's own line (`inbox.responded`) stands for the message that hands it over.
+    if ((ev.kind === "user.message" || ev.kind === "user.queued") && answers.has(ev.payload.input_id)) continue;
     if (ev.kind === "user.queued") {
       const id = ev.payload.input_id;
       if (handed.has(id)) continue;

@@ -99,7 +99,7 @@ function SignOut({ state }) {
 function Sidebar({ state, route, leadOpen, onLead }) {
   const pid = currentProjectId(route, state);
   const projects = useMemo(() => [...state.projects.values()].sort((a, b) => a.name.localeCompare(b.name)), [state.projects.size, state.version]);
-  const tasks = pid && route.name === "task" ? projectTasks(state, pid).filter((t) => t.status === "active" || t.id === route.taskId) : null;
+  const tasks = pid && route.name === "task" ? projectTasks(state, pid).filter((t) => t.status === "active") : null;
   const inboxBy = tasks ? openInboxByTask(state) : null;
   const shown = useProgressive(tasks ? tasks.length : 0);
   return html`<aside class="sidebar">
