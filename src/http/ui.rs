@@ -74,6 +74,7 @@ pub static ASSETS: &[Asset] = assets![
     "js/lead.js" => JS,
     "js/views/terminal.js" => JS,
     "js/views/tooldiff.js" => JS,
+    "js/views/termkeys.js" => JS,
     "vendor/preact.module.js" => JS,
     "vendor/hooks.module.js" => JS,
     "vendor/htm.module.js" => JS,

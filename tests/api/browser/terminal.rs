@@ -100,6 +100,49 @@ async fn typing_into_the_terminal_tab_runs_the_command_in_the_task_shell() {
         &format!("{SCREEN}.includes('again22')"),
     )
     .await;
+
+    // On a phone: the keys its keyboard lacks, above the screen. `cat -vT` shows what they
+    // send: Esc, Tab, Ctrl then "a", the up arrow.
+    assert_eq!(
+        b.js("return getComputedStyle(document.querySelector('[data-testid=terminal-keys]')).display;", vec![]).await,
+        serde_json::json!("none"),
+        "no key bar on a desktop"
+    );
+    b.set_viewport(390, 844).await;
+    b.testid("terminal-key-ctrl", "").await;
+    b.wait_js(
+        "the phone's terminal connects",
+        "document.querySelector('[data-testid=terminal-status]').textContent === 'connected'",
+    )
+    .await;
+    let input = b
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("[data-testid=terminal] textarea"))
+        .await
+        .expect("xterm's input");
+    input.send_keys("cat -vT\n").await.expect("start cat");
+    for key in ["esc", "tab", "ctrl"] {
+        b.testid(&format!("terminal-key-{key}"), "")
+            .await
+            .click()
+            .await
+            .unwrap();
+    }
+    input.send_keys("a").await.expect("Ctrl-a");
+    b.testid("terminal-key-up", "").await.click().await.unwrap();
+    input.send_keys("\n").await.expect("end the line");
+    b.wait_js(
+        "cat shows the keys' bytes",
+        &format!("{SCREEN}.includes('^[^I^A^[[A')"),
+    )
+    .await;
+    assert_eq!(
+        b.js("return window.__csp;", vec![]).await,
+        serde_json::json!([]),
+        "nor on a phone"
+    );
     b.close().await;
     server.stop().await;
 }
