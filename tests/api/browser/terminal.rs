@@ -11,6 +11,21 @@ use crate::helpers::{TestServer, WAIT};
 const SCREEN: &str =
     "((document.querySelector('[data-testid=terminal] .xterm-rows') || {}).textContent || '')";
 
+/// Waits for the terminal to connect; xterm's input, to type into.
+async fn connected_input(b: &Browser) -> fantoccini::elements::Element {
+    b.wait_js(
+        "the terminal connects",
+        "document.querySelector('[data-testid=terminal-status]').textContent === 'connected'",
+    )
+    .await;
+    b.client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("[data-testid=terminal] textarea"))
+        .await
+        .expect("xterm's input")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typing_into_the_terminal_tab_runs_the_command_in_the_task_shell() {
     let server = TestServer::spawn().await;
@@ -28,18 +43,7 @@ async fn typing_into_the_terminal_tab_runs_the_command_in_the_task_shell() {
     .await;
     b.goto(&format!("/tasks/{task_id}/terminal")).await;
     b.testid("terminal", "").await;
-    b.wait_js(
-        "the terminal connects",
-        "document.querySelector('[data-testid=terminal-status]').textContent === 'connected'",
-    )
-    .await;
-    let input = b
-        .client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css("[data-testid=terminal] textarea"))
-        .await
-        .expect("xterm's input");
+    let input = connected_input(&b).await;
     input
         .send_keys("echo \"typed$((20+1)) $(basename $(pwd))\"\n")
         .await
@@ -110,18 +114,7 @@ async fn typing_into_the_terminal_tab_runs_the_command_in_the_task_shell() {
     );
     b.set_viewport(390, 844).await;
     b.testid("terminal-key-ctrl", "").await;
-    b.wait_js(
-        "the phone's terminal connects",
-        "document.querySelector('[data-testid=terminal-status]').textContent === 'connected'",
-    )
-    .await;
-    let input = b
-        .client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css("[data-testid=terminal] textarea"))
-        .await
-        .expect("xterm's input");
+    let input = connected_input(&b).await;
     input.send_keys("cat -vT\n").await.expect("start cat");
     for key in ["esc", "tab", "ctrl"] {
         b.testid(&format!("terminal-key-{key}"), "")
