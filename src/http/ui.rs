@@ -73,6 +73,8 @@ pub static ASSETS: &[Asset] = assets![
     "js/views/lead.js" => JS,
     "js/lead.js" => JS,
     "js/views/terminal.js" => JS,
+    "js/views/tooldiff.js" => JS,
+    "js/views/termkeys.js" => JS,
     "vendor/preact.module.js" => JS,
     "vendor/hooks.module.js" => JS,
     "vendor/htm.module.js" => JS,
@@ -80,6 +82,9 @@ pub static ASSETS: &[Asset] = assets![
     "vendor/purify.es.mjs" => JS,
     "vendor/xterm.mjs" => JS,
     "vendor/addon-fit.mjs" => JS,
+    "vendor/jsdiff/diff/line.js" => JS,
+    "vendor/jsdiff/diff/base.js" => JS,
+    "vendor/jsdiff/util/params.js" => JS,
     "vendor/xterm.css" => "text/css; charset=utf-8",
 ];
 

@@ -44,10 +44,27 @@ export class ApiError extends Error {
 }
 
 const listeners = new Set();
-/** Calls `fn(error)` for every failed request (the page's error toast). */
+/**
+ * Calls `fn(error)` for every failed request (the page's error toast) that no view showed
+ * itself: a view that shows the error where it happened marks it with `shownHere` in its
+ * `catch`, which runs before the toast is told (a task later), so the message shows once.
+ */
 export function onApiError(fn) {
   listeners.add(fn);
   return () => listeners.delete(fn);
+}
+
+/** Tells the toast about `err` a task later, unless a view has shown it by then. */
+function announce(err) {
+  setTimeout(() => {
+    if (!err.shown) listeners.forEach((fn) => fn(err));
+  }, 0);
+}
+
+/** Marks `err` as shown by the caller (no toast for it); its message. */
+export function shownHere(err) {
+  if (err && typeof err === "object") err.shown = true;
+  return err && err.message;
 }
 
 /** One request; resolves to the parsed JSON (or null for 204 / empty bodies). */
@@ -66,7 +83,7 @@ export async function request(method, path, body, { raw = false, quiet = false }
     res = await fetch(path, { method, headers, body: payload, credentials: "same-origin" });
   } catch (e) {
     const err = new ApiError(0, `byre cannot be reached (${e.message})`);
-    if (!quiet) listeners.forEach((fn) => fn(err));
+    if (!quiet) announce(err);
     throw err;
   }
   if (res.status === 401 && !location.pathname.startsWith("/signin")) {
@@ -81,7 +98,7 @@ export async function request(method, path, body, { raw = false, quiet = false }
       if (j && typeof j.message === "string") message = j.message;
     } catch (_) { /* not JSON */ }
     const err = new ApiError(res.status, message);
-    if (!quiet) listeners.forEach((fn) => fn(err));
+    if (!quiet) announce(err);
     throw err;
   }
   if (raw) return res;

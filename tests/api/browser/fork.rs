@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use super::layout::{assert_no_overflow, text_lines};
 use super::{AgentBench, Browser};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,6 +30,40 @@ async fn the_changes_tab_forks_a_snapshot_and_goes_to_the_fork() {
     .expect("the turn's snapshot");
 
     let b = Browser::open(&bench.server.url).await;
+    b.goto(&format!("/tasks/{task_id}/changes?snapshot=1"))
+        .await;
+    // The task page at 1280×800: nothing overflows, every tab of the pane's strip shows
+    // whole, the fork button's words on one line.
+    b.testid("changes-fork", "").await;
+    b.testid("pane-tab-reviews", "").await;
+    assert_no_overflow(&b, "1280×800").await;
+    assert_eq!(
+        text_lines(&b, "changes-fork").await,
+        1,
+        "\"Fork at snapshot 1\" on one line"
+    );
+    // On a phone (390×844): the pane is its own page, the top navigation a menu.
+    b.set_viewport(390, 844).await;
+    b.testid("nav-menu", "").await;
+    assert_no_overflow(&b, "390×844, the pane").await;
+    b.js(
+        "history.pushState(null, '', arguments[0]); dispatchEvent(new PopStateEvent('popstate'));",
+        vec![json!(format!("/tasks/{task_id}"))],
+    )
+    .await;
+    b.testid("composer", "").await;
+    assert_no_overflow(&b, "390×844, the conversation").await;
+    b.testid("nav-menu", "").await.click().await.unwrap();
+    b.testid("nav-status", "").await;
+    assert_no_overflow(&b, "390×844, the menu open").await;
+    b.testid("nav-status", "").await.click().await.unwrap();
+    b.wait_path("/status").await;
+    b.wait_js(
+        "the menu closes on the way",
+        "!document.querySelector('.topbar [data-testid=nav-status]') || document.querySelector('.topbar [data-testid=nav-status]').getBoundingClientRect().width === 0",
+    )
+    .await;
+    b.set_viewport(1280, 800).await;
     b.goto(&format!("/tasks/{task_id}/changes?snapshot=1"))
         .await;
     b.testid("changes-fork", "").await.click().await.unwrap();

@@ -101,5 +101,25 @@ async fn the_human_talks_to_the_lead_and_the_pane_follows_its_show() {
         api.call("listLeadNotes", &[], &[], None).await.body,
         json!([])
     );
+
+    // With the lead's column open, one navigation item is highlighted: the page's.
+    b.js(
+        "history.pushState(null, '', '/'); dispatchEvent(new PopStateEvent('popstate'));",
+        vec![],
+    )
+    .await;
+    b.testid("project-list", "").await;
+    b.testid("lead-panel", "").await;
+    // (The pointer leaves the nav: a hovered item is highlighted too.)
+    b.testid("signed-in-as", "").await.click().await.unwrap();
+    let lit = b
+        .js(
+            "return [...document.querySelectorAll('.sidebar .nav > *')]
+               .filter(e => getComputedStyle(e).backgroundColor !== 'rgba(0, 0, 0, 0)')
+               .map(e => e.dataset.testid);",
+            vec![],
+        )
+        .await;
+    assert_eq!(lit, json!(["nav-projects"]));
     b.close().await;
 }

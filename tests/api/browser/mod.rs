@@ -22,6 +22,7 @@ use crate::helpers::{apt_get, on_path, WAIT};
 mod cross_site;
 mod fork;
 mod hostile;
+mod layout;
 mod lead;
 mod resume;
 mod reviews;

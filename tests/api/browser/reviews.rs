@@ -227,6 +227,25 @@ async fn the_reviews_tab_shows_a_reviews_findings_live_and_marks_one_fixed() {
         .await
         .unwrap()
         .contains("hello from the fake model"));
+    // The "since" picker offers the human's message, not the reviewer's instructions.
+    let since: Vec<String> = serde_json::from_value(
+        b.js(
+            "return [...document.querySelectorAll('[data-testid=changes-since] option')].map(o => o.textContent);",
+            vec![],
+        )
+        .await,
+    )
+    .unwrap();
+    assert!(
+        since.iter().any(|o| o.contains("Please create hello.txt")),
+        "{since:?}"
+    );
+    assert!(
+        !since
+            .iter()
+            .any(|o| o.contains("You are reviewing") || o.contains("byre's message")),
+        "byre's own messages are no points to compare with: {since:?}"
+    );
     b.testid("pane-tab-reviews", "")
         .await
         .click()

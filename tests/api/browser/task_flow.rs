@@ -159,6 +159,53 @@ async fn a_task_from_prompt_to_merge_through_the_page() {
     let inbox = api.call("listInbox", &[], &[], None).await;
     assert_eq!(inbox.body, json!([]), "nothing left open");
 
+    // Edits as diffs: the Write and the Edit of colour.txt show their lines, not JSON.
+    let edits = b
+        .wait_js(
+            "the Edit call's diff",
+            "(() => { const out = {}; for (const c of document.querySelectorAll('[data-testid=item-tool-call]')) {
+               const name = c.querySelector('[data-testid=tool-name]').textContent;
+               const d = c.querySelector('[data-testid=tool-diff]');
+               out[name] = !d ? 'no diff' : { path: d.dataset.path,
+                 add: [...d.querySelectorAll('[data-testid=tool-diff-add] td.code')].map(e => e.textContent),
+                 del: [...d.querySelectorAll('[data-testid=tool-diff-del] td.code')].map(e => e.textContent),
+                 json: !!c.querySelector('[data-testid=tool-input]') }; }
+               return out.Edit && out.Write && out; })()",
+        )
+        .await;
+    assert_eq!(
+        edits["Edit"],
+        json!({"path": "colour.txt", "add": ["+navy blue"], "del": ["−blue"], "json": false}),
+        "{edits}"
+    );
+    assert_eq!(
+        edits["Write"],
+        json!({"path": "colour.txt", "add": ["+blue"], "del": [], "json": false}),
+        "{edits}"
+    );
+    // byre's own tool is named as byre's.
+    assert_eq!(edits["byre · ask_human"], json!("no diff"), "{edits}");
+    assert!(
+        !b.js("return document.querySelector('[data-testid=transcript]').textContent.includes('mcp__byre__');", vec![])
+            .await
+            .as_bool()
+            .unwrap(),
+        "no raw MCP name in the transcript"
+    );
+    // The inbox answer is one line: ada's answer, not also the message handing it over.
+    let answers = b
+        .js(
+            "return { answers: [...document.querySelectorAll('[data-testid=item-answer]')].map(e => e.textContent.trim()),
+                      handed: [...document.querySelectorAll('[data-testid=item-user-message]')].filter(e => e.textContent.includes('Answer to your question')).length };",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        answers,
+        json!({"answers": ["ada answered blue"], "handed": 0}),
+        "one line per answer"
+    );
+
     // The change and its diff.
     b.wait_js(
         "the end-of-turn snapshot",
@@ -204,6 +251,42 @@ async fn a_task_from_prompt_to_merge_through_the_page() {
         .unwrap();
     b.testid("task-view", "").await;
 
+    // The status page names the task's agent by the task's title, loaded by itself.
+    b.goto("/status").await;
+    b.wait_js(
+        "the agent's row names its task",
+        "(document.querySelector('[data-testid=status-agents]') || {}).textContent?.includes('colour')",
+    )
+    .await;
+    // Back in the same document: each page load keeps its event stream until the browser
+    // lets it go, and the browser allows few connections to one host.
+    b.js(
+        "history.pushState(null, '', arguments[0]); dispatchEvent(new PopStateEvent('popstate'));",
+        vec![json!(format!("/tasks/{task_id}"))],
+    )
+    .await;
+    // "Update from main" says which way; Discard says it costs an agent turn.
+    let merge_in = b.testid("merge-in-button", "").await.text().await.unwrap();
+    assert_eq!(merge_in, "Update from main");
+    b.testid("discard-button", "").await.click().await.unwrap();
+    let cost = b.testid("discard-cost", "").await.text().await.unwrap();
+    assert!(cost.contains("one more agent turn"), "{cost}");
+    b.client
+        .find(fantoccini::Locator::Css(
+            "[data-testid=discard-dialog] .actions button",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The task is among the sidebar's active tasks until it is merged.
+    let in_sidebar = format!(
+        "!!document.querySelector('.side-tasks [data-testid=task-row][data-task-id=\"{task_id}\"]')"
+    );
+    b.wait_js("the task among the active ones", &in_sidebar)
+        .await;
+
     // Merge into the bare origin.
     b.testid("merge-button", "").await.click().await.unwrap();
     let title = b.testid("merge-title", "").await;
@@ -223,6 +306,12 @@ async fn a_task_from_prompt_to_merge_through_the_page() {
     b.screenshots("merge").await;
     b.testid("merge-confirm", "").await.click().await.unwrap();
     b.testid("item-merge", "[data-kind=\"task.merged\"]").await;
+    // It leaves the sidebar's active tasks at once, from the event.
+    assert_eq!(
+        b.js(&format!("return {in_sidebar};"), vec![]).await,
+        json!(false),
+        "a merged task is no longer listed as active"
+    );
     let tip = git(origin.path(), &["rev-parse", "main"]);
     assert_eq!(
         git(origin.path(), &["log", "-1", "--format=%s", &tip]),
@@ -230,19 +319,49 @@ async fn a_task_from_prompt_to_merge_through_the_page() {
     );
     assert_eq!(
         git(origin.path(), &["show", &format!("{tip}:colour.txt")]),
-        "blue"
+        "navy blue"
     );
     let task = api.call("getTask", &[&task_id], &[], None).await;
     assert_eq!(task.body["status"], "merged", "{:?}", task.body);
 
     // The status page lists this page with the commit byre was built from.
-    b.goto("/status").await;
+    b.js(
+        "history.pushState(null, '', arguments[0]); dispatchEvent(new PopStateEvent('popstate'));",
+        vec![json!("/status")],
+    )
+    .await;
     let clients = b.testid("status-clients", "").await.text().await.unwrap();
     assert!(
         clients.contains(byre::BUILD_COMMIT.get(..7).unwrap_or(byre::BUILD_COMMIT)),
         "{clients}"
     );
     b.screenshots("status").await;
+
+    // A refused request's error shows once: where it happened, not again as a toast.
+    b.js(
+        "history.pushState(null, '', arguments[0]); dispatchEvent(new PopStateEvent('popstate'));",
+        vec![json!("/tasks/no-such-task")],
+    )
+    .await;
+    let refused = api.call("getTask", &["no-such-task"], &[], None).await;
+    assert_eq!(refused.status, 404);
+    let message = refused.message();
+    b.wait_js(
+        "the task page's error",
+        &format!("[...document.querySelectorAll('[role=alert]')].some(e => e.textContent.includes({message:?}))"),
+    )
+    .await;
+    // The toast would be told in a task queued when the request failed, before the error
+    // was drawn: a task queued now runs after it.
+    b.js_async("await new Promise(r => setTimeout(r, 0));", vec![])
+        .await;
+    let shown = b
+        .js(
+            &format!("return [...document.querySelectorAll('[role=alert]')].filter(e => e.textContent.includes({message:?})).length;"),
+            vec![],
+        )
+        .await;
+    assert_eq!(shown, json!(1), "the refusal shown once");
     assert_eq!(b.alert_text().await, None);
     b.close().await;
 }

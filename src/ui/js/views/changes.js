@@ -28,8 +28,13 @@ function messageOptions(tr) {
   const hit = messageCache.get(tr);
   if (hit && hit.version === tr.version) return hit.list;
   const list = [];
+  const reviewers = new Set();
   for (const ev of tr.events) {
+    if (ev.kind === "session.created" && ev.payload.role === "reviewer") reviewers.add(ev.payload.id);
     if (ev.kind !== "user.message" || !ev.payload.head) continue;
+    // byre's own messages (a reviewer's instructions, the merge-in and restart notes) are not
+    // points a human picks from.
+    if (ev.actor === "byre" || reviewers.has(ev.agent_session_id)) continue;
     const text = (ev.payload.text || "").split("\n")[0].slice(0, 50);
     list.push({ value: `since:${ev.payload.head}`, label: `Since ${ev.actor}'s message “${text}”` });
   }
@@ -42,8 +47,8 @@ function sinceOptions(state, taskId, snaps) {
   const tr = state.transcripts.get(taskId);
   if (tr) opts.push(...messageOptions(tr));
   for (const s of snaps) {
-    opts.push({ value: `snap:${s.n}`, label: `Snapshot ${s.n}` });
-    opts.push({ value: `step:${s.n}`, label: `Snapshot ${s.n}: its turn's step` });
+    opts.push({ value: `snap:${s.n}`, label: `Snapshot ${s.n}: everything up to it` });
+    opts.push({ value: `step:${s.n}`, label: `Snapshot ${s.n}: only what its turn changed` });
   }
   return opts;
 }
@@ -92,7 +97,7 @@ export function Diff({ patch, path, line = 0 }) {
   </div>`;
 }
 
-function parsePatch(patch) {
+export function parsePatch(patch) {
   const out = [];
   let o = 0;
   let n = 0;

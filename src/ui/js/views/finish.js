@@ -171,10 +171,10 @@ function DiscardDialog({ task, onClose, onError }) {
   return html`<div class="overlay">
     <div ref=${box} class="dialog" role="dialog" aria-modal="true" data-testid="discard-dialog">
       <h2>Discard “${task.title}”?</h2>
-      <p>The agent writes the task's summary, then byre removes the worktree and branch without merging (the last state stays at a snapshot ref). The transcript stays.</p>
+      <p data-testid="discard-cost">This costs one more agent turn: the agent first writes the task's summary (billed as any turn). Then byre removes the worktree and branch without merging (the last state stays at a snapshot ref). The transcript stays.</p>
       ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}
       <div class="actions"><button type="button" onClick=${onClose} autofocus>Keep it</button>
-        <button type="button" class="danger" data-testid="discard-confirm" disabled=${busy} onClick=${go}>Discard</button></div>
+        <button type="button" class="danger" data-testid="discard-confirm" disabled=${busy} onClick=${go}>Summarise and discard</button></div>
     </div>
   </div>`;
 }
@@ -193,13 +193,15 @@ export function FinishBar({ task, state }) {
     }
   };
   const busy = task.merging || task.discarding || task.merging_into_parent;
+  const project = state.projects.get(task.project_id);
+  const base = project ? project.default_branch : "the default branch";
   return html`<div class="finish">
     ${task.merging ? html`<span class="tag busy">merging…</span>` : null}
     ${task.discarding ? html`<span class="tag busy">discarding…</span>` : null}
     ${task.merge_queued_at ? html`<span class="tag" data-testid="merge-queued">merge held since ${when(task.merge_queued_at)}</span>` : null}
     ${task.merge_after_review ? html`<span class="tag" data-testid="merge-after-review-tag">merge after review</span>` : null}
     <button type="button" class="primary" data-testid="merge-button" disabled=${busy} onClick=${() => setDialog("merge")}>Merge…</button>
-    <button type="button" data-testid="merge-in-button" disabled=${task.merging || task.discarding} title="Ask the agent to merge the default branch into the task branch" onClick=${mergeIn}>Merge in</button>
+    <button type="button" data-testid="merge-in-button" disabled=${task.merging || task.discarding} title=${`Ask the agent to merge ${base} into this task's branch ${task.branch} (nothing goes to ${base}); costs an agent turn`} onClick=${mergeIn}>Update from ${base}</button>
     <button type="button" class="danger-quiet" data-testid="discard-button" disabled=${task.merging || task.discarding} onClick=${() => setDialog("discard")}>Discard…</button>
     ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}
     ${dialog === "merge" ? html`<${MergeDialog} task=${task} me=${state.me} reviews=${state.reviews.get(task.id)} onClose=${() => setDialog(null)} />` : null}

@@ -6,6 +6,7 @@ import { renderMarkdown } from "../markdown.js";
 import { api } from "../api.js";
 import { state as store } from "../store.js";
 import { ago, when, short, tokens, duration, pretty } from "../util.js";
+import { ToolDiff, useEdits, toolLabel, counts } from "./tooldiff.js";
 
 /** Bytes as whole MiB. */
 const mib = (n) => `${Math.round((n || 0) / 1048576)} MiB`;
@@ -32,7 +33,8 @@ const REVIEW_KINDS = new Set([
 /**
  * Items for the events; `tool.result`s fold into their calls. A queued message is drawn
  * where it was sent until it is handed over (then its `user.message` stands for it) or
- * withdrawn (then it is marked so). A reviewer's own events (its instructions, text, tools,
+ * withdrawn (then it is marked so); a message handing inbox answers over (`inbox.delivered`)
+ * is not drawn, the answers' own lines stand for it. A reviewer's own events (its instructions, text, tools,
  * turns) are left out: the review's events stand for them, and the reviews tab shows its report.
  */
 export function buildItems(events) {
@@ -42,7 +44,9 @@ export function buildItems(events) {
   const withdrawn = new Set();
   const reviewers = new Set();
   const snapshotOf = new Map(); // review id -> snapshot n
+  const answers = new Set(); // input ids of the messages handing inbox answers over
   for (const ev of events) {
+    if (ev.kind === "inbox.delivered" && ev.payload.input_id) answers.add(ev.payload.input_id);
     if (ev.kind === "user.message") handed.add(ev.payload.input_id);
     else if (ev.kind === "user.unqueued") withdrawn.add(ev.payload.input_id);
     else if (ev.kind === "session.created" && ev.payload.role === "reviewer") reviewers.add(ev.payload.id);
@@ -56,6 +60,8 @@ export function buildItems(events) {
     }
     if (ev.agent_session_id && reviewers.has(ev.agent_session_id)) continue;
     if (ev.kind === "session.created" && ev.payload.role === "reviewer") continue;
+    // The answer's own line (`inbox.responded`) stands for the message that hands it over.
+    if ((ev.kind === "user.message" || ev.kind === "user.queued") && answers.has(ev.payload.input_id)) continue;
     if (ev.kind === "user.queued") {
       const id = ev.payload.input_id;
       if (handed.has(id)) continue;
@@ -122,22 +128,26 @@ function ToolCall({ item, taskId }) {
   const p = item.ev.payload || {};
   const r = item.result && item.result.payload;
   const input = p.input || {};
-  const summary = toolSummary(p.name, input, worktreeOf(taskId));
+  const worktree = worktreeOf(taskId);
+  const summary = toolSummary(p.name, input, worktree);
+  const edits = useEdits(p.name, p.input, worktree);
   const state = !item.result ? "pending" : r.is_error ? "error" : "ok";
   return html`<div class=${`item tool ${state}`} data-testid="item-tool-call" data-seq=${item.ev.seq}
       data-tool-use-id=${p.tool_use_id} data-result-seq=${item.result ? item.result.seq : undefined}>
     <details>
-      <summary><span class="tool-name">${p.name}</span> <span class="tool-sum">${summary}</span>
+      <summary><span class="tool-name" data-testid="tool-name" title=${p.name}>${toolLabel(p.name)}</span> <span class="tool-sum">${summary}</span>
+        ${edits ? html` <span class="tool-counts">${counts(edits)}</span>` : null}
         <span class=${`tool-state ${state}`}>${state === "pending" ? "running…" : state === "error" ? "error" : ""}</span></summary>
       <div class="tool-body">
-        <div class="label">input</div>
-        <pre data-testid="tool-input">${pretty(input)}</pre>
+        ${edits ? null : html`<div class="label">input</div>
+        <pre data-testid="tool-input">${pretty(input)}</pre>`}
         <${ShowAll} cut=${p.cut} />
         ${item.result ? html`<div class="label">result${r.is_error ? " (error)" : ""}</div>
           <pre data-testid="tool-result" class=${r.is_error ? "err" : ""}>${r.output}</pre>
           <${ShowAll} cut=${r.cut} />` : null}
       </div>
     </details>
+    ${edits ? html`<${ToolDiff} files=${edits} />` : null}
     ${item.result && !r.is_error && SHOOTS.test(p.name || "") ? html`<${Images} ids=${blobsIn(r.output)} />` : null}
   </div>`;
 }
@@ -205,8 +215,8 @@ export function Item({ item, taskId }) {
       </div>`;
     case "snapshot.taken":
       return html`<div class="item snap" data-testid="item-snapshot" data-seq=${ev.seq}>
-        snapshot ${p.n} <code>${short(p.commit)}</code> (${p.trigger === "turn_end" ? "end of turn" : "requested"}${p.branch_advanced ? ", committed to the branch" : ""})${" "}
-        <a href=${`/tasks/${ev.task_id}/changes?snapshot=${p.n}&step=1`} data-nav="1">see its step</a>
+        snapshot ${p.n} saved: the worktree as it stood ${p.trigger === "turn_end" ? "at the end of the turn" : "when asked"}, <code>${short(p.commit)}</code>${p.branch_advanced ? ", committed to the task's branch" : ""} ·${" "}
+        <a href=${`/tasks/${ev.task_id}/changes?snapshot=${p.n}&step=1`} data-nav="1">what this turn changed</a>
       </div>`;
     case "snapshot.failed":
       return html`<div class="item snap failed" data-testid="item-snapshot-failed" data-seq=${ev.seq}>no snapshot: ${p.reason}</div>`;

@@ -1,7 +1,7 @@
 // The frame: a sidebar (navigation, projects, the current project's tasks), the lead's chat
 // beside it when shown (desktop; `l` or the sidebar's "Lead" toggles it, remembered in
 // localStorage), and the main area chosen by the route. On a phone: one column, with a top
-// bar, and the lead is the `/lead` page.
+// bar whose menu holds the navigation, and the lead is the `/lead` page.
 
 import { html, useMemo, useState, useEffect } from "../html.js";
 import { LeadPanel } from "./lead.js";
@@ -67,13 +67,16 @@ function Nav({ state, route, leadOpen, onLead }) {
   let open = 0;
   for (const i of state.inbox.values()) if (i.state === "open") open++;
   const cls = (name) => (route.name === name ? "active" : "");
+  const cur = (name) => (route.name === name ? "page" : undefined);
+  // One item is highlighted: the page's. The lead's column is a toggle beside it, shown as
+  // pressed (its own mark), not as a second current page.
   return html`<nav class="nav">
-    <a href="/" class=${cls("projects")} data-testid="nav-projects">Projects</a>
-    <a href="/inbox" class=${cls("inbox")} data-testid="nav-inbox">Inbox${open ? html` <span class="count" data-testid="nav-inbox-count">${open}</span>` : null}</a>
-    ${onLead ? html`<button type="button" class=${`nav-button ${leadOpen ? "active" : ""}`} aria-pressed=${leadOpen} data-testid="nav-lead" title="Your lead agent (l)" onClick=${() => onLead(!leadOpen)}>Lead</button>`
-      : html`<a href="/lead" class=${cls("lead")} data-testid="nav-lead">Lead</a>`}
-    <a href="/workflows" class=${cls("workflows")} data-testid="nav-workflows">Workflows</a>
-    <a href="/status" class=${cls("status")} data-testid="nav-status">Status</a>
+    <a href="/" class=${cls("projects")} aria-current=${cur("projects")} data-testid="nav-projects">Projects</a>
+    <a href="/inbox" class=${cls("inbox")} aria-current=${cur("inbox")} data-testid="nav-inbox">Inbox${open ? html` <span class="count" data-testid="nav-inbox-count">${open}</span>` : null}</a>
+    ${onLead ? html`<button type="button" class="nav-button" aria-pressed=${leadOpen} data-testid="nav-lead" title=${`${leadOpen ? "Hide" : "Show"} your lead agent's column (l)`} onClick=${() => onLead(!leadOpen)}>Lead</button>`
+      : html`<a href="/lead" class=${cls("lead")} aria-current=${cur("lead")} data-testid="nav-lead">Lead</a>`}
+    <a href="/workflows" class=${cls("workflows")} aria-current=${cur("workflows")} data-testid="nav-workflows">Workflows</a>
+    <a href="/status" class=${cls("status")} aria-current=${cur("status")} data-testid="nav-status">Status</a>
   </nav>`;
 }
 
@@ -99,7 +102,7 @@ function SignOut({ state }) {
 function Sidebar({ state, route, leadOpen, onLead }) {
   const pid = currentProjectId(route, state);
   const projects = useMemo(() => [...state.projects.values()].sort((a, b) => a.name.localeCompare(b.name)), [state.projects.size, state.version]);
-  const tasks = pid && route.name === "task" ? projectTasks(state, pid).filter((t) => t.status === "active" || t.id === route.taskId) : null;
+  const tasks = pid && route.name === "task" ? projectTasks(state, pid).filter((t) => t.status === "active") : null;
   const inboxBy = tasks ? openInboxByTask(state) : null;
   const shown = useProgressive(tasks ? tasks.length : 0);
   return html`<aside class="sidebar">
@@ -117,11 +120,34 @@ function Sidebar({ state, route, leadOpen, onLead }) {
   </aside>`;
 }
 
+/**
+ * A phone's top bar: the brand, the stream's state and a menu button (with the open inbox
+ * count) whose menu holds the navigation; any navigation, Escape or a tap outside closes it.
+ */
 function TopBar({ state, route }) {
+  const [open, setOpen] = useState(false);
+  useEffect(() => setOpen(false), [route]);
+  useEffect(() => {
+    if (!open) return undefined;
+    const onKey = (e) => e.key === "Escape" && setOpen(false);
+    const onDown = (e) => !e.target.closest(".topbar") && setOpen(false);
+    document.addEventListener("keydown", onKey);
+    document.addEventListener("pointerdown", onDown);
+    return () => {
+      document.removeEventListener("keydown", onKey);
+      document.removeEventListener("pointerdown", onDown);
+    };
+  }, [open]);
+  let inbox = 0;
+  for (const i of state.inbox.values()) if (i.state === "open") inbox++;
   return html`<header class="topbar">
     <a href="/" class="brand">byre</a> <${StreamDot} state=${state} />
-    <${Nav} state=${state} route=${route} />
-    <${SignOut} state=${state} />
+    <button type="button" class="menu-button" data-testid="nav-menu" aria-expanded=${open} aria-controls="phone-menu"
+      onClick=${() => setOpen(!open)}>Menu${inbox && !open ? html` <span class="count">${inbox}</span>` : null}</button>
+    ${open ? html`<div class="phone-menu" id="phone-menu">
+      <${Nav} state=${state} route=${route} />
+      <div class="side-foot"><span title="signed in as">${state.me.login}</span> <${SignOut} state=${state} /></div>
+    </div>` : null}
   </header>`;
 }
 

@@ -2,7 +2,7 @@
 // Read when shown and when the log moves (at most every 2 s), never on a timer.
 
 import { html, useState, useEffect, useRef } from "../html.js";
-import { api } from "../api.js";
+import { api, shownHere } from "../api.js";
 import { when, ago, pretty } from "../util.js";
 
 export function StatusPage({ state }) {
@@ -11,7 +11,7 @@ export function StatusPage({ state }) {
   const last = useRef(0);
   const load = () => {
     last.current = Date.now();
-    api.getStatus().then((s) => { setStatus(s); setError(null); }).catch((e) => setError(e.message));
+    api.getStatus().then((s) => { setStatus(s); setError(null); }).catch((e) => setError(shownHere(e)));
   };
   useEffect(() => {
     const wait = Math.max(0, 2000 - (Date.now() - last.current));
@@ -19,6 +19,7 @@ export function StatusPage({ state }) {
     return () => clearTimeout(t);
   }, [state.lastSeq]);
   const s = status;
+  const titles = useTaskTitles(state, s ? s.agent_processes.map((a) => a.task_id) : []);
   return html`<div class="page status-page" data-testid="status-page">
     <div class="page-head"><h1>Status</h1><button type="button" data-testid="status-refresh" onClick=${load}>Refresh</button></div>
     ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
@@ -32,7 +33,7 @@ export function StatusPage({ state }) {
       <h2>Agents <span class="hint">${s.live_agents} live · ${s.running_turns.length} turns running · stuck after ${s.stuck_after_seconds} s</span></h2>
       <table class="grid" data-testid="status-agents"><thead><tr><th>task</th><th>session</th><th>vendor</th><th>pid</th><th>state</th><th>health</th><th>last output</th></tr></thead><tbody>
         ${s.agent_processes.length === 0 ? html`<tr><td colspan="7" class="hint">No agent processes.</td></tr>` : s.agent_processes.map((a) => html`<tr class=${`h-${a.health}`}>
-          <td><a href=${`/tasks/${a.task_id}`}>${(state.tasks.get(a.task_id) || {}).title || a.task_id.slice(0, 8)}</a></td><td><code>${a.session_id.slice(0, 8)}</code></td>
+          <td><a href=${`/tasks/${a.task_id}`}>${titles.get(a.task_id) || a.task_id.slice(0, 8)}</a></td><td><code>${a.session_id.slice(0, 8)}</code></td>
           <td>${a.vendor}</td><td>${a.pid}</td><td>${a.state}</td><td><span class=${`badge h-${a.health}`}>${a.health}</span></td><td title=${when(a.last_event_at)}>${ago(a.last_event_at)}</td></tr>`)}
       </tbody></table>
       <h2>Zombies</h2>
@@ -49,4 +50,27 @@ export function StatusPage({ state }) {
         ${s.clients.map((c) => html`<tr><td>${c.login}</td><td>${c.host || html`<span class="hint">browser</span>`}</td><td><code>${(c.commit || "").slice(0, 10)}</code></td><td>${ago(c.connected_at)}</td><td>${c.last_action_at ? ago(c.last_action_at) : ""}</td></tr>`)}
       </tbody></table>`}
   </div>`;
+}
+
+/**
+ * The titles of tasks by id: the page's own tasks, and those of projects it has not read
+ * (the status page opened by itself), read once each with getTask.
+ */
+function useTaskTitles(state, ids) {
+  const [read, setRead] = useState(() => new Map());
+  const asked = useRef(new Set());
+  const key = ids.join(",");
+  useEffect(() => {
+    for (const id of ids) {
+      if (state.tasks.has(id) || asked.current.has(id)) continue;
+      asked.current.add(id);
+      api.getTask(id).then((t) => setRead((m) => new Map(m).set(id, t.title))).catch(() => {});
+    }
+  }, [key]);
+  const titles = new Map(read);
+  for (const id of ids) {
+    const t = state.tasks.get(id);
+    if (t) titles.set(id, t.title);
+  }
+  return titles;
 }

@@ -6,6 +6,7 @@
 import { html, useState, useEffect } from "../html.js";
 import { openTask, setFocus, setPaneFocus, markRead } from "../store.js";
 import { navigate } from "../router.js";
+import { shownHere } from "../api.js";
 import { Transcript } from "./transcript.js";
 import { Composer } from "./composer.js";
 import { Pane, TABS, tabsFor } from "./pane.js";
@@ -26,7 +27,8 @@ export function TaskPage({ route, state, phone }) {
   const taskId = route.taskId;
   const [error, setError] = useState(null);
   useEffect(() => {
-    openTask(taskId).catch((e) => setError(e.message));
+    // Shown here only while the task is unknown (below); otherwise the toast says it.
+    openTask(taskId).catch((e) => setError(state.tasks.has(taskId) ? e.message : shownHere(e)));
   }, [taskId]);
   const task = state.tasks.get(taskId);
   const tab = chooseTab(route, state, task);

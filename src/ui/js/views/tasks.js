@@ -2,7 +2,7 @@
 // summary, open inbox count) and the new-task form.
 
 import { html, useState, useEffect, useRef, memo } from "../html.js";
-import { api } from "../api.js";
+import { api, shownHere } from "../api.js";
 import { ensureProject } from "../store.js";
 import { navigate } from "../router.js";
 import { ago, taskColor, STATE_LABEL } from "../util.js";
@@ -71,7 +71,7 @@ export function ProjectPage({ projectId, state }) {
   const [filter, setFilter] = useState("all");
   const [sel, setSel] = useState(-1);
   useEffect(() => {
-    ensureProject(projectId).catch((e) => setError(e.message));
+    ensureProject(projectId).catch((e) => setError(shownHere(e)));
   }, [projectId]);
   const project = state.projects.get(projectId);
   const all = projectTasks(state, projectId);

@@ -9,18 +9,20 @@
 
 import { html, useEffect, useRef, useState } from "../html.js";
 import { withKey } from "../api.js";
+import { TermKeys, withCtrl } from "./termkeys.js";
 
 const encoder = new TextEncoder();
 
 // xterm.js 6 styles its screen (cell sizes, colours, the scrollbar) through <style> elements,
-// which the page's Content-Security-Policy (`style-src 'self'`) keeps from applying. Their
-// text is mirrored into constructed style sheets, which that policy allows, as it changes.
-// Returns the function that stops it and drops the sheets.
+// which the page's Content-Security-Policy (`style-src 'self'`) refuses, each refusal a
+// console error. The vendored copy makes them <template>s (vendor/refresh.sh), inert and
+// never shown; their text is mirrored into constructed style sheets, which that policy
+// allows, as it changes. Returns the function that stops it and drops the sheets.
 function mirrorStyles(root) {
   const sheets = new Map(); // <style> element -> [CSSStyleSheet, text]
   const mine = new Set();
   const sync = () => {
-    for (const el of root.querySelectorAll("style")) {
+    for (const el of root.querySelectorAll("template")) {
       let entry = sheets.get(el);
       if (!entry) {
         entry = [new CSSStyleSheet(), null];
@@ -56,6 +58,10 @@ export function Terminal({ task }) {
   const box = useRef(null);
   const [status, setStatus] = useState("connecting");
   const [again, setAgain] = useState(null);
+  const [ctrl, setCtrl] = useState(false);
+  // The open terminal and its sender, and the sticky Ctrl, for the phone's key bar.
+  const io = useRef({ term: null, send: null, ctrl: false });
+  io.current.ctrl = ctrl;
   const active = task.status === "active";
 
   useEffect(() => {
@@ -120,10 +126,16 @@ export function Terminal({ task }) {
       unmirror = mirrorStyles(box.current);
       term.open(box.current);
       fit.fit();
+      io.current.term = term;
+      io.current.send = (d) => send(encoder.encode(d));
       term.onData((d) => {
         if (ended) {
           if (d === "\r") connect();
           return;
+        }
+        if (io.current.ctrl) {
+          d = withCtrl(d);
+          setCtrl(false);
         }
         send(encoder.encode(d));
       });
@@ -144,17 +156,27 @@ export function Terminal({ task }) {
       if (ws) ws.close();
       if (term) term.dispose();
       if (unmirror) unmirror();
+      io.current.term = null;
+      io.current.send = null;
     };
   }, [task.id, active]);
 
   if (!active) {
     return html`<div class="pane-body"><p class="hint">This task is ${task.status}: it has no terminal.</p></div>`;
   }
+  const onKey = (seq) => {
+    const { term, send } = io.current;
+    if (!term || !send) return;
+    send(seq(term.modes.applicationCursorKeysMode));
+    setCtrl(false);
+    term.focus();
+  };
   return html`<div class="pane-body terminal-tab">
     <div class="terminal-bar">
       <span class="hint" data-testid="terminal-status">${status}</span>
       ${again ? html`<button type="button" data-testid="terminal-new" onClick=${() => again()}>New shell</button>` : null}
     </div>
+    <${TermKeys} ctrl=${ctrl} onCtrl=${setCtrl} onKey=${onKey} />
     <div class="terminal-box" data-testid="terminal" ref=${box}></div>
   </div>`;
 }

@@ -5,7 +5,7 @@
 // start from a project's "New task" page.
 
 import { html, useState, useEffect } from "../html.js";
-import { api } from "../api.js";
+import { api, shownHere } from "../api.js";
 
 /** The file a new workflow starts from: three stages, showing `after` and models. */
 export const STARTER = `description: Plan, build, then review.
@@ -74,7 +74,7 @@ export function WorkflowsPage({ state }) {
   const [error, setError] = useState(null);
   const [editing, setEditing] = useState(null); // a name, "" for a new one, null for none
   useEffect(() => {
-    api.listWorkflows().then(setList).catch((e) => setError(e.message));
+    api.listWorkflows().then(setList).catch((e) => setError(shownHere(e)));
   }, [state.workflowsVersion || 0]);
   return html`<div class="page workflows-page">
     <div class="page-head">
