@@ -174,13 +174,11 @@ fn wakes(
         .map(Wake::Record)
         .chain(stream::once(std::future::ready(Wake::End)));
     let deltas = stream::unfold(deltas, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(d) => return Some((Wake::Delta(d), rx)),
-                Err(broadcast::error::RecvError::Lagged(_)) => return Some((Wake::DeltasLost, rx)),
-                // No more deltas (the agents are gone); the stream goes on without them.
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
+        match rx.recv().await {
+            Ok(d) => Some((Wake::Delta(d), rx)),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some((Wake::DeltasLost, rx)),
+            // No more deltas (the agents are gone); the stream goes on without them.
+            Err(broadcast::error::RecvError::Closed) => None,
         }
     });
     let heartbeats = stream::unfold(ticker, |mut t| async move {
