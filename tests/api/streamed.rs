@@ -8,10 +8,36 @@
 use serde_json::{json, Value};
 
 use crate::browser::AgentBench;
-use crate::helpers::{Sse, WAIT};
+use crate::helpers::{Api, Sse, WAIT};
 
 /// The fake model's answer to "streamed sentences".
 pub const SENTENCES: &str = "Alpha sentence streams first. Bravo sentence follows it. Charlie sentence comes third. Delta sentence is fourth. Echo sentence is fifth. Foxtrot sentence ends the answer.";
+
+/// A task of project `project_id` whose agent streams [`SENTENCES`]: its id and its session's.
+pub async fn start_sentences(api: &Api, project_id: &str) -> (String, String) {
+    let task = api
+        .create_task_with(
+            project_id,
+            json!({"title": "sentences", "prompt": "Please write streamed sentences"}),
+        )
+        .await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let sid = api.first_session_id(&task_id).await;
+    (task_id, sid)
+}
+
+/// Session `sid`'s next turn streams [`SENTENCES`] again.
+pub async fn ask_again(api: &Api, sid: &str) {
+    let r = api
+        .call(
+            "sendMessage",
+            &[sid],
+            &[],
+            Some(json!({"text": "Again: streamed sentences"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+}
 
 /// The pieces the fake streams it in (24 characters each).
 const PIECES: u64 = 7;
@@ -59,14 +85,7 @@ async fn a_stream_opened_mid_turn_gets_the_text_so_far_then_the_rest_each_piece_
     let api = bench.server.api();
     let (_repo, project_id) = api.basic_project().await;
     let mut first = api.events(&[], None).await;
-    let task = api
-        .create_task_with(
-            &project_id,
-            json!({"title": "sentences", "prompt": "Please write streamed sentences"}),
-        )
-        .await;
-    let task_id = task["id"].as_str().unwrap().to_owned();
-    let sid = api.first_session_id(&task_id).await;
+    let (task_id, sid) = start_sentences(&api, &project_id).await;
     // Two deltas in: a second stream opens mid-turn, after the log's head.
     frames_of(&mut first, &sid, 2).await;
     let head = api.call("getStatus", &[], &[], None).await.body["last_event_seq"]
@@ -130,15 +149,7 @@ async fn a_stream_opened_mid_turn_gets_the_text_so_far_then_the_rest_each_piece_
     assert_eq!(whole, SENTENCES);
 
     // A later turn cut by a graceful restart: what it streamed is logged, with its usage and time.
-    let r = api
-        .call(
-            "sendMessage",
-            &[&sid],
-            &[],
-            Some(json!({"text": "Again: streamed sentences"})),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{:?}", r.body);
+    ask_again(&api, &sid).await;
     let n_before = frames_of(&mut first, &sid, 0).await.len();
     frames_of(&mut first, &sid, n_before + 2).await;
     let bench = bench.restart().await;

@@ -502,13 +502,18 @@ function foldSession(ev) {
 // interleaves live frames and logged events in no fixed order) and dropped.
 const liveEnded = new Map();
 const LIVE_ENDS = new Set(["agent.text", "tool.call", "turn.started", "turn.ended", "agent.streamed"]);
-function endLive(ev) {
+/** Whether logged event `ev` ends its session's live text; notes its seq in `ended` if so. */
+export function endsLive(ev, ended) {
   const sid = ev.agent_session_id;
-  if (!sid || !LIVE_ENDS.has(ev.kind)) return;
-  if ((liveEnded.get(sid) || 0) < ev.seq) liveEnded.set(sid, ev.seq);
-  const cur = state.deltas.get(sid);
+  if (!sid || !LIVE_ENDS.has(ev.kind)) return false;
+  if ((ended.get(sid) || 0) < ev.seq) ended.set(sid, ev.seq);
+  return true;
+}
+function endLive(ev) {
+  if (!endsLive(ev, liveEnded)) return;
+  const cur = state.deltas.get(ev.agent_session_id);
   if (cur && !(cur.after >= ev.seq)) {
-    state.deltas.delete(sid);
+    state.deltas.delete(ev.agent_session_id);
     changed();
   }
 }
@@ -518,34 +523,40 @@ export function ingestDelta(d) {
   delta(d, false);
 }
 /**
- * Folds a live frame: a delta (`whole` false) appends to the session's text unless its
- * `delta_seq` is already in it; an `agent.streaming` frame (`whole`) is the text so far up to
- * its `delta_seq`. So a page that opens mid-turn shows the text so far, then the rest, each
- * piece once. Drawn at most once per animation frame (`changed`).
+ * The session's live text `cur` (`{task_id, text, after, n}` or undefined) after live frame
+ * `d`, or null when the frame adds nothing; `ended` is the seq of the last logged event that
+ * ended the session's text. A delta (`whole` false) appends unless its `delta_seq` is already
+ * in the text; an `agent.streaming` frame (`whole`) is the text so far up to its `delta_seq`.
+ * So a page that opens mid-turn shows the text so far, then the rest, each piece once. Pure.
  */
-function delta(d, whole) {
-  const sid = d.agent_session_id;
-  if (!sid) return;
+export function liveAfter(cur, d, whole, ended) {
   const p = d.payload || {};
   const text = p.text || "";
   const after = typeof p.after_seq === "number" ? p.after_seq : null;
   const n = typeof p.delta_seq === "number" ? p.delta_seq : null;
-  if (after !== null && after < (liveEnded.get(sid) || 0)) return;
-  const cur = state.deltas.get(sid);
+  if (after !== null && after < ended) return null;
   const same = cur && cur.after === after;
   let next;
   if (whole) {
-    if (same && cur.n !== null && n !== null && cur.n >= n) return;
+    if (same && cur.n !== null && n !== null && cur.n >= n) return null;
     next = text;
   } else if (same) {
-    if (cur.n !== null && n !== null && n <= cur.n) return;
+    if (cur.n !== null && n !== null && n <= cur.n) return null;
     next = cur.text + text;
   } else if (!cur || after === null || cur.after === null || after > cur.after) {
     next = text;
   } else {
-    return;
+    return null;
   }
-  state.deltas.set(sid, { task_id: d.task_id, text: next, after, n: n === null && same ? cur.n : n });
+  return { task_id: d.task_id, text: next, after, n: n === null && same ? cur.n : n };
+}
+/** Folds a live frame; drawn at most once per animation frame (`changed`). */
+function delta(d, whole) {
+  const sid = d.agent_session_id;
+  if (!sid) return;
+  const next = liveAfter(state.deltas.get(sid), d, whole, liveEnded.get(sid) || 0);
+  if (!next) return;
+  state.deltas.set(sid, next);
   changed();
 }
 

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use super::{AgentBench, Browser, LIVE_DELTA_WATCH};
-use crate::streamed::SENTENCES;
+use crate::streamed::{ask_again, start_sentences, SENTENCES};
 
 /// Waits until the page's live text holds at least `n` bytes; the texts it showed so far.
 async fn live_of_at_least(b: &Browser, n: usize) -> Vec<String> {
@@ -63,14 +63,7 @@ async fn a_reload_a_second_tab_and_a_restart_mid_turn_show_the_streamed_text_onc
     let (_repo, project_id) = api.basic_project().await;
     let b = Browser::open(&bench.server.url).await;
     b.on_every_page(LIVE_DELTA_WATCH).await;
-    let task = api
-        .create_task_with(
-            &project_id,
-            json!({"title": "sentences", "prompt": "Please write streamed sentences"}),
-        )
-        .await;
-    let task_id = task["id"].as_str().unwrap().to_owned();
-    let sid = api.first_session_id(&task_id).await;
+    let (task_id, sid) = start_sentences(&api, &project_id).await;
     b.goto(&format!("/tasks/{task_id}")).await;
     live_of_at_least(&b, 24).await;
 
@@ -100,15 +93,7 @@ async fn a_reload_a_second_tab_and_a_restart_mid_turn_show_the_streamed_text_onc
     finished_once(&b).await;
 
     // A graceful restart mid-turn: the cut turn's text and usage stay.
-    let r = api
-        .call(
-            "sendMessage",
-            &[&sid],
-            &[],
-            Some(json!({"text": "Again: streamed sentences"})),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{:?}", r.body);
+    ask_again(&api, &sid).await;
     b.js("window.__liveTexts = [];", vec![]).await;
     live_of_at_least(&b, 48).await;
     let bench = bench.restart().await;
