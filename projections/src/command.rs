@@ -353,6 +353,14 @@ pub enum Command {
         /// The memory figures.
         deferred: crate::sessions::ProcessDeferred,
     },
+    /// The vendor runtime stopped a session's process gracefully (a shutdown, a stop) while
+    /// its turn ran: what the turn had streamed, its usage and time so far.
+    RecordStreamed {
+        /// The session.
+        session_id: SessionId,
+        /// What it streamed.
+        streamed: crate::sessions::AgentStreamed,
+    },
     /// The vendor runtime learned the vendor's id of a session's conversation (a Codex thread).
     RecordVendorSession {
         /// The session.

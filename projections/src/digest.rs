@@ -9,8 +9,9 @@ use sha2::{Digest, Sha256};
 use crate::State;
 
 /// Bumped whenever the serialized shape of [`State`] changes, or what an existing event folds
-/// into (2: CodeBolt store writes fold into `agent_stores`).
-pub const DIGEST_VERSION: u32 = 2;
+/// into (2: CodeBolt store writes fold into `agent_stores`; 3: a session's `streamed`, from
+/// `agent.streamed`).
+pub const DIGEST_VERSION: u32 = 3;
 
 /// `sha256:` followed by 64 lowercase hex digits.
 pub fn digest(state: &State) -> String {

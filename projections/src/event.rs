@@ -203,6 +203,9 @@ event_kinds! {
     TurnStarted = "turn.started" (crate::sessions::TurnStarted),
     /// The agent wrote text.
     AgentText = "agent.text" (crate::sessions::AgentText),
+    /// byre stopped a running turn: the text it had streamed and not yet logged, and the
+    /// turn's usage and time so far.
+    AgentStreamed = "agent.streamed" (crate::sessions::AgentStreamed),
     /// The agent called a tool.
     ToolCall = "tool.call" (crate::sessions::ToolCall),
     /// A tool call's result.

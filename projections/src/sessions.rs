@@ -101,6 +101,23 @@ pub struct Usage {
     pub cache_creation_input_tokens: u64,
 }
 
+impl std::ops::Add for Usage {
+    type Output = Usage;
+    /// Field by field (saturating).
+    fn add(self, b: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(b.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(b.output_tokens),
+            cache_read_input_tokens: self
+                .cache_read_input_tokens
+                .saturating_add(b.cache_read_input_tokens),
+            cache_creation_input_tokens: self
+                .cache_creation_input_tokens
+                .saturating_add(b.cache_creation_input_tokens),
+        }
+    }
+}
+
 /// A queued message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueuedInput {
@@ -179,6 +196,11 @@ pub struct Session {
     /// `last_vendor_id` of its latest turn end that named one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_kept: Option<crate::fork::ForkPoint>,
+    /// The running turn's usage and time as byre recorded them when it stopped the session's
+    /// process (`agent.streamed`), for the turn's end; cleared when a turn starts or ends.
+    /// Left out of the digest while empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed: Option<StreamedSoFar>,
 }
 
 impl Session {
@@ -210,6 +232,7 @@ impl Session {
             turn_answered: false,
             forked_from: crate::fork::ForkPoint::of(&p.forked_from, &p.forked_at),
             last_kept: None,
+            streamed: None,
         }
     }
 
@@ -721,6 +744,25 @@ pub(crate) fn record_output(
         events.push(session_event(s, state, "byre", body));
     }
     Ok(events)
+}
+
+/// Decides `RecordStreamed`: what the running turn had streamed when byre stopped the
+/// session's process, recorded for the turn's end; nothing when that turn no longer runs.
+pub(crate) fn record_streamed(
+    state: &State,
+    session_id: &str,
+    streamed: &AgentStreamed,
+) -> Result<Vec<NewEvent>, Rejection> {
+    let s = session(state, session_id)?;
+    if !s.turn_running || s.completed || s.turns != streamed.turn {
+        return Ok(Vec::new());
+    }
+    Ok(vec![session_event(
+        s,
+        state,
+        "byre",
+        EventBody::AgentStreamed(streamed.clone()),
+    )])
 }
 
 /// Decides `RecordVendorSession`: the vendor named its conversation (a Codex thread started);

@@ -321,6 +321,10 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
             session_id,
             deferred,
         } => sessions::record_deferred(state, session_id, deferred),
+        Command::RecordStreamed {
+            session_id,
+            streamed,
+        } => sessions::record_streamed(state, session_id, streamed),
         Command::RecordVendorSession {
             session_id,
             vendor_session_id,

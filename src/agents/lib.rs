@@ -190,6 +190,9 @@ pub struct Reaction {
     pub items: Vec<VendorItem>,
     /// Streamed text for live subscribers only (`agent.delta`), never logged.
     pub delta: Option<String>,
+    /// The running turn's tokens so far, when this line moved them (kept with the turn's
+    /// streamed text, recorded if byre stops the turn: `agent.streamed`).
+    pub usage: Option<byre_projections::sessions::Usage>,
     /// Lines to write to the process's stdin now (answers to its requests, the next step of a
     /// handshake, a turn waiting for its thread).
     pub replies: Vec<String>,

@@ -34,12 +34,15 @@ mod admission;
 mod session;
 mod spawn;
 mod status;
+mod streaming;
 
 use session::Input;
 
 pub(crate) use admission::Admit;
 
 pub use super::reaper::{clear_leftovers, Zombie};
+use streaming::Streaming;
+pub use streaming::STREAMED_TEXT_BYTES;
 
 /// Most recent protocol errors kept for `getStatus`.
 const RECENT_PROTOCOL_ERRORS: usize = 50;
@@ -59,15 +62,18 @@ pub struct Live {
     handle: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-/// A live-only record for event streams: streamed text deltas, never logged, sent with no
-/// `id:`.
+/// A live-only record for event streams: streamed text deltas (and the text streamed so far,
+/// for a stream that opens mid-turn), never logged, sent with no `id:`.
 #[derive(Debug)]
 pub struct Ephemeral {
+    /// The SSE event's name: `agent.delta`, or `agent.streaming` (the text so far).
+    pub event: &'static str,
     /// The task (empty for a lead session's).
     pub task_id: String,
     /// A lead session's user: only they are sent it; `None` for a task's session.
     pub owner: Option<String>,
-    /// JSON `{"kind":"agent.delta","task_id","agent_session_id","payload":{"text"}}`.
+    /// JSON `{"kind":"agent.delta","task_id","agent_session_id","payload":{"text","delta_seq","after_seq"}}`
+    /// (schema/events.md, "Live-only frames").
     pub json: Arc<str>,
 }
 
@@ -158,6 +164,8 @@ pub struct Runtime {
     protocol_recent: Mutex<std::collections::VecDeque<ProtocolError>>,
     leftover_zombies: Mutex<Vec<Zombie>>,
     ephemeral: broadcast::Sender<Arc<Ephemeral>>,
+    /// Each live session's running turn as streamed (`runtime/streaming.rs`).
+    streams: DashMap<String, Streaming>,
     /// Session tokens and how agents start byre's MCP server.
     mcp: Arc<crate::mcp_launch::McpHost>,
     /// Brings back a task's worktree removed while byre runs, before a turn.
@@ -224,6 +232,7 @@ impl Runtime {
             protocol_recent: Mutex::new(Default::default()),
             leftover_zombies: Mutex::new(leftovers),
             ephemeral,
+            streams: DashMap::new(),
             mcp,
             worktrees,
             stopping: std::sync::atomic::AtomicBool::new(false),
@@ -400,8 +409,17 @@ impl Runtime {
     }
 
     pub(crate) async fn record(&self, cmd: Command) {
-        if let Err(e) = self.writer.submit(cmd, None).await {
-            tracing::error!(error = %e, "could not record agent output");
+        self.record_seq(cmd).await;
+    }
+
+    /// As [`Runtime::record`]; the seq of the last event it wrote, if any.
+    pub(crate) async fn record_seq(&self, cmd: Command) -> Option<u64> {
+        match self.writer.submit(cmd, None).await {
+            Ok(ack) => ack.events.last().map(|e| e.seq),
+            Err(e) => {
+                tracing::error!(error = %e, "could not record agent output");
+                None
+            }
         }
     }
 
@@ -471,7 +489,29 @@ impl Runtime {
         recent.truncate(RECENT_PROTOCOL_ERRORS);
     }
 
+    /// Streams a delta of the session's running turn, numbered, and keeps it in the text so
+    /// far.
     pub(crate) fn delta(&self, session_id: &str, task_id: &str, text: &str) {
+        let cap = STREAMED_TEXT_BYTES.min(self.output_limits.max_event_bytes / 2);
+        let (delta_seq, after_seq) = {
+            let mut s = self.streams.entry(session_id.to_owned()).or_default();
+            (s.push(text, cap), s.after_seq)
+        };
+        let payload =
+            serde_json::json!({"text": text, "delta_seq": delta_seq, "after_seq": after_seq});
+        let _ = self
+            .ephemeral
+            .send(self.frame("agent.delta", session_id, task_id, payload));
+    }
+
+    /// A live-only frame of the session: a lead's says whose it is, as its logged events do.
+    fn frame(
+        &self,
+        event: &'static str,
+        session_id: &str,
+        task_id: &str,
+        payload: serde_json::Value,
+    ) -> Arc<Ephemeral> {
         let owner = self.writer.read(|s| {
             s.sessions
                 .get(session_id)
@@ -479,19 +519,78 @@ impl Runtime {
                 .filter(|o| !o.is_empty())
         });
         let json = match &owner {
-            // A lead's delta says whose it is, as its logged events do.
             Some(o) => {
-                serde_json::json!({"kind": "agent.delta", "task_id": "", "agent_session_id": session_id, "owner": o, "payload": {"text": text}})
+                serde_json::json!({"kind": event, "task_id": "", "agent_session_id": session_id, "owner": o, "payload": payload})
             }
             None => {
-                serde_json::json!({"kind": "agent.delta", "task_id": task_id, "agent_session_id": session_id, "payload": {"text": text}})
+                serde_json::json!({"kind": event, "task_id": task_id, "agent_session_id": session_id, "payload": payload})
             }
         };
-        let _ = self.ephemeral.send(Arc::new(Ephemeral {
+        Arc::new(Ephemeral {
+            event,
             owner: owner.map(Into::into),
             task_id: task_id.into(),
             json: json.to_string().into(),
-        }));
+        })
+    }
+
+    /// The text each live session's running turn has streamed so far (`agent.streaming`
+    /// frames), for a stream that opens now or fell behind the deltas. A stream subscribes to
+    /// the deltas ([`Runtime::ephemeral`]) before it reads these, so a delta is in a frame, or
+    /// comes after it, or both (then its `delta_seq` says it is in the frame).
+    pub fn streaming(&self) -> Vec<Arc<Ephemeral>> {
+        let so_far: Vec<(String, String, serde_json::Value)> = self
+            .streams
+            .iter()
+            .filter(|s| !s.text.is_empty())
+            .filter_map(|s| {
+                let task_id = self.live(s.key())?.task_id.clone();
+                Some((s.key().clone(), task_id, s.payload()))
+            })
+            .collect();
+        so_far
+            .into_iter()
+            .map(|(sid, task_id, payload)| self.frame("agent.streaming", &sid, &task_id, payload))
+            .collect()
+    }
+
+    /// The session's streamed text was logged (or its turn started or ended) at `seq`.
+    pub(crate) fn streamed_logged(&self, session_id: &str, seq: u64, turn_boundary: bool) {
+        self.streams
+            .entry(session_id.to_owned())
+            .or_default()
+            .logged(seq, turn_boundary);
+    }
+
+    /// The session's running turn has used `usage` so far.
+    pub(crate) fn streamed_usage(
+        &self,
+        session_id: &str,
+        usage: byre_projections::sessions::Usage,
+    ) {
+        self.streams.entry(session_id.to_owned()).or_default().usage = usage;
+    }
+
+    /// byre stops the session's process (it shuts down, the session was stopped, the process
+    /// ended) while a turn runs: what the turn streamed and not yet logged, its usage and time
+    /// so far go to the log (`agent.streamed`), and the session's text so far is dropped.
+    pub(crate) async fn record_streamed(&self, session_id: &str) {
+        let Some((_, so_far)) = self.streams.remove(session_id) else {
+            return;
+        };
+        let turn = self.writer.read(|s| {
+            s.sessions
+                .get(session_id)
+                .filter(|x| x.turn_running && !x.completed)
+                .map(|x| x.turns)
+        });
+        if let (Some(turn), Some(_)) = (turn, so_far.started) {
+            self.record(Command::RecordStreamed {
+                session_id: session_id.into(),
+                streamed: so_far.recorded(turn),
+            })
+            .await;
+        }
     }
 
     async fn react(&self, r: &byre_log::Record) {
@@ -501,6 +600,18 @@ impl Runtime {
         match r.kind.as_str() {
             "user.message" => {
                 let event: serde_json::Value = serde_json::from_str(&r.json).unwrap_or_default();
+                // A message that starts a turn (its `turn.started` is in the same commit, so in
+                // the state already): what streams from now on is that turn's.
+                let starts = self.writer.read(|s| {
+                    s.sessions.get(session_id).is_some_and(|x| {
+                        x.turn_running
+                            && x.turn_input.as_ref().map(|m| m.input_id)
+                                == event["payload"]["input_id"].as_u64()
+                    })
+                });
+                if starts {
+                    self.streamed_logged(session_id, self.writer.head(), true);
+                }
                 self.deliver(session_id, &event["payload"]).await;
             }
             "inbox.responded" => {

@@ -67,7 +67,11 @@ pub async fn stream_events(
     let registration = app.streams.open(&caller.login, &host, &commit);
     let heartbeat = config.heartbeat;
     let login = caller.login;
+    // Subscribed before the text so far is read: a delta is in that text, or after it, or
+    // both (its `delta_seq` says so), never in neither.
     let deltas = app.agents.ephemeral();
+    let so_far = app.agents.streaming();
+    let agents = app.agents.clone();
     let shutdown = app.shutdown.clone();
     // A stream signed in by cookie ends when its session does (sign-out).
     let session_ended = super::auth::signin_end(&app, &req);
@@ -76,6 +80,12 @@ pub async fn stream_events(
         let _registration = registration; // dropped when the client goes away
         let ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
         yield Ok::<Bytes, actix_web::Error>(Bytes::from_static(b": connected\nretry: 2000\n\n"));
+        // The running turns' text so far, then their live deltas.
+        for d in so_far {
+            if filter.keeps_delta(&d.task_id, d.owner.as_deref()) {
+                yield Ok(live_frame(&d));
+            }
+        }
         let mut wakes = wakes(records, deltas, ticker, shutdown, session_ended);
         while let Some(wake) = wakes.next().await {
             match wake {
@@ -99,10 +109,17 @@ pub async fn stream_events(
                     break;
                 }
                 Wake::Delta(d) => {
-                    // Live-only: no `id:`, so a reconnect neither skips nor replays it; a named
-                    // SSE event, so `data:` of the default `message` events is always an Event.
                     if filter.keeps_delta(&d.task_id, d.owner.as_deref()) {
-                        yield Ok(Bytes::from(format!("event: agent.delta\ndata: {}\n\n", d.json)));
+                        yield Ok(live_frame(&d));
+                    }
+                }
+                Wake::DeltasLost => {
+                    // This stream fell behind the deltas and missed some: the text so far
+                    // again, which covers them.
+                    for d in agents.streaming() {
+                        if filter.keeps_delta(&d.task_id, d.owner.as_deref()) {
+                            yield Ok(live_frame(&d));
+                        }
                     }
                 }
                 Wake::Heartbeat => yield Ok(Bytes::from_static(b": heartbeat\n\n")),
@@ -117,6 +134,12 @@ pub async fn stream_events(
         .streaming(body))
 }
 
+/// A live-only frame: no `id:`, so a reconnect neither skips nor replays it; a named SSE
+/// event, so `data:` of the default `message` events is always an Event.
+fn live_frame(d: &Ephemeral) -> Bytes {
+    Bytes::from(format!("event: {}\ndata: {}\n\n", d.event, d.json))
+}
+
 /// Largest piece of a frame handed to the server at a time (see `stream_events`).
 const FRAME_SLICE_BYTES: usize = 16 * 1024;
 
@@ -126,6 +149,8 @@ enum Wake {
     Record(Result<Arc<Record>, String>),
     /// A live-only agent delta.
     Delta(Arc<Ephemeral>),
+    /// The stream fell behind the live deltas and some were dropped for it.
+    DeltasLost,
     /// Time for a `: heartbeat` comment.
     Heartbeat,
     /// The records ended, the server shuts down, or the stream's session ended.
@@ -149,13 +174,11 @@ fn wakes(
         .map(Wake::Record)
         .chain(stream::once(std::future::ready(Wake::End)));
     let deltas = stream::unfold(deltas, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(d) => return Some((Wake::Delta(d), rx)),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                // No more deltas (the agents are gone); the stream goes on without them.
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
+        match rx.recv().await {
+            Ok(d) => Some((Wake::Delta(d), rx)),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some((Wake::DeltasLost, rx)),
+            // No more deltas (the agents are gone); the stream goes on without them.
+            Err(broadcast::error::RecvError::Closed) => None,
         }
     });
     let heartbeats = stream::unfold(ticker, |mut t| async move {

@@ -50,6 +50,7 @@ mod sandbox_tools;
 mod secrets;
 mod snapshots;
 mod startup_snapshot;
+mod streamed;
 mod subagents;
 mod subtasks;
 mod tailnet;

@@ -87,6 +87,19 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 s.last_api_retry = None;
                 s.interrupt_requested = false;
                 s.turn_answered = false;
+                s.streamed = None;
+            }
+        }
+        EventBody::AgentStreamed(p) => {
+            if let Some(s) = state.sessions.get_mut(sid) {
+                if !p.text.is_empty() {
+                    s.turn_answered = true;
+                }
+                s.streamed = Some(StreamedSoFar {
+                    turn: p.turn,
+                    usage: p.usage,
+                    duration_ms: p.duration_ms,
+                });
             }
         }
         EventBody::AgentText(_) | EventBody::ToolCall(_) | EventBody::ToolResult(_) => {
@@ -134,6 +147,7 @@ pub(crate) fn apply(state: &mut State, e: &crate::Event) {
                 s.turn_running = false;
                 s.interrupt_requested = false;
                 s.compact_to = None;
+                s.streamed = None;
                 if let Some(at) = &p.last_vendor_id {
                     s.last_kept = Some(crate::fork::ForkPoint {
                         vendor_session_id: s.vendor_session_id.clone(),

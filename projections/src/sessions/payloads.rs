@@ -95,6 +95,23 @@ AgentText {
     /// The vendor line it came from.
     raw: String,
 });
+payload!(/// `agent.streamed` payload: what a turn byre stopped had streamed and not yet logged
+/// (`agent.text`), and the turn's usage and time so far.
+AgentStreamed {
+    /// The turn's number.
+    turn: u32,
+    /// The text streamed since the session's last logged text, tool call or turn start
+    /// (plain text; its end may be mid-sentence). At most the streamed-text bound of the
+    /// runtime; what came before is dropped, counted in `dropped_bytes`.
+    text: String,
+    /// Bytes of the text's start that byre did not keep (over the bound); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    dropped_bytes: u64,
+    /// Tokens so far, summed over the turn's model calls as the vendor streamed them.
+    usage: Usage,
+    /// Wall time of the turn until byre stopped it, ms.
+    duration_ms: u64,
+});
 payload!(/// `tool.call` payload.
 ToolCall {
     /// The vendor's tool-call id.
@@ -210,6 +227,29 @@ impl TurnEnded {
             raw: String::new(),
         }
     }
+}
+
+impl TurnEnded {
+    /// This end (byre's own) with the turn's usage and time so far, when its session recorded
+    /// them for this turn (`agent.streamed` on a graceful stop).
+    pub fn with_streamed(mut self, so_far: Option<&StreamedSoFar>) -> Self {
+        if let Some(f) = so_far.filter(|f| f.turn == self.turn) {
+            self.usage = f.usage;
+            self.duration_ms = f.duration_ms;
+        }
+        self
+    }
+}
+
+/// A running turn's usage and time as its `agent.streamed` recorded them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamedSoFar {
+    /// The turn.
+    pub turn: u32,
+    /// Tokens so far.
+    pub usage: Usage,
+    /// Wall time so far, ms.
+    pub duration_ms: u64,
 }
 
 /// Where the whole of a field byre cut to the event limit is kept (`serve

@@ -27,7 +27,8 @@ pub(crate) fn record_exit(
         .as_ref()
         .is_some_and(|m| exit.redelivered_input_ids.contains(&m.input_id));
     if s.turn_running && !redelivered && exit.idle_ms == 0 {
-        let ended = TurnEnded::by_byre(s.turns, TurnOutcome::Failed, exit.reason.clone());
+        let ended = TurnEnded::by_byre(s.turns, TurnOutcome::Failed, exit.reason.clone())
+            .with_streamed(s.streamed.as_ref());
         events.extend(end_turn(state, ctx, s, ended, false));
     }
     Ok(events)
@@ -54,7 +55,8 @@ pub(crate) fn resume_after_restart(
         s.turns,
         TurnOutcome::Interrupted,
         "byre restarted while the turn ran".into(),
-    );
+    )
+    .with_streamed(s.streamed.as_ref());
     events.push(session_event(s, state, "byre", EventBody::TurnEnded(ended)));
     if s.role == SessionRole::Reviewer {
         // A reviewer is never resumed: its review fails now (the review reactor then

@@ -329,6 +329,43 @@ fn a_restart_ends_the_cut_turn_and_resumes_with_a_note() {
 }
 
 #[test]
+fn a_turn_byre_stopped_ends_with_the_usage_and_time_its_streamed_text_recorded() {
+    let mut w = World::with_task();
+    let sid = w.start("one");
+    let usage = Usage {
+        input_tokens: 120,
+        output_tokens: 7,
+        ..Usage::default()
+    };
+    let streamed = |turn| Command::RecordStreamed {
+        session_id: sid.clone().into(),
+        streamed: AgentStreamed {
+            turn,
+            text: "Half a sentence".into(),
+            dropped_bytes: 0,
+            usage,
+            duration_ms: 5_000,
+        },
+    };
+    // Another turn's figures are not this one's.
+    assert!(w.ok(streamed(9)).is_empty());
+    assert_eq!(kinds(&w.ok(streamed(1))), ["agent.streamed"]);
+    let events = w.restart(&sid);
+    let EventBody::TurnEnded(t) = &events[0].body else {
+        panic!("{:?}", kinds(&events))
+    };
+    assert_eq!((t.usage, t.duration_ms), (usage, 5_000));
+    // The text was the agent's answer: the restart asks it to carry on, not the message again.
+    let EventBody::UserMessage(m) = &events[1].body else {
+        panic!()
+    };
+    assert_eq!(m.text, RESTART_NOTE);
+    assert_eq!(w.session().streamed, None, "a new turn starts afresh");
+    w.record_turn_end(&sid, TurnOutcome::Completed, "", None);
+    assert!(w.ok(streamed(2)).is_empty(), "no turn runs");
+}
+
+#[test]
 fn a_restart_before_the_agent_answered_hands_the_message_over_again_from_its_sender() {
     let mut w = World::with_task();
     let sid = w.start("one");

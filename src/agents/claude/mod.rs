@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use byre_beneath::{Dir, Links};
-use byre_projections::sessions::{Vendor, VendorItem};
+use byre_projections::sessions::{Usage, Vendor, VendorItem};
 use serde_json::json;
 
 use super::sandbox::Sandbox;
@@ -325,6 +325,9 @@ pub struct ClaudeProtocol {
     /// The uuid of the running turn's last main-conversation `assistant` line: the turn's
     /// `last_vendor_id`, where a fork of its snapshot is cut (`--resume-session-at`).
     last_assistant_uuid: Option<String>,
+    /// The running turn's tokens: of its finished model calls, and of the one streaming.
+    turn_usage: Usage,
+    call_usage: Usage,
 }
 
 impl Protocol for ClaudeProtocol {
@@ -374,6 +377,8 @@ impl Protocol for ClaudeProtocol {
                         t.cost_micro_usd = total.saturating_sub(self.last_total_cost);
                         self.last_total_cost = total;
                         t.last_vendor_id = self.last_assistant_uuid.take();
+                        self.turn_usage = Usage::default();
+                        self.call_usage = Usage::default();
                     }
                 }
                 Reaction {
@@ -385,6 +390,23 @@ impl Protocol for ClaudeProtocol {
                 delta: Some(text),
                 ..Reaction::default()
             },
+            wire::Parsed::CallUsage { started, usage } => {
+                if started {
+                    self.turn_usage = self.turn_usage + self.call_usage;
+                    self.call_usage = usage;
+                } else {
+                    // `message_delta` counts the call's output so far; its input, when given,
+                    // is the call's whole input.
+                    self.call_usage.output_tokens = usage.output_tokens;
+                    if usage.input_tokens > 0 {
+                        self.call_usage.input_tokens = usage.input_tokens;
+                    }
+                }
+                Reaction {
+                    usage: Some(self.turn_usage + self.call_usage),
+                    ..Reaction::default()
+                }
+            }
             wire::Parsed::ControlRequest {
                 request_id,
                 subtype,

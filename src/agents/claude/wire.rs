@@ -16,6 +16,14 @@ pub enum Parsed {
     Items(Vec<VendorItem>),
     /// Streamed text for live subscribers only (`--include-partial-messages`).
     Delta(String),
+    /// A model call's tokens as they stream: `message_start` (a new call, `started`) or
+    /// `message_delta` (the call's output so far).
+    CallUsage {
+        /// Whether a new call started.
+        started: bool,
+        /// Its tokens so far.
+        usage: Usage,
+    },
     /// The CLI asks the host something and waits for a `control_response`.
     ControlRequest {
         /// Its id.
@@ -49,6 +57,16 @@ pub fn unrecognized(line: &str, reason: impl Into<String>) -> VendorItem {
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The `*_tokens` of a `usage` object (0 where absent).
+fn usage_of(usage: &Value) -> Usage {
+    Usage {
+        input_tokens: u64_of(usage, "input_tokens"),
+        output_tokens: u64_of(usage, "output_tokens"),
+        cache_read_input_tokens: u64_of(usage, "cache_read_input_tokens"),
+        cache_creation_input_tokens: u64_of(usage, "cache_creation_input_tokens"),
+    }
 }
 
 fn u64_of(v: &Value, key: &str) -> u64 {
@@ -117,12 +135,24 @@ pub fn parse(line: &str) -> Parsed {
         "stream_event" => {
             let event = v.get("event").unwrap_or(&Value::Null);
             let delta = event.get("delta").unwrap_or(&Value::Null);
-            if str_of(event, "type") == "content_block_delta"
-                && str_of(delta, "type") == "text_delta"
-            {
-                Parsed::Delta(str_of(delta, "text").to_owned())
-            } else {
-                Parsed::Known
+            match str_of(event, "type") {
+                "content_block_delta" if str_of(delta, "type") == "text_delta" => {
+                    Parsed::Delta(str_of(delta, "text").to_owned())
+                }
+                "message_start" => Parsed::CallUsage {
+                    started: true,
+                    usage: usage_of(
+                        event
+                            .get("message")
+                            .and_then(|m| m.get("usage"))
+                            .unwrap_or(&Value::Null),
+                    ),
+                },
+                "message_delta" => Parsed::CallUsage {
+                    started: false,
+                    usage: usage_of(event.get("usage").unwrap_or(&Value::Null)),
+                },
+                _ => Parsed::Known,
             }
         }
         "control_request" => Parsed::ControlRequest {
@@ -309,7 +339,7 @@ fn result(v: &Value, raw: String) -> TurnEnded {
             errors.join("; ")
         }
     };
-    let usage = v.get("usage").unwrap_or(&Value::Null);
+    let usage = usage_of(v.get("usage").unwrap_or(&Value::Null));
     TurnEnded {
         cut: None,
         turn: 0,
@@ -317,12 +347,7 @@ fn result(v: &Value, raw: String) -> TurnEnded {
         summary: false,
         result: if is_error { String::new() } else { text },
         error,
-        usage: Usage {
-            input_tokens: u64_of(usage, "input_tokens"),
-            output_tokens: u64_of(usage, "output_tokens"),
-            cache_read_input_tokens: u64_of(usage, "cache_read_input_tokens"),
-            cache_creation_input_tokens: u64_of(usage, "cache_creation_input_tokens"),
-        },
+        usage,
         cost_micro_usd: v
             .get("total_cost_usd")
             .and_then(Value::as_f64)
@@ -383,6 +408,9 @@ mod tests {
                     v
                 }).collect::<Vec<_>>() }),
                 Parsed::Delta(d) => serde_json::json!({ "delta": d }),
+                Parsed::CallUsage { started, usage } => {
+                    serde_json::json!({ "call_usage": { "started": started, "usage": usage } })
+                }
                 Parsed::ControlRequest {
                     request_id,
                     subtype,

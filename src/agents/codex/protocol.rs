@@ -322,7 +322,8 @@ impl CodexProtocol {
                     && self.turn.id.as_deref() == params.get("turnId").and_then(Value::as_str);
                 if self.turn.running && this_turn && total.is_some() && total != self.total_tokens {
                     let last = wire::usage_of(usage.get("last").unwrap_or(&Value::Null));
-                    self.turn.usage = wire::add_usage(self.turn.usage, last);
+                    self.turn.usage = self.turn.usage + last;
+                    out.usage = Some(self.turn.usage);
                     self.turn.requests += 1;
                 }
                 self.total_tokens = total.or(self.total_tokens);

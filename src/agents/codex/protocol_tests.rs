@@ -90,6 +90,9 @@ fn replay(text: &str) -> Vec<Value> {
         if let Some(limits) = r.rate_limits {
             step.insert("rate_limits".into(), limits);
         }
+        if let Some(usage) = r.usage {
+            step.insert("usage".into(), json!(usage));
+        }
         steps.push(Value::Object(step));
     }
     steps

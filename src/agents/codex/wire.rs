@@ -370,20 +370,6 @@ pub fn usage_of(breakdown: &Value) -> Usage {
     }
 }
 
-/// `a` + `b`, field by field.
-pub fn add_usage(a: Usage, b: Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens.saturating_add(b.input_tokens),
-        output_tokens: a.output_tokens.saturating_add(b.output_tokens),
-        cache_read_input_tokens: a
-            .cache_read_input_tokens
-            .saturating_add(b.cache_read_input_tokens),
-        cache_creation_input_tokens: a
-            .cache_creation_input_tokens
-            .saturating_add(b.cache_creation_input_tokens),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

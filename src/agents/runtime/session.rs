@@ -605,6 +605,8 @@ async fn run_process(
     if all_gone {
         rt.clear_pid_file(&spec.session_id);
     }
+    // What the cut turn streamed, its usage and time, before its end (or the restart's).
+    rt.record_streamed(&spec.session_id).await;
     if shutting_down {
         // The log keeps the turn running: the next start resumes it (ResumeAfterRestart).
         return;
@@ -642,6 +644,8 @@ async fn end_idle(
     if shutting_down || !messages {
         // Unregistered before its exit is told, so that no one sees it live after.
         rt.forget(&spec.session_id, me);
+        // No turn ran: nothing to record, only the session's text so far to drop.
+        rt.record_streamed(&spec.session_id).await;
     }
     if shutting_down {
         return;
@@ -785,6 +789,9 @@ async fn react(
         cut_delta(&mut text, limit);
         rt.delta(&spec.session_id, task_id, &text);
     }
+    if let Some(usage) = reaction.usage {
+        rt.streamed_usage(&spec.session_id, usage);
+    }
     if !reaction.items.is_empty() {
         let mut items = reaction.items;
         // One line can hold several items (parallel tool calls, several text blocks): its raw
@@ -816,11 +823,24 @@ async fn react(
                 rt.protocol_error(&spec.session_id, u);
             }
         }
-        rt.record(Command::RecordVendorOutput {
-            session_id: spec.session_id.clone().into(),
-            items,
-        })
-        .await;
+        // What streamed before these items is logged by them (a text, a tool call), or the
+        // turn started or ended: the text so far starts again after them.
+        let turn_boundary = items
+            .iter()
+            .any(|i| matches!(i, VendorItem::TurnBegan | VendorItem::TurnEnded(_)));
+        let logs_text = turn_boundary
+            || items
+                .iter()
+                .any(|i| matches!(i, VendorItem::Text(_) | VendorItem::ToolCall(_)));
+        let seq = rt
+            .record_seq(Command::RecordVendorOutput {
+                session_id: spec.session_id.clone().into(),
+                items,
+            })
+            .await;
+        if let (true, Some(seq)) = (logs_text, seq) {
+            rt.streamed_logged(&spec.session_id, seq, turn_boundary);
+        }
     }
 }
 

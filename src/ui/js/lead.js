@@ -6,7 +6,7 @@
 // through the store's `touch`. See src/ui/README.md.
 
 import { api, withKey } from "./api.js";
-import { touch } from "./store.js";
+import { endsLive, liveAfter, touch } from "./store.js";
 
 /** The lead's state. `events` oldest first; `deltas`: session id -> streaming text. */
 export const lead = {
@@ -25,7 +25,10 @@ export const lead = {
 
 const TURNS = 20;
 let source = null;
-const ended = new Set(); // sessions whose turn the page saw end (late deltas dropped)
+// Live text as the page's store folds it (js/store.js `liveAfter`): per session, the text with
+// the frames it covers, and the seq of the last logged event that ended a session's text.
+const live = new Map();
+const liveEnded = new Map();
 
 function add(list) {
   let added = false;
@@ -115,7 +118,7 @@ function connect(after) {
     fold(ev);
     touch();
   };
-  es.addEventListener("agent.delta", (m) => {
+  const onLive = (whole) => (m) => {
     let d;
     try {
       d = JSON.parse(m.data);
@@ -123,10 +126,15 @@ function connect(after) {
       return;
     }
     const sid = d.agent_session_id;
-    if (!sid || ended.has(sid)) return;
-    lead.deltas.set(sid, (lead.deltas.get(sid) || "") + ((d.payload && d.payload.text) || ""));
+    const next = sid && liveAfter(live.get(sid), d, whole, liveEnded.get(sid) || 0);
+    if (!next) return;
+    live.set(sid, next);
+    lead.deltas.set(sid, next.text);
     touch();
-  });
+  };
+  es.addEventListener("agent.delta", onLive(false));
+  // The text a running turn streamed before this stream opened (or while it lagged).
+  es.addEventListener("agent.streaming", onLive(true));
   es.onerror = () => {
     if (source !== es) return;
     if (es.readyState === EventSource.CLOSED) {
@@ -134,6 +142,8 @@ function connect(after) {
       es.close();
       source = null;
       Object.assign(lead, { opened: false, events: [], seqs: new Set(), version: lead.version + 1, deltas: new Map() });
+      live.clear();
+      liveEnded.clear();
       setTimeout(() => openLead(), 1000);
     } else {
       lead.stream = "connecting";
@@ -146,10 +156,9 @@ function fold(ev) {
   const p = ev.payload || {};
   add([ev]);
   const sid = ev.agent_session_id;
-  if (sid && ["agent.text", "tool.call", "turn.started", "turn.ended"].includes(ev.kind)) {
+  if (endsLive(ev, liveEnded) && !(live.get(sid) && live.get(sid).after >= ev.seq)) {
+    live.delete(sid);
     lead.deltas.delete(sid);
-    if (ev.kind === "turn.ended") ended.add(sid);
-    else if (ev.kind === "turn.started") ended.delete(sid);
   }
   if (ev.kind === "session.created") {
     lead.sessions.set(p.id, { id: p.id, owner: ev.owner || "", task_id: "", vendor: p.vendor, model: p.model, role: p.role, state: "idle", created_at: ev.created_at });

@@ -22,7 +22,7 @@ export const state = {
   focus: null,
   sessions: new Map(), // task id -> Map(session id -> AgentSession), for opened tasks
   transcripts: new Map(), // task id -> Transcript
-  deltas: new Map(), // session id -> { task_id, text }
+  deltas: new Map(), // session id -> { task_id, text, after, n }: a running turn's text (live text)
   reviews: new Map(), // task id -> Map(review id -> Review), for opened tasks (js/reviews.js)
   reviewsVersion: 0,
   workflowVersion: 0, // bumped by every workflow run event (the workflow tab reads the run again)
@@ -86,7 +86,7 @@ export async function boot(hint = {}) {
   state.transcripts = new Map();
   state.sessions = new Map();
   state.deltas = new Map();
-  turnEnded.clear();
+  liveEnded.clear();
   state.reviews = new Map();
   state.reviewsVersion++;
   pending.clear();
@@ -137,7 +137,13 @@ function connect(after) {
   };
   es.addEventListener("agent.delta", (m) => {
     try {
-      delta(JSON.parse(m.data));
+      delta(JSON.parse(m.data), false);
+    } catch (_) { /* ignore a malformed frame */ }
+  });
+  // The text a running turn streamed before this stream opened (or while it lagged).
+  es.addEventListener("agent.streaming", (m) => {
+    try {
+      delta(JSON.parse(m.data), true);
     } catch (_) { /* ignore a malformed frame */ }
   });
   es.onerror = () => {
@@ -274,6 +280,7 @@ function mergeEvents(tr, list) {
     if (last && last.seq > ev.seq) ordered = false;
     tr.seqs.add(ev.seq);
     tr.events.push(ev);
+    endLive(ev);
     added = true;
   }
   if (!added) return;
@@ -384,13 +391,7 @@ function fold(ev) {
     const tr = state.transcripts.get(ev.task_id);
     if (tr) mergeEvents(tr, [ev]);
   }
-  // The finished text (or the next step) replaces what streamed live.
-  if (ev.agent_session_id && ["agent.text", "tool.call", "turn.ended", "turn.started"].includes(ev.kind)) {
-    state.deltas.delete(ev.agent_session_id);
-    incoming.delete(ev.agent_session_id);
-    if (ev.kind === "turn.ended") turnEnded.add(ev.agent_session_id);
-    else if (ev.kind === "turn.started") turnEnded.delete(ev.agent_session_id);
-  }
+  endLive(ev);
 }
 
 /** The fold of Task fields (only for tasks of loaded projects). */
@@ -495,32 +496,68 @@ function foldSession(ev) {
 
 // ---------------------------------------------------------------- live text
 
-const incoming = new Map();
-// Sessions whose latest turn the page saw end: a delta frame for one of them is late (the
-// server's stream interleaves live frames and logged events in no fixed order) and dropped.
-const turnEnded = new Set();
-let deltaFrame = false;
+// Per session, the highest seq of a logged event that ends its live text: the finished text
+// or the next step replaces what streamed. Frames say which text they continue (`after_seq`:
+// schema/events.md, "Live-only frames"); one continuing an older text is late (the stream
+// interleaves live frames and logged events in no fixed order) and dropped.
+const liveEnded = new Map();
+const LIVE_ENDS = new Set(["agent.text", "tool.call", "turn.started", "turn.ended", "agent.streamed"]);
+/** Whether logged event `ev` ends its session's live text; notes its seq in `ended` if so. */
+export function endsLive(ev, ended) {
+  const sid = ev.agent_session_id;
+  if (!sid || !LIVE_ENDS.has(ev.kind)) return false;
+  if ((ended.get(sid) || 0) < ev.seq) ended.set(sid, ev.seq);
+  return true;
+}
+function endLive(ev) {
+  if (!endsLive(ev, liveEnded)) return;
+  const cur = state.deltas.get(ev.agent_session_id);
+  if (cur && !(cur.after >= ev.seq)) {
+    state.deltas.delete(ev.agent_session_id);
+    changed();
+  }
+}
+
 /** Takes one `agent.delta` frame (exported for the page-speed bench, which feeds it directly). */
 export function ingestDelta(d) {
-  delta(d);
+  delta(d, false);
 }
-function delta(d) {
-  if (!d.agent_session_id || turnEnded.has(d.agent_session_id)) return;
-  const prev = incoming.get(d.agent_session_id);
-  incoming.set(d.agent_session_id, { task_id: d.task_id, text: (prev ? prev.text : "") + ((d.payload && d.payload.text) || "") });
-  if (deltaFrame) return;
-  deltaFrame = true;
-  const flush = () => {
-    deltaFrame = false;
-    for (const [sid, d2] of incoming) {
-      const cur = state.deltas.get(sid);
-      state.deltas.set(sid, { task_id: d2.task_id, text: (cur ? cur.text : "") + d2.text });
-    }
-    incoming.clear();
-    changed();
-  };
-  if (document.hidden) setTimeout(flush, 100);
-  else requestAnimationFrame(flush);
+/**
+ * The session's live text `cur` (`{task_id, text, after, n}` or undefined) after live frame
+ * `d`, or null when the frame adds nothing; `ended` is the seq of the last logged event that
+ * ended the session's text. A delta (`whole` false) appends unless its `delta_seq` is already
+ * in the text; an `agent.streaming` frame (`whole`) is the text so far up to its `delta_seq`.
+ * So a page that opens mid-turn shows the text so far, then the rest, each piece once. Pure.
+ */
+export function liveAfter(cur, d, whole, ended) {
+  const p = d.payload || {};
+  const text = p.text || "";
+  const after = typeof p.after_seq === "number" ? p.after_seq : null;
+  const n = typeof p.delta_seq === "number" ? p.delta_seq : null;
+  if (after !== null && after < ended) return null;
+  const same = cur && cur.after === after;
+  let next;
+  if (whole) {
+    if (same && cur.n !== null && n !== null && cur.n >= n) return null;
+    next = text;
+  } else if (same) {
+    if (cur.n !== null && n !== null && n <= cur.n) return null;
+    next = cur.text + text;
+  } else if (!cur || after === null || cur.after === null || after > cur.after) {
+    next = text;
+  } else {
+    return null;
+  }
+  return { task_id: d.task_id, text: next, after, n: n === null && same ? cur.n : n };
+}
+/** Folds a live frame; drawn at most once per animation frame (`changed`). */
+function delta(d, whole) {
+  const sid = d.agent_session_id;
+  if (!sid) return;
+  const next = liveAfter(state.deltas.get(sid), d, whole, liveEnded.get(sid) || 0);
+  if (!next) return;
+  state.deltas.set(sid, next);
+  changed();
 }
 
 // ---------------------------------------------------------------- focus, reads, notifications

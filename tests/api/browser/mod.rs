@@ -29,6 +29,7 @@ mod reviews;
 mod signin;
 mod speed;
 mod stolen_cookie;
+mod streamed;
 mod subagents;
 mod subtasks;
 mod task_flow;

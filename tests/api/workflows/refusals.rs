@@ -88,6 +88,13 @@ async fn bad_runs_and_bad_finish_stage_calls_are_refused_with_the_reason() {
     assert_eq!(r.body["workflow_stage"], "one");
     until_kind(&mut sse, "workflow.stage_started", WAIT).await;
     let sid = api.first_session_id(&stage_id).await;
+    // No agent CLI here: the stage's first turn fails at once. A `done` after it waits for a
+    // next turn's snapshot, so the next stage stays waiting; one before it would finish the
+    // stage at that failed turn's snapshot (as happened under load).
+    sse.until("the stage's failed turn", |e| {
+        e.data["kind"] == "turn.ended" && e.data["task_id"] == stage_id.as_str()
+    })
+    .await;
     for (what, args, needle) in [
         (
             "an unknown status",

@@ -69,6 +69,8 @@ export function buildItems(events) {
       continue;
     }
     if (HIDDEN.has(ev.kind)) continue;
+    // A stopped turn that had streamed nothing since its last text says nothing new.
+    if (ev.kind === "agent.streamed" && !(ev.payload && ev.payload.text)) continue;
     // A viewer attaching to a running shell (a reload, a reconnect) is not news.
     if (ev.kind === "terminal.opened" && !ev.payload.started) continue;
     const p = ev.payload || {};
@@ -199,6 +201,11 @@ export function Item({ item, taskId }) {
       return html`<div class="item agent" data-testid="item-agent-text" data-seq=${ev.seq}>
         <div class="md" dangerouslySetInnerHTML=${{ __html: renderMarkdown(p.text, taskId) }}></div>
         <${ShowAll} cut=${p.cut} />
+      </div>`;
+    case "agent.streamed":
+      return html`<div class="item agent" data-testid="item-agent-streamed" data-seq=${ev.seq}>
+        <div class="live-text">${p.dropped_bytes ? "… " : ""}${p.text}</div>
+        <div class="cut-note">streamed until byre stopped the turn</div>
       </div>`;
     case "tool-call":
       return html`<${ToolCall} item=${item} taskId=${taskId} />`;
