@@ -265,9 +265,72 @@ fn merge_refusals_follow_the_spec() {
     let discard = w.when(Command::DiscardTask {
         actor: "ada".into(),
         task_id: a.into(),
+        summary: true,
         head: "h".into(),
     });
     assert!(matches!(discard, Err(Rejection::Conflict(m)) if m.contains("merging")));
+}
+
+#[test]
+fn a_discard_without_a_summary_runs_no_turn() {
+    let mut w = World::new();
+    // Idle: due at once, no turn.
+    let (a, _) = w.idle_task("a", "ada");
+    let events = w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: a.clone().into(),
+        summary: false,
+        head: "h".into(),
+    });
+    assert!(!kinds(&events).contains(&"turn.started"), "{events:?}");
+    assert!(discard_due(&w.state, w.task(&a)));
+
+    // Mid-turn: waits for that turn only, and starts no summary turn after it.
+    let (b, sid) = w.idle_task("b", "ada");
+    w.ok(Command::SendMessage {
+        actor: "ada".into(),
+        session_id: sid.clone().into(),
+        text: "slow".into(),
+        images: vec![],
+        model: None,
+        head: "h".into(),
+    });
+    let events = w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: b.clone().into(),
+        summary: false,
+        head: "h".into(),
+    });
+    assert!(!kinds(&events).contains(&"turn.started"), "{events:?}");
+    assert!(!discard_due(&w.state, w.task(&b)));
+    let ended = w.end_turn(&sid, TurnOutcome::Completed);
+    let ks = kinds(&ended);
+    assert!(!ks.contains(&"task.discard_turn_started"), "{ks:?}");
+    assert!(!ks.contains(&"turn.started"), "{ks:?}");
+    assert!(discard_due(&w.state, w.task(&b)));
+
+    // No session at all: due at once.
+    let events = w.ok(Command::CreateTask {
+        actor: "ada".into(),
+        project_id: w.project.clone(),
+        title: "c".into(),
+        base_ref: "abc".into(),
+    });
+    let c: String = events[0].task_id.clone().unwrap().into();
+    w.ok(Command::DiscardTask {
+        actor: "ada".into(),
+        task_id: c.clone().into(),
+        summary: false,
+        head: "h".into(),
+    });
+    assert!(discard_due(&w.state, w.task(&c)));
+}
+
+#[test]
+fn an_older_discard_request_asked_for_the_summary() {
+    let p: DiscardRequested =
+        serde_json::from_str(r#"{"session_id": "", "turn": 0, "retry": false}"#).unwrap();
+    assert!(p.summary);
 }
 
 #[test]
@@ -285,6 +348,7 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     let events = w.ok(Command::DiscardTask {
         actor: "ada".into(),
         task_id: a.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     assert!(
@@ -320,6 +384,7 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     let retry = w.ok(Command::DiscardTask {
         actor: "ada".into(),
         task_id: a.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     assert_eq!(kinds(&retry), ["task.discard_requested"]);
@@ -424,6 +489,7 @@ fn a_discard_drops_a_held_merge() {
     let events = w.ok(Command::DiscardTask {
         actor: "ada".into(),
         task_id: b.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     assert!(

@@ -281,6 +281,7 @@ fn a_done_finishes_with_its_turns_snapshot_and_the_next_stages_follow_the_base_r
     w.ok(Command::DiscardTask {
         actor: "byre".into(),
         task_id: plan.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     let a = w.run(&run).attempts_of("plan").next().unwrap();

@@ -20,6 +20,7 @@ use tempfile::TempDir;
 use crate::helpers::{apt_get, on_path, WAIT};
 
 mod cross_site;
+mod discard;
 mod fork;
 mod hostile;
 mod layout;
