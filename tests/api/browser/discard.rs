@@ -2,31 +2,15 @@
 //! default text) ends; the discard dialog's "Discard without a summary" discards the task with
 //! no further agent turn, and the transcript says so.
 
-use serde_json::json;
-
 use super::{AgentBench, Browser};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_discard_dialog_discards_without_a_summary_running_no_turn() {
     let bench = AgentBench::start().await;
     let api = bench.server.api();
-    let (_repo, project_id) = api.basic_project().await;
-    let mut sse = api.events(&[], None).await;
-    let task = api
-        .create_task_with(
-            &project_id,
-            json!({"title": "to drop", "prompt": "Say anything, this task is dropped"}),
-        )
+    let (_repo, task_id) = bench
+        .task_after_one_turn("to drop", "Say anything, this task is dropped")
         .await;
-    let task_id = task["id"].as_str().unwrap().to_owned();
-    tokio::time::timeout(
-        crate::claude::TURN_WAIT,
-        sse.until("snapshot 1", |e| {
-            e.data["kind"] == "snapshot.taken" && e.data["task_id"] == task_id.as_str()
-        }),
-    )
-    .await
-    .expect("the turn's snapshot");
 
     let b = Browser::open(&bench.server.url).await;
     b.goto(&format!("/tasks/{task_id}")).await;
