@@ -437,6 +437,8 @@ pub enum Command {
         actor: String,
         /// The task.
         task_id: TaskId,
+        /// Whether the agent writes the task's summary first (a turn); `false` runs none.
+        summary: bool,
         /// The worktree's HEAD now.
         head: String,
     },

@@ -79,7 +79,18 @@ DiscardRequested {
     turn: u32,
     /// A retry of a failed clean-up: no summary turn.
     retry: bool,
+    /// Whether the agent writes the task's summary first (the default). `false`: no agent
+    /// turn; `session_id` and `turn` name the turn the discard waits for (the running or
+    /// last one; empty and 0 for a task with no session). Absent in events of older builds,
+    /// which always asked for the summary.
+    #[serde(default = "with_summary")]
+    summary: bool,
 });
+
+/// [`DiscardRequested::summary`] where an older build's event has none.
+fn with_summary() -> bool {
+    true
+}
 payload!(/// `task.discard_turn_started` payload: a discard's summary turn started after the
 /// turn that was running when the discard was asked for.
 DiscardTurnStarted {
@@ -490,6 +501,7 @@ pub(crate) fn discard(
     ctx: &DecideCtx,
     actor: &str,
     task_id: &str,
+    summary: bool,
     head: &str,
 ) -> Result<Vec<NewEvent>, Rejection> {
     let t = task(state, task_id)?;
@@ -513,14 +525,20 @@ pub(crate) fn discard(
                 session_id: SessionId::default(),
                 turn: 0,
                 retry: true,
+                summary: false,
             }),
         )]);
     }
     let mut events = Vec::new();
     let (mut session_id, mut turn) = (String::new(), 0);
-    let running =
-        live_session(state, task_id).is_some_and(|s| s.turn_running || s.compact_to.is_some());
-    if !running {
+    let live = live_session(state, task_id);
+    let running = live.is_some_and(|s| s.turn_running || s.compact_to.is_some());
+    if !summary {
+        // No summary turn: the discard waits only for the running turn, if any.
+        if let Some(s) = live {
+            (session_id, turn) = (s.id.to_string(), s.turns);
+        }
+    } else if !running {
         let (turn_events, sid, n) = agent_turn(state, ctx, actor, t, SUMMARY_PROMPT, head)?;
         events = turn_events;
         (session_id, turn) = (sid, n);
@@ -534,6 +552,7 @@ pub(crate) fn discard(
                 session_id: session_id.into(),
                 turn,
                 retry: false,
+                summary,
             }),
         ),
     );
@@ -722,7 +741,7 @@ pub(crate) fn apply(
             t.discarding = true;
             t.merge_queued_at_us = None;
             t.cleanup_failed = None;
-            if !p.retry && !p.session_id.is_empty() {
+            if !p.retry && (!p.session_id.is_empty() || !p.summary) {
                 t.discard_turn = Some((p.session_id.clone().into(), p.turn));
             }
         }

@@ -122,12 +122,13 @@ pub struct InboxSuperseded {
     pub superseded_by: String,
 }
 
-/// `inbox.closed` payload: an open item closed without an answer because its task closed.
+/// `inbox.closed` payload: an open item closed without an answer because its task closed, or
+/// (a stage's `blocked` question) its stage reported `done`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InboxClosed {
     /// The item closed.
     pub id: String,
-    /// Why: `task_closed`.
+    /// Why: `task_closed` or `stage_finished`.
     pub reason: String,
 }
 
@@ -272,16 +273,25 @@ fn undelivered_for<'a>(
 /// The events closing the open items of task `task_id` (`inbox.closed`, reason
 /// `task_closed`), written with the event that closes the task.
 pub(crate) fn close_task_items(state: &State, task_id: &str) -> Vec<NewEvent> {
+    close_items(state, |i| i.task_id == task_id, "task_closed")
+}
+
+/// The events closing the open items `which` accepts (`inbox.closed` with `reason`).
+pub(crate) fn close_items(
+    state: &State,
+    which: impl Fn(&InboxItem) -> bool,
+    reason: &str,
+) -> Vec<NewEvent> {
     state
         .inbox
         .values()
-        .filter(|i| i.task_id == task_id && i.state == InboxState::Open)
+        .filter(|i| i.state == InboxState::Open && which(i))
         .map(|i| {
             let mut e = NewEvent::new(
                 "byre",
                 EventBody::InboxClosed(InboxClosed {
                     id: i.id.clone(),
-                    reason: "task_closed".into(),
+                    reason: reason.to_owned(),
                 }),
             );
             e.project_id = Some(i.project_id.clone()).filter(|p| !p.is_empty());

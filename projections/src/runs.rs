@@ -508,10 +508,26 @@ pub(crate) fn finish_stage(
         e
     };
     match status {
-        FinishStatus::Done => Ok(vec![event(EventBody::StageReported(StageReported {
-            output: output.to_owned(),
-            turn: s.turns,
-        }))]),
+        FinishStatus::Done => {
+            let mut events = vec![event(EventBody::StageReported(StageReported {
+                output: output.to_owned(),
+                turn: s.turns,
+            }))];
+            // The stage's own `blocked` questions still open have no one left to ask.
+            let blocked = blocked_question(&attempt.stage, "");
+            events.extend(crate::inbox::close_items(
+                state,
+                |i| {
+                    i.task_id == task.id
+                        && i.kind == crate::inbox::InboxKind::Question
+                        && i.payload["question"]
+                            .as_str()
+                            .is_some_and(|q| q.starts_with(&blocked))
+                },
+                "stage_finished",
+            ));
+            Ok(events)
+        }
         FinishStatus::Blocked => {
             if reason.trim().is_empty() {
                 return Err(Rejection::Invalid(
@@ -520,7 +536,7 @@ pub(crate) fn finish_stage(
             }
             let question = crate::inbox::Question {
                 context: output.to_owned(),
-                question: format!("Stage `{}` is blocked: {reason}", attempt.stage),
+                question: blocked_question(&attempt.stage, reason),
                 why_blocked: reason.to_owned(),
                 options: Vec::new(),
                 multiple: false,
@@ -536,6 +552,11 @@ pub(crate) fn finish_stage(
             Ok(events)
         }
     }
+}
+
+/// The inbox question of a stage's `blocked` finish.
+fn blocked_question(stage: &str, reason: &str) -> String {
+    format!("Stage `{stage}` is blocked: {reason}")
 }
 
 /// For `RecordSnapshot` of a turn end (`session_id`'s turn `turn`) of task `task_id`: when

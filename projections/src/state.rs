@@ -373,8 +373,9 @@ pub fn decide(state: &State, cmd: &Command, ctx: &DecideCtx) -> Result<Vec<NewEv
         Command::DiscardTask {
             actor,
             task_id,
+            summary,
             head,
-        } => crate::finish::discard(state, ctx, actor, task_id, head),
+        } => crate::finish::discard(state, ctx, actor, task_id, *summary, head),
         Command::RecordDiscard { task_id, outcome } => {
             crate::finish::record_discard(state, task_id, outcome)
         }

@@ -169,13 +169,20 @@ pub async fn merge_in(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Agen
         .ok_or_else(|| Error::internal("the merge-in session is missing"))
 }
 
-/// `discardTask`: discarding; on a task whose clean-up failed, retries it. Returns the task.
+/// `discardTask`: discarding, after a summary turn when `summary` (else after the running
+/// turn only); on a task whose clean-up failed, retries it. Returns the task.
 /// # Errors
 /// Not found; conflict (closed, merging, already being discarded, active subtasks).
-pub async fn discard_task(app: &Ctx, actor: &str, task_id: &str) -> Result<api::Task, Error> {
+pub async fn discard_task(
+    app: &Ctx,
+    actor: &str,
+    task_id: &str,
+    summary: bool,
+) -> Result<api::Task, Error> {
     submit_at_head(app, task_id, |head| Command::DiscardTask {
         actor: actor.to_owned(),
         task_id: task_id.to_owned().into(),
+        summary,
         head,
     })
     .await?;

@@ -5,7 +5,7 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::identity::Caller;
-use super::{ApiError, App};
+use super::{ApiError, App, OptionalJson};
 use byre_app::finish as op;
 
 /// `getUnmerged` — GET /api/tasks/{taskId}/unmerged → 200 `Unmerged`: commits on the task
@@ -81,12 +81,36 @@ pub async fn merge_in(
     Ok(HttpResponse::Accepted().json(op::merge_in(&app, &caller.login, &task_id).await?))
 }
 
-/// `discardTask` — POST /api/tasks/{taskId}/discard → 202 `Task` (discarding); 404, 409
-/// (closed, merging, already being discarded). On a task whose clean-up failed, retries it.
+/// Body of `discardTask`, optional (no body: with the summary turn).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscardBody {
+    #[serde(default = "with_summary")]
+    summary: bool,
+}
+
+impl Default for DiscardBody {
+    fn default() -> Self {
+        DiscardBody {
+            summary: with_summary(),
+        }
+    }
+}
+
+/// `summary` when absent: the agent writes the task's summary first.
+fn with_summary() -> bool {
+    true
+}
+
+/// `discardTask` — POST /api/tasks/{taskId}/discard [{"summary": false}] → 202 `Task`
+/// (discarding); 400 (a bad body), 404, 409 (closed, merging, already being discarded). On a
+/// task whose clean-up failed, retries it.
 pub async fn discard_task(
     caller: Caller,
     task_id: web::Path<String>,
+    body: OptionalJson<DiscardBody>,
     app: web::Data<App>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Accepted().json(op::discard_task(&app, &caller.login, &task_id).await?))
+    let task = op::discard_task(&app, &caller.login, &task_id, body.0.summary).await?;
+    Ok(HttpResponse::Accepted().json(task))
 }

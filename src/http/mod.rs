@@ -60,6 +60,35 @@ where
     T::deserialize(value).map(Some)
 }
 
+/// A JSON request body the contract makes optional (`requestBody.required: false`): a request
+/// with no body and no Content-Type is `T::default()`; any other is read as `web::Json<T>`
+/// (the same limit and errors: a wrong Content-Type or an unknown field is a 400).
+pub(crate) struct OptionalJson<T>(pub T);
+
+impl<T> actix_web::FromRequest for OptionalJson<T>
+where
+    T: serde::de::DeserializeOwned + Default + 'static,
+{
+    type Error = actix_web::Error;
+    type Future = futures_util::future::LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(
+        req: &actix_web::HttpRequest,
+        payload: &mut actix_web::dev::Payload,
+    ) -> Self::Future {
+        use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+        let headers = req.headers();
+        let empty = headers
+            .get(CONTENT_LENGTH)
+            .is_none_or(|v| v.as_bytes() == b"0");
+        if empty && !headers.contains_key(CONTENT_TYPE) {
+            return Box::pin(async { Ok(OptionalJson(T::default())) });
+        }
+        let json = web::Json::<T>::from_request(req, payload);
+        Box::pin(async move { json.await.map(|j| OptionalJson(j.into_inner())) })
+    }
+}
+
 /// An optional seq of a query (`type: integer, format: int64, minimum: 0` in the contract): a
 /// `u64` no larger than `i64::MAX`, so a cursor the contract calls invalid is a 400, not a page.
 /// Use as `#[serde(default, deserialize_with = "crate::http::optional_int64_seq")]`.

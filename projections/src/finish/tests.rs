@@ -40,6 +40,28 @@ impl World {
         (task.into(), sid.into())
     }
 
+    /// `ada` starts a turn on session `sid`.
+    fn start_turn(&mut self, sid: &str) {
+        self.ok(Command::SendMessage {
+            actor: "ada".into(),
+            session_id: sid.to_owned().into(),
+            text: "slow".into(),
+            images: vec![],
+            model: None,
+            head: "h".into(),
+        });
+    }
+
+    /// `ada` discards `task`, with the summary turn or without.
+    fn discard(&mut self, task: &str, summary: bool) -> Vec<Event> {
+        self.ok(Command::DiscardTask {
+            actor: "ada".into(),
+            task_id: task.to_owned().into(),
+            summary,
+            head: "h".into(),
+        })
+    }
+
     fn end_turn(&mut self, sid: &str, outcome: TurnOutcome) -> Vec<Event> {
         let mut events = self.record_turn_end(sid, outcome, "done", None);
         let task_id = self.state.sessions[sid].task_id.clone();
@@ -265,28 +287,58 @@ fn merge_refusals_follow_the_spec() {
     let discard = w.when(Command::DiscardTask {
         actor: "ada".into(),
         task_id: a.into(),
+        summary: true,
         head: "h".into(),
     });
     assert!(matches!(discard, Err(Rejection::Conflict(m)) if m.contains("merging")));
 }
 
 #[test]
+fn a_discard_without_a_summary_runs_no_turn() {
+    let mut w = World::new();
+    // Idle: due at once, no turn.
+    let (a, _) = w.idle_task("a", "ada");
+    let events = w.discard(&a, false);
+    assert!(!kinds(&events).contains(&"turn.started"), "{events:?}");
+    assert!(discard_due(&w.state, w.task(&a)));
+
+    // Mid-turn: waits for that turn only, and starts no summary turn after it.
+    let (b, sid) = w.idle_task("b", "ada");
+    w.start_turn(&sid);
+    let events = w.discard(&b, false);
+    assert!(!kinds(&events).contains(&"turn.started"), "{events:?}");
+    assert!(!discard_due(&w.state, w.task(&b)));
+    let ended = w.end_turn(&sid, TurnOutcome::Completed);
+    let ks = kinds(&ended);
+    assert!(!ks.contains(&"task.discard_turn_started"), "{ks:?}");
+    assert!(!ks.contains(&"turn.started"), "{ks:?}");
+    assert!(discard_due(&w.state, w.task(&b)));
+
+    // No session at all: due at once.
+    let events = w.ok(Command::CreateTask {
+        actor: "ada".into(),
+        project_id: w.project.clone(),
+        title: "c".into(),
+        base_ref: "abc".into(),
+    });
+    let c: String = events[0].task_id.clone().unwrap().into();
+    w.discard(&c, false);
+    assert!(discard_due(&w.state, w.task(&c)));
+}
+
+#[test]
+fn an_older_discard_request_asked_for_the_summary() {
+    let p: DiscardRequested =
+        serde_json::from_str(r#"{"session_id": "", "turn": 0, "retry": false}"#).unwrap();
+    assert!(p.summary);
+}
+
+#[test]
 fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     let mut w = World::new();
     let (a, sid) = w.idle_task("a", "ada");
-    w.ok(Command::SendMessage {
-        actor: "ada".into(),
-        session_id: sid.clone().into(),
-        text: "slow".into(),
-        images: vec![],
-        model: None,
-        head: "h".into(),
-    });
-    let events = w.ok(Command::DiscardTask {
-        actor: "ada".into(),
-        task_id: a.clone().into(),
-        head: "h".into(),
-    });
+    w.start_turn(&sid);
+    let events = w.discard(&a, true);
     assert!(
         !kinds(&events).contains(&"turn.started"),
         "waits for the running turn"
@@ -320,6 +372,7 @@ fn a_discard_waits_for_the_running_turn_then_runs_only_the_summary_turn() {
     let retry = w.ok(Command::DiscardTask {
         actor: "ada".into(),
         task_id: a.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     assert_eq!(kinds(&retry), ["task.discard_requested"]);
@@ -424,6 +477,7 @@ fn a_discard_drops_a_held_merge() {
     let events = w.ok(Command::DiscardTask {
         actor: "ada".into(),
         task_id: b.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     assert!(

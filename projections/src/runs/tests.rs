@@ -1,6 +1,7 @@
 //! Given / when / then for workflow runs: starting, finishing, advancing, ending, forks.
 
 use super::*;
+use crate::inbox::InboxState;
 use crate::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
 use crate::snapshots::TakenSnapshot;
 use crate::testkit::{kinds, World};
@@ -281,6 +282,7 @@ fn a_done_finishes_with_its_turns_snapshot_and_the_next_stages_follow_the_base_r
     w.ok(Command::DiscardTask {
         actor: "byre".into(),
         task_id: plan.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     let a = w.run(&run).attempts_of("plan").next().unwrap();
@@ -324,7 +326,14 @@ fn a_blocked_finish_asks_the_humans_and_advances_nothing() {
         model: None,
         head: "h".into(),
     });
-    w.run_finish(&sid, FinishStatus::Done, "").unwrap();
+    assert_eq!(w.state.inbox[&b.item_id].state, InboxState::Open);
+    let done = w.run_finish(&sid, FinishStatus::Done, "").unwrap();
+    // The question the blocked finish asked closes with the done (answered by a message).
+    assert_eq!(
+        kinds(&done),
+        vec!["workflow.stage_reported", "inbox.closed"]
+    );
+    assert_eq!(w.state.inbox[&b.item_id].state, InboxState::Dismissed);
     w.run_turn_end(&plan, &sid, "c2");
     assert_eq!(
         w.run(&run)

@@ -768,6 +768,7 @@ fn an_answer_to_an_item_of_a_task_being_discarded_is_refused_and_a_dismissal_is_
     w.ok(Command::DiscardTask {
         actor: "ada".into(),
         task_id,
+        summary: true,
         head: "h".into(),
     });
     // The summary turn runs; nothing else reaches the agent until the task is discarded, so

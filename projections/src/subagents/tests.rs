@@ -187,6 +187,7 @@ fn a_closed_tasks_running_subagents_end_before_its_sessions_complete() {
     w.ok(Command::DiscardTask {
         actor: "ada".into(),
         task_id: task_id.clone().into(),
+        summary: true,
         head: "h".into(),
     });
     let events = w.ok(Command::RecordDiscard {

@@ -85,6 +85,7 @@ impl World {
         self.when(Command::DiscardTask {
             actor: "ada".into(),
             task_id: task.into(),
+            summary: true,
             head: "h".into(),
         })
     }

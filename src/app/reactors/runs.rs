@@ -135,7 +135,7 @@ async fn clean_up(app: &Ctx, run_id: &str) -> Vec<String> {
     });
     let mut done = Vec::new();
     for task_id in tasks {
-        match crate::finish::discard_task(app, "byre", &task_id).await {
+        match crate::finish::discard_task(app, "byre", &task_id, true).await {
             Ok(_) => done.push(task_id),
             Err(e) => {
                 tracing::warn!(run = run_id, task_id, error = %e, "a finished run's task was not discarded")

@@ -152,7 +152,8 @@ export const api = {
   getCoAuthors: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/co-authors`, undefined, { quiet: true }),
   mergeTask: (taskId, body) => request("POST", `/api/tasks/${enc(taskId)}/merge`, body, { quiet: true }),
   mergeIn: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/merge-in`, undefined, { quiet: true }),
-  discardTask: (taskId) => request("POST", `/api/tasks/${enc(taskId)}/discard`, undefined, { quiet: true }),
+  // `summary: false` (byre's extension): no summary turn.
+  discardTask: (taskId, summary = true) => request("POST", `/api/tasks/${enc(taskId)}/discard`, summary ? undefined : { summary: false }, { quiet: true }),
   listReviews: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/reviews`),
   setFindingState: (reviewId, index, findingState) => request("PUT", `/api/reviews/${enc(reviewId)}/findings/${index}`, { state: findingState }, { quiet: true }),
   stopReview: (reviewId) => request("POST", `/api/reviews/${enc(reviewId)}/stop`, undefined, { quiet: true }),

@@ -11,23 +11,9 @@ use super::{AgentBench, Browser};
 async fn the_changes_tab_forks_a_snapshot_and_goes_to_the_fork() {
     let bench = AgentBench::start().await;
     let api = bench.server.api();
-    let (_repo, project_id) = api.basic_project().await;
-    let mut sse = api.events(&[], None).await;
-    let task = api
-        .create_task_with(
-            &project_id,
-            json!({"title": "to fork", "prompt": "Say anything, this turn is forked"}),
-        )
+    let (_repo, task_id) = bench
+        .task_after_one_turn("to fork", "Say anything, this turn is forked")
         .await;
-    let task_id = task["id"].as_str().unwrap().to_owned();
-    tokio::time::timeout(
-        crate::claude::TURN_WAIT,
-        sse.until("snapshot 1", |e| {
-            e.data["kind"] == "snapshot.taken" && e.data["task_id"] == task_id.as_str()
-        }),
-    )
-    .await
-    .expect("the turn's snapshot");
 
     let b = Browser::open(&bench.server.url).await;
     b.goto(&format!("/tasks/{task_id}/changes?snapshot=1"))

@@ -20,6 +20,7 @@ use tempfile::TempDir;
 use crate::helpers::{apt_get, on_path, WAIT};
 
 mod cross_site;
+mod discard;
 mod fork;
 mod hostile;
 mod layout;
@@ -225,6 +226,30 @@ impl AgentBench {
         let server =
             Self::spawn(listener, TempDir::new().expect("data dir"), &fake.url, &bin).await;
         AgentBench { server, fake, bin }
+    }
+
+    /// The `basic` project and a task on it whose first turn (`prompt`) ended in snapshot 1;
+    /// (the project's repository, the task's id).
+    pub async fn task_after_one_turn(&self, title: &str, prompt: &str) -> (TempDir, String) {
+        let api = self.server.api();
+        let (repo, project_id) = api.basic_project().await;
+        let mut sse = api.events(&[], None).await;
+        let task = api
+            .create_task_with(
+                &project_id,
+                serde_json::json!({"title": title, "prompt": prompt}),
+            )
+            .await;
+        let task_id = task["id"].as_str().unwrap().to_owned();
+        tokio::time::timeout(
+            crate::claude::TURN_WAIT,
+            sse.until("snapshot 1", |e| {
+                e.data["kind"] == "snapshot.taken" && e.data["task_id"] == task_id.as_str()
+            }),
+        )
+        .await
+        .expect("the turn's snapshot");
+        (repo, task_id)
     }
 
     /// byre on `listener` and `data`, its agents on the fake.

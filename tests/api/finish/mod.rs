@@ -559,3 +559,65 @@ async fn discarding_a_running_task_waits_for_its_turn_writes_the_summary_and_kee
     assert_eq!(unmerged.status, 409);
     b.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discarding_without_a_summary_waits_for_the_running_turn_and_runs_no_other() {
+    let mut b = Bench::start().await;
+    let task = b
+        .task_with_prompt(&b.ada, "Slow", "Do some slow work please")
+        .await;
+    assert_eq!(task["state"], "running");
+    for bad in [
+        json!({"summary": "no"}),
+        json!({"summary": false, "why": 1}),
+    ] {
+        let r = b
+            .ada
+            .call("discardTask", &[id(&task)], &[], Some(bad))
+            .await;
+        assert_eq!(r.status, 400, "{:?}", r.body);
+        assert!(r.body["message"].is_string(), "{:?}", r.body);
+    }
+    let r = b
+        .ada
+        .call(
+            "discardTask",
+            &[id(&task)],
+            &[],
+            Some(json!({"summary": false})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(r.body["state"], "discarding");
+
+    let events = b.until_task(&task, "task.discarded").await;
+    let ks = kinds(&events);
+    assert_eq!(
+        ks.iter().filter(|k| *k == "turn.ended").count(),
+        1,
+        "the running turn ends first: {ks:?}"
+    );
+    assert!(
+        !ks.iter().any(|k| k == "task.discard_turn_started"),
+        "{ks:?}"
+    );
+    let record = b.ada.call("listTaskEvents", &[id(&task)], &[], None).await;
+    let requested = record
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "task.discard_requested")
+        .expect("task.discard_requested");
+    assert_eq!(requested["payload"]["summary"], false, "{requested}");
+    let started = event_kinds(&record.body)
+        .iter()
+        .filter(|k| **k == "turn.started")
+        .count();
+    assert_eq!(started, 1, "only the task's own turn ran");
+    b.until_task(&task, "task.state").await;
+    let t = b.get_task(&task).await;
+    assert_eq!(t["status"], "discarded");
+    assert!(!PathBuf::from(task["worktree_path"].as_str().unwrap()).exists());
+    b.server.stop().await;
+}

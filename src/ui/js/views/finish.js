@@ -157,10 +157,10 @@ function DiscardDialog({ task, onClose, onError }) {
   const [error, setError] = useState(null);
   const box = useRef(null);
   useModal(box, onClose);
-  const go = async () => {
+  const go = async (summary) => {
     setBusy(true);
     try {
-      await api.discardTask(task.id);
+      await api.discardTask(task.id, summary);
       onClose();
     } catch (e) {
       setError(e.message);
@@ -172,9 +172,11 @@ function DiscardDialog({ task, onClose, onError }) {
     <div ref=${box} class="dialog" role="dialog" aria-modal="true" data-testid="discard-dialog">
       <h2>Discard “${task.title}”?</h2>
       <p data-testid="discard-cost">This costs one more agent turn: the agent first writes the task's summary (billed as any turn). Then byre removes the worktree and branch without merging (the last state stays at a snapshot ref). The transcript stays.</p>
+      <p class="muted">Without a summary no agent turn runs: byre waits only for a running turn to end.</p>
       ${error ? html`<div class="form-error" role="alert" data-testid="finish-error">${error}</div>` : null}
       <div class="actions"><button type="button" onClick=${onClose} autofocus>Keep it</button>
-        <button type="button" class="danger" data-testid="discard-confirm" disabled=${busy} onClick=${go}>Summarise and discard</button></div>
+        <button type="button" class="danger-quiet" data-testid="discard-no-summary" disabled=${busy} onClick=${() => go(false)}>Discard without a summary</button>
+        <button type="button" class="danger" data-testid="discard-confirm" disabled=${busy} onClick=${() => go(true)}>Summarise and discard</button></div>
     </div>
   </div>`;
 }

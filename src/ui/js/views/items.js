@@ -331,7 +331,7 @@ function MergeItem({ ev }) {
     "task.merge_started": "the held merge started",
     "task.merge_failed": `merge failed: ${p.reason}`,
     "task.merged": p.merge_commit ? `merged as ${short(p.merge_commit)}` : "merged (nothing to merge)",
-    "task.discard_requested": p.retry ? `${ev.actor} retried the clean-up` : `${ev.actor} discarded the task: the agent writes its summary`,
+    "task.discard_requested": p.retry ? `${ev.actor} retried the clean-up` : p.summary === false ? `${ev.actor} discarded the task without a summary` : `${ev.actor} discarded the task: the agent writes its summary`,
     "task.discard_turn_started": "the discard's summary turn started",
     "task.discarded": "discarded",
     "task.cleanup_failed": `clean-up failed: ${p.reason}`,
