@@ -131,6 +131,29 @@ pub enum Job {
 }
 
 impl Job {
+    /// The directories of the project's `refs/` the job writes beyond the task's own
+    /// directory of branches, which its sandbox then makes writable to it alone: a snapshot's
+    /// refs (`byre/tasks/<task id>`) and the directory of the branch a snapshot or a commit
+    /// moves (the task's own for a task with a branch namespace; `heads/byre` for one created
+    /// before).
+    pub fn refs_written(&self) -> Vec<String> {
+        let branch_dir = |branch: &str| {
+            Path::new("heads")
+                .join(branch)
+                .parent()
+                .map(|p| p.to_string_lossy().into_owned())
+        };
+        match self {
+            Job::Snapshot {
+                branch, task_id, ..
+            } => std::iter::once(format!("byre/tasks/{task_id}"))
+                .chain(branch_dir(branch))
+                .collect(),
+            Job::Commit { branch, .. } => branch_dir(branch).into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The worktree the job works on (the sandbox is made for it).
     pub fn worktree(&self) -> &Path {
         match self {
