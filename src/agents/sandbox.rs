@@ -760,7 +760,10 @@ mod tests {
         std::fs::remove_dir_all(common.join("refs")).expect("refs");
         std::os::unix::fs::symlink(&root, common.join("refs")).expect("symlink");
         let access = Access::new(&wt).worktree(&wt);
-        assert!(!access.git.iter().any(|(_, p)| p.starts_with(common.join("refs"))));
+        assert!(!access
+            .git
+            .iter()
+            .any(|(_, p)| p.starts_with(common.join("refs"))));
         assert!(!root.join("heads").exists());
         // A `.git` file naming a git dir outside git's layout brings nothing.
         std::fs::write(wt.join(".git"), format!("gitdir: {}\n", root.display())).expect(".git");

@@ -12,8 +12,10 @@
 //!
 //! What stays byre's: deciding the job (which snapshot, which turn, the event seq), checking the
 //! answer ([`Answer::parse`]: one bounded line, ids of 40 hex digits) and recording the outcome.
-//! The snapshot's ref and the compare-and-swap of the task branch are made inside too: refs
-//! and reflogs are agent-writable files, and libgit2 appends to a reflog by path.
+//! The snapshot's ref and the compare-and-swap of the task branch are made inside too: the task
+//! branch and the worktree's `HEAD` are files its agent writes, and libgit2 appends to a reflog
+//! by path. Of the project's `refs/` the sandbox makes writable only the task's own directory
+//! of branches, and for a job what [`Job::refs_written`] names.
 
 use std::path::{Path, PathBuf};
 
