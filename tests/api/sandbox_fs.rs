@@ -212,6 +212,20 @@ impl Team {
         }
     }
 
+    /// Merges `task` as ada (with a git identity) under `title`; its `task.merged`.
+    async fn merge(&mut self, task: &Value, title: &str) -> Value {
+        let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
+        let r = self.ada.call("updateMe", &[], &[], Some(me)).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        let body = json!({ "merge_title": title });
+        let r = self
+            .ada
+            .call("mergeTask", &[id(task)], &[], Some(body))
+            .await;
+        assert_eq!(r.status, 202, "{:?}", r.body);
+        self.seen.of_task("task.merged", id(task)).await
+    }
+
     /// The port byre listens on (agents reach its internal tool route there).
     fn port(&self) -> u16 {
         self.server
@@ -566,20 +580,7 @@ async fn a_merge_never_writes_through_a_default_branch_reflog_link_an_agent_plan
     let model = format!("codebolt:{}", racer().display());
     let (task, _) = t.task("planter", &order.to_string(), &model).await;
     t.seen.of_task("snapshot.taken", id(&task)).await;
-    let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
-    let r = t.ada.call("updateMe", &[], &[], Some(me)).await;
-    assert_eq!(r.status, 200, "{:?}", r.body);
-    let r = t
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Planted"})),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{:?}", r.body);
-    let merged = t.seen.of_task("task.merged", id(&task)).await;
+    let merged = t.merge(&task, "Planted").await;
     eprintln!("merge: {merged}");
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
@@ -830,20 +831,7 @@ async fn an_agent_cannot_move_the_default_branch_or_another_tasks_branch() {
     let other_after = tip(other_branch);
     // The other task is merged: `main` gets its work and nothing of the intruder's.
     std::fs::write(worktree(&other).join("feature.txt"), "feature\n").unwrap();
-    let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
-    let r = t.ada.call("updateMe", &[], &[], Some(me)).await;
-    assert_eq!(r.status, 200, "{:?}", r.body);
-    let r = t
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&other)],
-            &[],
-            Some(json!({"merge_title": "Add feature"})),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{:?}", r.body);
-    t.seen.of_task("task.merged", id(&other)).await;
+    t.merge(&other, "Add feature").await;
     let log = crate::helpers::git(t.checkout.path(), &["log", "--format=%s", "main"]);
     assert!(log.starts_with("Add feature"), "{log}");
     assert!(!log.contains("chore: tidy"), "{log}");
