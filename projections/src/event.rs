@@ -370,7 +370,8 @@ pub struct TaskCreated {
     pub project_id: ProjectId,
     /// Its title (also the first merge title).
     pub title: String,
-    /// The branch, `byre/{slug}-{id prefix}`.
+    /// The branch, `byre/{id prefix}/{slug}` (`byre/{slug}-{id prefix}` for a task created
+    /// before branch namespaces: [`crate::tasks::branch_namespace`]).
     pub branch: String,
     /// The worktree, `{project.worktrees_root}/{id}`: a function of the ids (invariant 5).
     pub worktree_path: String,

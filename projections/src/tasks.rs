@@ -176,6 +176,14 @@ pub fn computed_state(state: &State, t: &Task) -> TaskState {
     }
 }
 
+/// The directory of branches that is a task's own, `byre/<first 8 characters of its id>`: its
+/// branch is `<namespace>/<slug>`, and an agent's sandbox can write no ref outside it
+/// (`docs/sandbox.md`). Tasks created before namespaces keep the `byre/<slug>-<id8>` their
+/// `task.created` recorded.
+pub fn branch_namespace(task_id: &str) -> String {
+    format!("byre/{}", task_id.get(..8).unwrap_or(task_id))
+}
+
 /// Turns a title into a branch-name slug: lowercase ASCII letters, digits and single dashes,
 /// at most 40 characters; `task` when nothing is left.
 pub fn slug(title: &str) -> String {
@@ -288,7 +296,7 @@ pub(crate) fn create(
         .ok_or_else(|| Rejection::NotFound(format!("no project `{project_id}`")))?;
     check_title(title)?;
     let id = ctx.id(0);
-    let branch = format!("byre/{}-{}", slug(title), &id[..8]);
+    let branch = format!("{}/{}", branch_namespace(&id), slug(title));
     if state
         .tasks
         .values()

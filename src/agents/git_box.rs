@@ -65,6 +65,7 @@ impl GitBox {
         let worktree = job.worktree().to_owned();
         let access = Access::new(&worktree)
             .worktree(&worktree)
+            .refs(&worktree, &job.refs_written())
             .read(&self.byre_bin);
         let mut cmd = self
             .sandbox

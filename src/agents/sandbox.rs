@@ -45,7 +45,9 @@
 //!   session, e.g. `setsid` before exec).
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+
+use byre_projections::tasks::branch_namespace;
 
 /// Where a session's MCP token file appears inside its sandbox (read-only).
 pub const MCP_TOKEN_PATH: &str = "/run/byre/mcp-token";
@@ -130,13 +132,17 @@ impl Access {
     /// there, byre's own git (libgit2 for snapshots and views, the `git` binary for pulls and
     /// pushes, outside the sandbox) and the user's own `git` read, so only the parts that hold
     /// data are writable ([`Access::git`], in this order): the common dir read-only, then
-    /// `objects`, `refs` and the worktree's own git dir read-write, `logs` a private tmpfs
+    /// `objects`, the task's own directory of branches `refs/heads/byre/<id8>/`
+    /// ([`branch_namespace`]; the rest of `refs/` stays read-only: no agent moves the default
+    /// branch, another task's branch or a remote-tracking ref, nor plants a link there) and the
+    /// worktree's own git dir read-write, `logs` a private tmpfs
     /// (byre's own ref moves outside append to its reflogs by path, so no agent may plant a
     /// link there; an agent's reflogs last as long as its sandbox), then, read-only
     /// again, what would redirect or configure a git run — the worktree's `.git` file, its git
     /// dir's `commondir`, `gitdir` and `config.worktree`, and `objects/info` (alternates);
     /// and `objects/pack`, the project's packed history, which no agent may delete or rewrite
-    /// (its new objects are loose). So an agent commits, branches and moves refs, but cannot point a git run at another
+    /// (its new objects are loose). So an agent commits and makes branches in its own
+    /// directory, but cannot point a git run at another
     /// directory (the data dir, another project), configure one (`config`, `hooks`,
     /// `info/attributes`) or touch another worktree's git dir. A worktree that is a
     /// repository of its own (`.git` a directory) gets the same treatment with its `.git` as
@@ -177,8 +183,20 @@ impl Access {
             return self;
         };
         bind(false, common.clone());
-        for dir in ["objects", "refs"] {
-            bind(true, common.join(dir));
+        bind(true, common.join("objects"));
+        // Of `refs/` only the task's own directory of branches: a linked worktree's git dir is
+        // named by its task's id (`ensure_worktree`), and the `.git` file naming it is
+        // read-only below. Made by handle (no link followed), then bound: a mount point, which
+        // the agent can neither rename nor remove nor swap for a link.
+        if let Some(own) = admin
+            .file_name()
+            .and_then(OsStr::to_str)
+            .map(|task_id| Path::new("refs/heads").join(branch_namespace(task_id)))
+        {
+            if let Ok(dir) = byre_beneath::Dir::open(common) {
+                let _ = dir.create_dir_all(&own);
+            }
+            bind(true, common.join(own));
         }
         let logs = common.join("logs");
         if std::fs::canonicalize(&logs).is_ok_and(|c| c == logs) {
@@ -193,6 +211,41 @@ impl Access {
         }
         if let Ok(wt) = std::fs::canonicalize(worktree) {
             bind(false, wt.join(".git"));
+        }
+        self
+    }
+
+    /// Adds, read-write, directories of the project's `refs/` beyond the task's own branches
+    /// that byre's own git job for `worktree` writes (`git_box`): `refs/<dir>` for each of
+    /// `dirs` (made when missing), e.g. a snapshot's `byre/tasks/<task id>` or the directory of
+    /// a branch made before branch namespaces. Never for an agent's process: no agent code
+    /// runs in a git job, and these directories are read-only to every agent, so nothing there
+    /// was planted. A dir that is not plain relative components is left out.
+    pub fn refs(mut self, worktree: &Path, dirs: &[String]) -> Access {
+        let Some(GitLayout {
+            common,
+            admin: Some(_),
+        }) = GitLayout::of(worktree)
+        else {
+            return self;
+        };
+        let Ok(top) = byre_beneath::Dir::open(&common) else {
+            return self;
+        };
+        for dir in dirs {
+            let rel = Path::new("refs").join(dir);
+            if !Path::new(dir)
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)))
+                || top.create_dir_all(&rel).is_err()
+            {
+                continue;
+            }
+            let path = common.join(rel);
+            let already = self.git.iter().any(|(w, p)| *w && *p == path);
+            if !already && std::fs::canonicalize(&path).is_ok_and(|c| c == path) {
+                self.git.push((true, path));
+            }
         }
         self
     }
@@ -672,7 +725,7 @@ mod tests {
             [
                 (false, common.clone()),
                 (true, common.join("objects")),
-                (true, common.join("refs")),
+                (true, common.join("refs/heads/byre/t1")),
                 (true, admin.clone()),
                 (false, common.join("objects/info")),
                 (false, common.join("objects/pack")),
@@ -683,11 +736,35 @@ mod tests {
             ]
         );
         assert_eq!(access.private, [common.join("logs")]);
-        // A symlink is never bound (bwrap would bind what it points at).
+        // byre's git job for it also writes a snapshot's refs and an older task's branch
+        // directory; nothing outside `refs/` and nothing twice.
+        let job = Access::new(&wt).worktree(&wt).refs(
+            &wt,
+            &[
+                "byre/tasks/t1".into(),
+                "heads/byre".into(),
+                "heads/byre/t1".into(),
+                "../config".into(),
+                "/etc".into(),
+            ],
+        );
+        assert_eq!(
+            job.git[access.git.len()..],
+            [
+                (true, common.join("refs/byre/tasks/t1")),
+                (true, common.join("refs/heads/byre")),
+            ]
+        );
+        // A symlink is never bound (bwrap would bind what it points at), nor followed to make
+        // the task's directory.
         std::fs::remove_dir_all(common.join("refs")).expect("refs");
         std::os::unix::fs::symlink(&root, common.join("refs")).expect("symlink");
         let access = Access::new(&wt).worktree(&wt);
-        assert!(!access.git.iter().any(|(_, p)| p == &common.join("refs")));
+        assert!(!access
+            .git
+            .iter()
+            .any(|(_, p)| p.starts_with(common.join("refs"))));
+        assert!(!root.join("heads").exists());
         // A `.git` file naming a git dir outside git's layout brings nothing.
         std::fs::write(wt.join(".git"), format!("gitdir: {}\n", root.display())).expect(".git");
         assert!(Access::new(&wt).worktree(&wt).git.is_empty());

@@ -12,8 +12,10 @@
 //!
 //! What stays byre's: deciding the job (which snapshot, which turn, the event seq), checking the
 //! answer ([`Answer::parse`]: one bounded line, ids of 40 hex digits) and recording the outcome.
-//! The snapshot's ref and the compare-and-swap of the task branch are made inside too: refs
-//! and reflogs are agent-writable files, and libgit2 appends to a reflog by path.
+//! The snapshot's ref and the compare-and-swap of the task branch are made inside too: the task
+//! branch and the worktree's `HEAD` are files its agent writes, and libgit2 appends to a reflog
+//! by path. Of the project's `refs/` the sandbox makes writable only the task's own directory
+//! of branches, and for a job what [`Job::refs_written`] names.
 
 use std::path::{Path, PathBuf};
 
@@ -131,6 +133,29 @@ pub enum Job {
 }
 
 impl Job {
+    /// The directories of the project's `refs/` the job writes beyond the task's own
+    /// directory of branches, which its sandbox then makes writable to it alone: a snapshot's
+    /// refs (`byre/tasks/<task id>`) and the directory of the branch a snapshot or a commit
+    /// moves (the task's own for a task with a branch namespace; `heads/byre` for one created
+    /// before).
+    pub fn refs_written(&self) -> Vec<String> {
+        let branch_dir = |branch: &str| {
+            Path::new("heads")
+                .join(branch)
+                .parent()
+                .map(|p| p.to_string_lossy().into_owned())
+        };
+        match self {
+            Job::Snapshot {
+                branch, task_id, ..
+            } => std::iter::once(format!("byre/tasks/{task_id}"))
+                .chain(branch_dir(branch))
+                .collect(),
+            Job::Commit { branch, .. } => branch_dir(branch).into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The worktree the job works on (the sandbox is made for it).
     pub fn worktree(&self) -> &Path {
         match self {

