@@ -762,7 +762,35 @@ pub fn remove_task_worktree(
         Err(e) if e.code() == ErrorCode::NotFound => {}
         Err(e) => return Err(e.into()),
     }
+    remove_branch_namespace(&repo, task_id, branch)?;
     Ok(kept)
+}
+
+/// Removes the task's ref directory, `refs/heads/byre/<id8>/` (its branch's own, the only one
+/// of `refs/` its sandbox could write), with whatever its agent left there: other refs, links,
+/// files that are no ref. By handle, each link removed itself, never followed, so a link an
+/// agent planted to another repository's refs outlives neither the task nor into a later
+/// `git gc` or push of the user's, which would walk it. Nothing for a branch made before
+/// branch namespaces (`byre/<slug>-<id8>`), whose directory other tasks share.
+fn remove_branch_namespace(repo: &Repository, task_id: &str, branch: &str) -> Result<(), GitError> {
+    let namespace = Path::new("byre").join(task_id.get(..8).unwrap_or(task_id));
+    if Path::new(branch).parent() != Some(namespace.as_path()) {
+        return Ok(());
+    }
+    let heads = repo.commondir().join("refs/heads");
+    let dir = match byre_beneath::Dir::open(&heads) {
+        Ok(dir) => dir,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(GitError::Other(format!("{}: {e}", heads.display()))),
+    };
+    match dir.remove_dir_all(&namespace) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(GitError::Other(format!(
+            "{}: {e}",
+            heads.join(&namespace).display()
+        ))),
+    }
 }
 
 #[cfg(test)]

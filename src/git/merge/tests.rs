@@ -816,3 +816,36 @@ fn a_redo_after_the_checkout_was_fast_forwarded_but_not_the_branch_finishes_it()
         "{err}"
     );
 }
+
+#[test]
+fn removal_takes_the_tasks_ref_directory_with_what_its_agent_left_there_following_no_link() {
+    let f = fixture();
+    let head = git(&f.repo, &["rev-parse", "main"]);
+    let (task_id, branch) = ("0123abcd-5678-4000-8000-000000000000", "byre/0123abcd/fix");
+    let wt = f.wt.parent().unwrap().join("task-3");
+    crate::ensure_worktree(&f.repo, branch, &head, &wt, "task-3").unwrap();
+    let namespace = f.repo.join(".git/refs/heads/byre/0123abcd");
+    // What an agent may leave in the one directory of refs/ its sandbox writes: another ref,
+    // and a link to another repository's refs (a later `git gc` there would walk it).
+    fs::write(namespace.join("extra"), format!("{head}\n")).unwrap();
+    let victim = f.repo.parent().unwrap().join("victim-refs");
+    fs::create_dir_all(&victim).unwrap();
+    fs::write(victim.join("keep"), format!("{head}\n")).unwrap();
+    std::os::unix::fs::symlink(&victim, namespace.join("o")).unwrap();
+
+    remove_task_worktree(&f.repo, &wt, facts(&wt).as_ref(), "task-3", task_id, branch).unwrap();
+    assert!(!namespace.exists(), "the task's ref directory is gone");
+    assert_eq!(
+        fs::read_to_string(victim.join("keep")).unwrap(),
+        format!("{head}\n"),
+        "the link was removed, not followed"
+    );
+    assert!(
+        !refs(&f.repo).contains("byre/0123abcd"),
+        "{}",
+        refs(&f.repo)
+    );
+    // The fixture's own task (a branch of the older form) is untouched.
+    assert!(refs(&f.repo).contains(BRANCH), "{}", refs(&f.repo));
+    git(&f.repo, &["fsck", "--strict", "--no-progress"]);
+}
