@@ -135,7 +135,7 @@ impl Access {
     /// `objects`, the task's own directory of branches `refs/heads/byre/<id8>/`
     /// ([`branch_namespace`]; the rest of `refs/` stays read-only: no agent moves the default
     /// branch, another task's branch or a remote-tracking ref, nor plants a link there) and the
-    /// worktree's own git dir read-write, `logs` a private tmpfs
+    /// worktree's own git dir read-write, `logs` (the project's and the worktree's own) a private tmpfs
     /// (byre's own ref moves outside append to its reflogs by path, so no agent may plant a
     /// link there; an agent's reflogs last as long as its sandbox), then, read-only
     /// again, what would redirect or configure a git run — the worktree's `.git` file, its git
@@ -159,6 +159,7 @@ impl Access {
         if let Some(admin) = &layout.admin {
             if let Ok(dir) = byre_beneath::Dir::open(admin) {
                 let _ = dir.create_new(Path::new("config.worktree"), 0o644);
+                let _ = dir.create_dir_all(Path::new("logs"));
             }
         }
         for dir in ["objects/info", "objects/pack", "logs"] {
@@ -198,9 +199,14 @@ impl Access {
             }
             bind(true, common.join(own));
         }
-        let logs = common.join("logs");
-        if std::fs::canonicalize(&logs).is_ok_and(|c| c == logs) {
-            self.private.push(logs);
+        // The project's reflogs and the worktree's own (`logs/HEAD`, the worktree's HEAD
+        // reflog), private: byre's ref moves and end-of-turn commit outside append to them by
+        // path, and a link an agent left there would take that line (and a ref it names)
+        // anywhere.
+        for logs in [common.join("logs"), admin.join("logs")] {
+            if std::fs::canonicalize(&logs).is_ok_and(|c| c == logs) {
+                self.private.push(logs);
+            }
         }
         bind(true, admin.clone());
         bind(false, common.join("objects/info"));
@@ -735,7 +741,7 @@ mod tests {
                 (false, wt.join(".git")),
             ]
         );
-        assert_eq!(access.private, [common.join("logs")]);
+        assert_eq!(access.private, [common.join("logs"), admin.join("logs")]);
         // byre's git job for it also writes a snapshot's refs and an older task's branch
         // directory; nothing outside `refs/` and nothing twice.
         let job = Access::new(&wt).worktree(&wt).refs(
