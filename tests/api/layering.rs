@@ -61,8 +61,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "byre-machines",
             "byre-browser",
             "byre-toolboxes",
+            "byre-search",
         ],
     ),
+    ("byre-search", &[]),
     ("byre-client", &["byre-process", "byre-connect"]),
     (
         "byre",
@@ -90,6 +92,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "byre-projections",
             "byre-log",
             "byre-app",
+            "byre-search",
             "byre-agents",
             "byre-git",
             "byre-fake-models",
