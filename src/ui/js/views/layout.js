@@ -11,6 +11,7 @@ import { TaskPage } from "./task.js";
 import { InboxPage } from "./inbox.js";
 import { StatusPage } from "./status.js";
 import { WorkflowsPage } from "./workflows.js";
+import { Palette, SearchButton } from "./palette.js";
 import { isPhone } from "../util.js";
 import { touch } from "../store.js";
 import { signOut } from "../api.js";
@@ -104,6 +105,7 @@ function Sidebar({ state, route, leadOpen, onLead }) {
   const shown = useProgressive(tasks ? tasks.length : 0);
   return html`<aside class="sidebar">
     <div class="brand"><a href="/">byre</a> <${StreamDot} state=${state} /></div>
+    <${SearchButton} />
     <${Nav} state=${state} route=${route} leadOpen=${leadOpen} onLead=${onLead} />
     <div class="side-section">
       <div class="side-title">Projects</div>
@@ -120,6 +122,7 @@ function Sidebar({ state, route, leadOpen, onLead }) {
 function TopBar({ state, route }) {
   return html`<header class="topbar">
     <a href="/" class="brand">byre</a> <${StreamDot} state=${state} />
+    <${SearchButton} />
     <${Nav} state=${state} route=${route} />
     <${SignOut} state=${state} />
   </header>`;
@@ -145,5 +148,6 @@ export function Layout({ route, state }) {
     ${phone ? html`<${TopBar} state=${state} route=${route} />` : html`<${Sidebar} state=${state} route=${route} leadOpen=${leadOpen} onLead=${setLeadOpen} />`}
     ${lead ? html`<${LeadPanel} state=${state} onClose=${() => setLeadOpen(false)} />` : null}
     <main class="main">${main}</main>
+    <${Palette} state=${state} />
   </div>`;
 }
