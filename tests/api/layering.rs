@@ -48,6 +48,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["byre-agents", "byre-process", "byre-beneath"],
     ),
     ("byre-machines", &["byre-connect", "byre-beneath"]),
+    ("byre-search", &[]),
     (
         "byre-app",
         &[
@@ -64,7 +65,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "byre-search",
         ],
     ),
-    ("byre-search", &[]),
     ("byre-client", &["byre-process", "byre-connect"]),
     (
         "byre",

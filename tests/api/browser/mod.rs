@@ -25,6 +25,7 @@ mod hostile;
 mod lead;
 mod resume;
 mod reviews;
+mod search;
 mod signin;
 mod speed;
 mod stolen_cookie;
