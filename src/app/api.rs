@@ -610,3 +610,77 @@ impl From<&p::reviews::Review> for Review {
         }
     }
 }
+
+/// Spec `SearchResults` (byre's extension, `searchAll`).
+#[derive(Debug, Serialize)]
+pub struct SearchResults {
+    /// Projects whose name matched, best first.
+    pub projects: Vec<SearchProject>,
+    /// Tasks whose title or branch matched, best first.
+    pub tasks: Vec<SearchTask>,
+    /// Transcript items and review findings that matched, best first.
+    pub items: Vec<SearchItem>,
+    /// Whether the index covered the whole log when it was searched (false while it is
+    /// being rebuilt).
+    pub complete: bool,
+}
+
+/// Spec `SearchProject`.
+#[derive(Debug, Serialize)]
+pub struct SearchProject {
+    /// The project.
+    pub project_id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// Spec `SearchTask`.
+#[derive(Debug, Serialize)]
+pub struct SearchTask {
+    /// The task.
+    pub task_id: String,
+    /// Its project.
+    pub project_id: String,
+    /// Its project's name.
+    pub project_name: String,
+    /// Its title.
+    pub title: String,
+    /// Its branch.
+    pub branch: String,
+    /// active, merged or discarded.
+    pub status: p::tasks::TaskStatus,
+}
+
+/// Spec `SearchItem`: one event of a transcript or a review that matched.
+#[derive(Debug, Serialize)]
+pub struct SearchItem {
+    /// The event's seq: the transcript item to open.
+    pub seq: u64,
+    /// `user.message`, `agent.text` or `review.done`.
+    pub kind: &'static str,
+    /// Its project; absent for a lead's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    /// Its task; absent for a lead's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// Its task's title; absent for a lead's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_title: Option<String>,
+    /// Its agent session; absent for a review's findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_session_id: Option<String>,
+    /// An item of the caller's lead agent.
+    pub lead: bool,
+    /// The best passage of its text, split at the matched words.
+    pub snippet: Vec<SnippetPart>,
+}
+
+/// Spec `SnippetPart`: plain text (never markup), and whether it matched.
+#[derive(Debug, Serialize)]
+pub struct SnippetPart {
+    /// The text.
+    pub text: String,
+    /// A matched word.
+    pub hit: bool,
+}

@@ -6,5 +6,6 @@ pub mod finish;
 pub mod previews;
 pub mod reviews;
 pub mod runs;
+pub mod search;
 pub mod snapshots;
 pub mod worktrees;
