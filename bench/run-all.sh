@@ -78,6 +78,5 @@ run() {
     # The pinned Claude Code (BYRE_TEST_CACHE, as the tests install it) against the fake model.
     run agents --sessions 20 --turns 2 --byre "$BYRE_BENCH_BYRE"
     run git-box --files 2000 --rounds 30 --byre "$BYRE_BENCH_BYRE"
-    run search --tasks 10000 --repeats 200
 } 2>&1 | tee "$OUT"
 echo "saved $OUT"

@@ -273,13 +273,6 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             let browsers = ending_browsers.clone();
             Box::pin(async move { browsers.end_session(&session_id).await })
         }));
-    // The full-text index, DATA/search: a derived index, made anew when missing or of
-    // another format, caught up from its last commit by its reactor.
-    let (search_dir, log_head) = (config.data_dir.join("search"), writer.head());
-    let search = tokio::task::spawn_blocking(move || {
-        byre_app::search::SearchIndex::open(&search_dir, log_head)
-    })
-    .await?;
     let config = web::Data::new(config);
     let app = web::Data::new(Ctx {
         writer: writer.clone(),
@@ -294,7 +287,6 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
         signins: byre_app::signin::SignIns::default(),
         shutdown: shutdown_rx.clone(),
         git_box: git_box.clone(),
-        search: search.clone(),
     });
     let codebolt = web::Data::new(crate::codebolt::endpoint::Subsystems {
         browsers: browsers.clone(),
@@ -326,7 +318,6 @@ pub async fn run(listener: TcpListener, mut config: Config) -> anyhow::Result<Ru
             shutdown_rx.clone(),
         ),
         byre_app::reactors::runs::start(app.clone().into_inner(), shutdown_rx.clone()),
-        byre_app::reactors::search::start(writer.clone(), search, shutdown_rx.clone()),
         agents_task,
         terminals_task,
     ];

@@ -17,8 +17,6 @@
 //! - `agents`: `byre serve` as a child running S concurrent real Claude Code sessions against
 //!   the fake Anthropic API; every turn completes; byre's CPU per streamed line and RSS per
 //!   live session.
-//! - `search`: the full-text index of `searchAll` on 10,000 tasks with transcripts: indexing
-//!   the log, and each query beside a plain scan of the same texts.
 //! - `git-box`: the git work that reads a worktree (a snapshot, the changes views' staged
 //!   tree) in byre's own process and in the task's sandbox (`byre sandboxed-git`).
 
@@ -33,7 +31,6 @@ mod memory;
 mod plain;
 mod proto;
 mod rebuild;
-mod search;
 mod startup;
 mod state_memory;
 mod stats;
@@ -197,22 +194,6 @@ enum Cmd {
         #[arg(long)]
         byre: Option<PathBuf>,
     },
-    /// The full-text index of `searchAll`: indexing a log of T tasks with transcripts, then
-    /// queries, beside a plain scan of the same texts.
-    Search {
-        /// Projects.
-        #[arg(long, default_value_t = 10)]
-        projects: usize,
-        /// Tasks, each with a session: its prompt and `texts` agent texts.
-        #[arg(long, default_value_t = 10_000)]
-        tasks: usize,
-        /// Agent texts per task.
-        #[arg(long, default_value_t = 10)]
-        texts: usize,
-        /// Runs of each query.
-        #[arg(long, default_value_t = 200)]
-        repeats: usize,
-    },
     /// A snapshot and the changes views' staged tree, in byre's process and in the sandbox.
     GitBox {
         /// Files in the repository.
@@ -263,18 +244,6 @@ fn main() -> anyhow::Result<()> {
             rebuild::run(events, runs.max(1), &cli.dir, keep.as_deref())?
         }
         Cmd::Startup { events, runs } => startup::run(events, runs.max(1), &cli.dir)?,
-        Cmd::Search {
-            projects,
-            tasks,
-            texts,
-            repeats,
-        } => runtime()?.block_on(search::run(
-            projects.max(1),
-            tasks,
-            texts,
-            repeats.max(1),
-            &cli.dir,
-        ))?,
         Cmd::Fold { log, runs, mode } => rebuild::fold_only(&log, runs.max(1), mode)?,
         Cmd::Fanout {
             clients,

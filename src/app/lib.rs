@@ -11,7 +11,7 @@
 //! [`workflows`], [`runs`] (workflow runs), [`events`], [`signin`], [`tools`] (the agents'
 //! byre tools, every tool's definition in it or its submodules), [`subtasks`], [`todo`],
 //! [`status`] (the server's figures and open streams), [`metrics`], [`lead`] (each user's lead
-//! agent), [`search`] (the full-text search), [`terminal`] (attaching to a task's terminal), [`machines`] (the users' connected
+//! agent), [`terminal`] (attaching to a task's terminal), [`machines`] (the users' connected
 //! machines); for a CodeBolt agent, [`agent_git`] (its own git), [`toolboxes`] (third-party
 //! MCP servers) and [`browser`] (the application's part of the browser actions).
 //!
@@ -45,7 +45,6 @@ pub mod projects;
 pub mod reactors;
 pub mod reviews;
 pub mod runs;
-pub mod search;
 pub mod sessions;
 pub mod settings;
 pub mod signin;
@@ -88,8 +87,6 @@ pub struct Ctx {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Git work that reads a task's worktree, in the task's sandbox (`git::boxed`).
     pub git_box: byre_agents::git_box::GitBox,
-    /// The full-text index behind `searchAll`, kept by `reactors::search`.
-    pub search: search::SearchIndex,
 }
 
 impl Ctx {

@@ -6,6 +6,5 @@ pub mod finish;
 pub mod previews;
 pub mod reviews;
 pub mod runs;
-pub mod search;
 pub mod snapshots;
 pub mod worktrees;

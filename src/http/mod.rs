@@ -1,4 +1,4 @@
-//! The HTTP surface of `schema/byre.openapi.yaml`: the route table ([`routes`]) with all 65
+//! The HTTP surface of `schema/byre.openapi.yaml`: the route table ([`routes`]) with all 64
 //! operations, and one module per family of handlers. Handlers parse, call one
 //! `byre_app` function, and answer (an `app::Error` becomes its status in `error.rs`);
 //! they never open a redb write transaction, write git or spawn processes.
@@ -21,7 +21,6 @@ mod machines;
 mod me;
 mod projects;
 mod reviews;
-mod search;
 pub mod security;
 pub mod serve_socket;
 mod sessions;
@@ -427,7 +426,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         // Events, status, workflows
         .route("/api/events", Method::GET, web::to(events::stream_events))
-        .route("/api/search", Method::GET, web::to(search::search_all))
         .route(
             "/api/admin/status",
             Method::GET,

@@ -69,7 +69,6 @@ pub static ASSETS: &[Asset] = assets![
     "js/views/subtasks.js" => JS,
     "js/views/status.js" => JS,
     "js/views/workflow.js" => JS,
-    "js/views/palette.js" => JS,
     "js/views/workflows.js" => JS,
     "js/views/lead.js" => JS,
     "js/lead.js" => JS,

@@ -12,7 +12,7 @@ async fn every_operation_of_the_contract_has_a_route() {
     let api = server.api();
     let client = reqwest::Client::new();
     let ops = Contract::get().operation_ids();
-    assert_eq!(ops.len(), 65);
+    assert_eq!(ops.len(), 64);
     for op in ops {
         if op == "streamEvents" {
             continue;

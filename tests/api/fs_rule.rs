@@ -67,7 +67,6 @@ const ALLOWED: &[(&str, usize, &str)] = &[
     ("agents/runtime/spawn.rs", 1, "a lead's directory, DATA/lead/<login>, made in byre's layout"),
     ("terminal/shell.rs", 1, "the login shell from passwd"),
     ("machines/lib.rs", 12, "DATA/transfers: byre's alone"),
-    ("search/lib.rs", 5, "DATA/search: byre's alone (the search index, emptied and made anew to rebuild it)"),
     ("app/machines.rs", 1, "a transfer's file under DATA/transfers (its type)"),
     ("app/projects.rs", 1, "a path a user gives for a new project, checked against --repos-root"),
     ("app/reactors/worktrees.rs", 5, "worktree paths in byre's layout (is one missing); a project's repository (is it there)"),

@@ -52,15 +52,6 @@ pub struct TestServer {
     running: Option<Running>,
 }
 
-/// Token mode with the bearer tokens of `ada` and `bob` ([`TOKENS`]).
-pub fn team_auth() -> AuthMode {
-    let tokens: HashMap<String, String> = TOKENS
-        .iter()
-        .map(|(t, l)| (t.to_string(), l.to_string()))
-        .collect();
-    AuthMode::Token { tokens }
-}
-
 /// Local mode (no tokens) with every request made as `ada`.
 pub fn local_ada() -> AuthMode {
     AuthMode::Local {
@@ -76,7 +67,15 @@ impl TestServer {
 
     /// A server with bearer tokens for `ada` and `bob` ([`TOKENS`]).
     pub async fn spawn_team() -> TestServer {
-        Self::spawn_on(TempDir::new().expect("temp dir"), team_auth()).await
+        let tokens: HashMap<String, String> = TOKENS
+            .iter()
+            .map(|(t, l)| (t.to_string(), l.to_string()))
+            .collect();
+        Self::spawn_on(
+            TempDir::new().expect("temp dir"),
+            AuthMode::Token { tokens },
+        )
+        .await
     }
 
     /// A server with one local user `ada` whose stream buffer (`--stream-buffer`) holds
@@ -914,8 +913,12 @@ pub async fn token_server_on_real_clis(
 ) -> TestServer {
     let (claude_bin, codex_bin, mut env) = real_clis_on(claude, codex).await;
     env.extend(more_env);
+    let tokens: HashMap<String, String> = TOKENS
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
     let data = TempDir::new_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
-    TestServer::spawn_configured(data, team_auth(), move |c| {
+    TestServer::spawn_configured(data, AuthMode::Token { tokens }, move |c| {
         c.claude_bin = Some(claude_bin);
         c.codex_bin = Some(codex_bin);
         c.agent_env = env;
@@ -1009,53 +1012,4 @@ fn ensure_bubblewrap() {
         })
         .clone()
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Appends `cmds` to the log of the stopped server in `data` with the writer alone (no
-/// reactor runs), as if byre had been killed right after committing them.
-/// Returns each command's events.
-pub async fn append_offline(
-    data: &Path,
-    cmds: Vec<byre_projections::Command>,
-) -> Vec<Vec<byre_projections::Event>> {
-    let path = data.join("byre.redb");
-    let (store, state) = tokio::task::spawn_blocking(move || {
-        let store = byre_log::Store::open(&path).unwrap();
-        let state = store.fold().unwrap();
-        (store, state)
-    })
-    .await
-    .unwrap();
-    let (writer, thread) = byre_log::Writer::start(store, state);
-    let mut out = Vec::new();
-    for cmd in cmds {
-        out.push(writer.submit(cmd, None).await.expect("accepted").events);
-    }
-    writer.stop().await;
-    tokio::task::spawn_blocking(move || thread.join())
-        .await
-        .unwrap();
-    out
-}
-
-/// A completed turn's end, as an agent's output records it (`VendorItem::TurnEnded`).
-pub fn turn_ended() -> byre_projections::sessions::TurnEnded {
-    use byre_projections::sessions::{TurnEnded, TurnOutcome, Usage};
-    TurnEnded {
-        cut: None,
-        turn: 0,
-        outcome: TurnOutcome::Completed,
-        summary: false,
-        result: "done".into(),
-        error: String::new(),
-        usage: Usage::default(),
-        cost_micro_usd: 0,
-        duration_ms: 1,
-        num_turns: 1,
-        api_error_status: None,
-        rate_limits: None,
-        review: false,
-        last_vendor_id: None,
-        raw: "{}".into(),
-    }
 }

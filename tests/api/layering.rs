@@ -48,7 +48,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["byre-agents", "byre-process", "byre-beneath"],
     ),
     ("byre-machines", &["byre-connect", "byre-beneath"]),
-    ("byre-search", &[]),
     (
         "byre-app",
         &[
@@ -62,7 +61,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "byre-machines",
             "byre-browser",
             "byre-toolboxes",
-            "byre-search",
         ],
     ),
     ("byre-client", &["byre-process", "byre-connect"]),
@@ -92,7 +90,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "byre-projections",
             "byre-log",
             "byre-app",
-            "byre-search",
             "byre-agents",
             "byre-git",
             "byre-fake-models",

@@ -47,7 +47,6 @@ mod reviews;
 mod sandbox;
 mod sandbox_fs;
 mod sandbox_tools;
-mod search;
 mod secrets;
 mod snapshots;
 mod startup_snapshot;

@@ -543,7 +543,7 @@ mod tests {
         assert_eq!((method.as_str(), path.as_str()), ("GET", "/api/me"));
         assert_eq!(c.route("noSuch"), None);
         let ids = c.operation_ids();
-        assert_eq!(ids.len(), 65);
+        assert_eq!(ids.len(), 64);
         assert_eq!(ids[..3], ["getMe", "updateMe", "updateNotificationPrefs"]);
         assert_eq!(ids.last().unwrap(), "deleteWorkflow");
     }

@@ -2,17 +2,15 @@
 //! (requested snapshots; causes left unanswered by a stop finished at start-up). The
 //! end-of-turn commit after a real agent turn is tested in `claude.rs`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use byre_projections::sessions::VendorItem;
+use byre_projections::sessions::{TurnEnded, TurnOutcome, Usage, VendorItem};
 use byre_projections::snapshots::SnapshotTrigger;
 use byre_projections::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::helpers::{
-    append_offline, find, local_ada, turn_ended, until_kind, Api, TestServer, WAIT,
-};
+use crate::helpers::{find, local_ada, until_kind, Api, TestServer, WAIT};
 
 /// A server with a task on a repository made from `fixtures/repos/basic` (`.gitignore`:
 /// `target/`, `*.log`).
@@ -259,6 +257,50 @@ async fn a_requested_snapshot_holds_tracked_and_untracked_files_but_not_ignored_
         .await;
     assert_eq!(r.status, 404);
     b.server.stop().await;
+}
+
+/// Appends `cmds` to the log of the stopped server in `data` with the writer alone (no
+/// reactor runs), as if byre had been killed right after committing them.
+/// Returns each command's events.
+async fn append_offline(data: &Path, cmds: Vec<Command>) -> Vec<Vec<byre_projections::Event>> {
+    let path = data.join("byre.redb");
+    let (store, state) = tokio::task::spawn_blocking(move || {
+        let store = byre_log::Store::open(&path).unwrap();
+        let state = store.fold().unwrap();
+        (store, state)
+    })
+    .await
+    .unwrap();
+    let (writer, thread) = byre_log::Writer::start(store, state);
+    let mut out = Vec::new();
+    for cmd in cmds {
+        out.push(writer.submit(cmd, None).await.expect("accepted").events);
+    }
+    writer.stop().await;
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap();
+    out
+}
+
+fn turn_ended() -> TurnEnded {
+    TurnEnded {
+        cut: None,
+        turn: 0,
+        outcome: TurnOutcome::Completed,
+        summary: false,
+        result: "done".into(),
+        error: String::new(),
+        usage: Usage::default(),
+        cost_micro_usd: 0,
+        duration_ms: 1,
+        num_turns: 1,
+        api_error_status: None,
+        rate_limits: None,
+        review: false,
+        last_vendor_id: None,
+        raw: "{}".into(),
+    }
 }
 
 #[tokio::test]

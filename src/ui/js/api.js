@@ -130,7 +130,6 @@ export const api = {
   listTasks: (projectId) => request("GET", `/api/projects/${enc(projectId)}/tasks`),
   createTask: (projectId, body) => request("POST", `/api/projects/${enc(projectId)}/tasks`, body, { quiet: true }),
   getTask: (taskId) => request("GET", `/api/tasks/${enc(taskId)}`),
-  searchAll: (params) => request("GET", `/api/search${q(params)}`, undefined, { quiet: true }),
   listTaskEvents: (taskId, params) => request("GET", `/api/tasks/${enc(taskId)}/events${q(params)}`),
   listSessions: (taskId) => request("GET", `/api/tasks/${enc(taskId)}/sessions`),
   createSession: (taskId, body) => request("POST", `/api/tasks/${enc(taskId)}/sessions`, body, { quiet: true }),

@@ -29,10 +29,9 @@ export function stickToBottom() {
 /**
  * props: items, itemKey(item) → string, renderItem(item) → vnode, estimate (px),
  * onNearTop(auto) (auto: to fill the view, not because the reader scrolled), testid, header
- * and footer (vnodes before and after the items), target (the key of an item to bring to the
- * top of the view and mark, once it is among the items).
+ * and footer (vnodes before and after the items).
  */
-export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, testid, footer, header, target }) {
+export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, testid, footer, header }) {
   const ref = useRef(null);
   const inner = useRef(null);
   const heights = useRef(new Map());
@@ -40,15 +39,7 @@ export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, te
   const [view, setView] = useState({ top: 0, height: 900 });
   const stick = useRef(true);
   const anchor = useRef(null);
-  const sought = useRef(null);
   const n = items.length;
-  // A new target, once among the items, becomes the anchor: the view is kept at it while
-  // the heights around it are measured, until the reader scrolls.
-  if (target && sought.current !== target && items.some((it) => itemKey(it) === target)) {
-    sought.current = target;
-    stick.current = false;
-    anchor.current = { key: target, delta: -8 };
-  }
   const offsets = new Float64Array(n + 1);
   for (let i = 0; i < n; i++) {
     const h = heights.current.get(itemKey(items[i]));
@@ -56,9 +47,7 @@ export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, te
   }
   const total = offsets[n];
   const overscan = Math.max(600, view.height);
-  const anchored = !stick.current && anchor.current && sought.current === anchor.current.key
-    ? items.findIndex((it) => itemKey(it) === anchor.current.key) : -1;
-  const top = stick.current ? Math.max(0, total - view.height) : anchored >= 0 ? offsets[anchored] : view.top;
+  const top = stick.current ? Math.max(0, total - view.height) : view.top;
   let start = lowerBound(offsets, n, top - overscan);
   let end = Math.min(n, lowerBound(offsets, n, top + view.height + overscan) + 1);
   if (start > end) start = end;
@@ -133,7 +122,7 @@ export function VList({ items, itemKey, renderItem, estimate = 72, onNearTop, te
     ${header}
     <div class="vspace" style=${{ height: `${offsets[start]}px` }}></div>
     <div ref=${inner}>
-      ${shown.map((it) => html`<div key=${itemKey(it)} data-vkey=${itemKey(it)} class=${itemKey(it) === target ? "vitem target" : "vitem"}>${renderItem(it)}</div>`)}
+      ${shown.map((it) => html`<div key=${itemKey(it)} data-vkey=${itemKey(it)} class="vitem">${renderItem(it)}</div>`)}
     </div>
     <div class="vspace" style=${{ height: `${total - offsets[end]}px` }}></div>
     ${footer}

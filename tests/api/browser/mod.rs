@@ -27,7 +27,6 @@ mod layout;
 mod lead;
 mod resume;
 mod reviews;
-mod search;
 mod signin;
 mod speed;
 mod stolen_cookie;

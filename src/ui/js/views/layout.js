@@ -11,7 +11,6 @@ import { TaskPage } from "./task.js";
 import { InboxPage } from "./inbox.js";
 import { StatusPage } from "./status.js";
 import { WorkflowsPage } from "./workflows.js";
-import { Palette, SearchButton } from "./palette.js";
 import { isPhone } from "../util.js";
 import { touch } from "../store.js";
 import { signOut } from "../api.js";
@@ -108,7 +107,6 @@ function Sidebar({ state, route, leadOpen, onLead }) {
   const shown = useProgressive(tasks ? tasks.length : 0);
   return html`<aside class="sidebar">
     <div class="brand"><a href="/">byre</a> <${StreamDot} state=${state} /></div>
-    <${SearchButton} />
     <${Nav} state=${state} route=${route} leadOpen=${leadOpen} onLead=${onLead} />
     <div class="side-section">
       <div class="side-title">Projects</div>
@@ -144,7 +142,6 @@ function TopBar({ state, route }) {
   for (const i of state.inbox.values()) if (i.state === "open") inbox++;
   return html`<header class="topbar">
     <a href="/" class="brand">byre</a> <${StreamDot} state=${state} />
-    <${SearchButton} />
     <button type="button" class="menu-button" data-testid="nav-menu" aria-expanded=${open} aria-controls="phone-menu"
       onClick=${() => setOpen(!open)}>Menu${inbox && !open ? html` <span class="count">${inbox}</span>` : null}</button>
     ${open ? html`<div class="phone-menu" id="phone-menu">
@@ -174,6 +171,5 @@ export function Layout({ route, state }) {
     ${phone ? html`<${TopBar} state=${state} route=${route} />` : html`<${Sidebar} state=${state} route=${route} leadOpen=${leadOpen} onLead=${setLeadOpen} />`}
     ${lead ? html`<${LeadPanel} state=${state} onClose=${() => setLeadOpen(false)} />` : null}
     <main class="main">${main}</main>
-    <${Palette} state=${state} />
   </div>`;
 }

@@ -91,7 +91,7 @@ export function TaskPage({ route, state, phone }) {
   return html`<div class="task-view" data-testid="task-view" data-task-id=${taskId} data-state=${task.state} onFocusIn=${onFocusIn} onFocusOut=${onFocusOut}>
     <section class="convo">
       ${header}
-      <${Transcript} key=${taskId} state=${state} taskId=${taskId} seq=${Number(route.query.get("seq")) || 0} />
+      <${Transcript} state=${state} taskId=${taskId} />
       <${Composer} key=${taskId} state=${state} task=${task} />
       ${phone ? html`<nav class="phone-tabs">${tabsFor(task).filter((t) => t.id !== "transcript").map((t) => html`<a href=${`/tasks/${taskId}/${t.id}`} data-testid=${`pane-tab-${t.id}`}>${t.label}</a>`)}</nav>` : null}
     </section>

@@ -65,28 +65,17 @@ export const TaskRow = memo(function TaskRow({ t, isUnread, inbox, compact, curr
   </a>`;
 });
 
-/** A filter keeping tasks whose title or branch holds every word of `words` (any case). */
-function matchesWords(words) {
-  const parts = words.toLowerCase().split(/\s+/).filter(Boolean);
-  return (t) => {
-    const hay = `${t.title}\n${t.branch}`.toLowerCase();
-    return parts.every((w) => hay.includes(w));
-  };
-}
-
 /** `/projects/{id}`: the project's tasks. */
 export function ProjectPage({ projectId, state }) {
   const [error, setError] = useState(null);
   const [filter, setFilter] = useState("all");
-  const [words, setWords] = useState("");
   const [sel, setSel] = useState(-1);
   useEffect(() => {
     ensureProject(projectId).catch((e) => setError(shownHere(e)));
   }, [projectId]);
   const project = state.projects.get(projectId);
   const all = projectTasks(state, projectId);
-  const byStatus = filter === "all" ? all : filter === "active" ? all.filter((t) => t.status === "active") : all.filter((t) => t.status !== "active");
-  const flat = words.trim() ? byStatus.filter(matchesWords(words)) : byStatus;
+  const flat = filter === "all" ? all : filter === "active" ? all.filter((t) => t.status === "active") : all.filter((t) => t.status !== "active");
   const rows = treeRows(flat);
   const list = rows.map((r) => r.t);
   const inbox = openInboxByTask(state);
@@ -122,12 +111,9 @@ export function ProjectPage({ projectId, state }) {
     ${project ? html`<p class="hint">${project.repo_path} · tasks branch from <code>${project.default_branch}</code></p>` : null}
     <div class="filters" role="tablist">
       ${["all", "active", "closed"].map((f) => html`<button type="button" role="tab" aria-selected=${filter === f} class=${filter === f ? "chip on" : "chip"} onClick=${() => setFilter(f)}>${f} <span class="n">${n(f)}</span></button>`)}
-      <input type="search" class="task-filter" data-testid="task-filter" placeholder="Filter by title or branch" aria-label="Filter tasks by title or branch"
-        value=${words} onInput=${(e) => { setWords(e.target.value); setSel(-1); }} onKeyDown=${(e) => e.key === "Escape" && (setWords(""), e.target.blur())} />
     </div>
     ${loading ? html`<p class="hint">Loading tasks…</p>` : list.length === 0
-      ? words.trim() ? html`<p class="empty" data-testid="task-list">No task's title or branch has “${words.trim()}”. <kbd>⌘K</kbd> / <kbd>Ctrl K</kbd> searches transcripts too.</p>`
-      : html`<p class="empty" data-testid="task-list">No tasks${filter === "all" ? " yet" : ""}. <a href=${`/projects/${projectId}/new`}>Start one</a>.</p>`
+      ? html`<p class="empty" data-testid="task-list">No tasks${filter === "all" ? " yet" : ""}. <a href=${`/projects/${projectId}/new`}>Start one</a>.</p>`
       : html`<div class="task-list" data-testid="task-list">
         ${rows.slice(0, shown).map(({ t, depth }, i) => html`<${TaskRow} key=${t.id} t=${t} depth=${depth} isUnread=${unread(state, t)} inbox=${inbox.get(t.id) || 0} selected=${i === sel} />`)}
       </div>`}

@@ -2,7 +2,7 @@
 // listTaskEvents as the reader scrolls up, with the live text of running turns below (plain
 // text while it streams, one text node per frame; the finished agent.text is Markdown).
 
-import { html, useEffect } from "../html.js";
+import { html } from "../html.js";
 import { loadEarlier } from "../store.js";
 import { VList } from "../vlist.js";
 import { buildItems, ItemView } from "./items.js";
@@ -28,33 +28,11 @@ function Live({ state, taskId }) {
   </div>`)}</div>`;
 }
 
-/**
- * The item drawing event `seq`: its own, else the nearest drawn one after it (a tool result is
- * drawn in its call, which comes before it: the call's item holds it).
- */
-function itemFor(tr, items, seq) {
-  if (!seq || !tr.seqs.has(seq)) return null;
-  let best = null;
-  for (const it of items) {
-    if (it.key === String(seq)) return it.key;
-    if (it.ev.seq <= seq) best = it.key;
-  }
-  return best;
-}
-
-/**
- * The transcript of `taskId` (the store must have opened it); with `seq` (a search hit), it
- * pages back until that event is read, then shows its item at the top of the view, marked.
- */
-export function Transcript({ state, taskId, seq }) {
+/** The transcript of `taskId` (the store must have opened it). */
+export function Transcript({ state, taskId }) {
   const tr = state.transcripts.get(taskId);
-  const wanted = tr && seq && !tr.seqs.has(seq) && tr.more && tr.events.length > 0 && tr.events[0].seq > seq;
-  useEffect(() => {
-    if (wanted && !tr.loading) loadEarlier(taskId, false);
-  });
   if (!tr) return html`<div class="transcript-wrap"><div class="hint pad">Loading…</div></div>`;
   const items = itemsOf(tr);
-  const target = itemFor(tr, items, seq);
   const header = tr.loading || tr.more
     ? html`<div class="earlier" data-testid="transcript-earlier">${tr.loading ? "Loading earlier events…"
       : html`<button type="button" class="link" onClick=${() => loadEarlier(taskId, false)}>Load earlier events</button>`}</div>`
@@ -64,7 +42,6 @@ export function Transcript({ state, taskId, seq }) {
       renderItem=${(it) => html`<${ItemView} type=${it.type} ev=${it.ev} result=${it.result} n=${it.n} taskId=${taskId} />`}
       onNearTop=${(auto) => loadEarlier(taskId, auto)}
       header=${header}
-      target=${target}
       footer=${html`<${Live} state=${state} taskId=${taskId} />`} />
   </div>`;
 }
